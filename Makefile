@@ -1,0 +1,49 @@
+# Cicada top-level Makefile. Each component keeps its rules in its own
+# folder (<dir>/<dir>.mk); this file sets the shared variables and targets.
+
+BUILD    ?= build
+CUDA     ?= /usr/local/cuda
+NVCC     ?= $(CUDA)/bin/nvcc
+CC       ?= cc
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
+            -I$(CUDA)/include -I/usr/include/tirpc -I$(BUILD)/gen -Iwire
+LDLIBS_RPC := -ltirpc
+CUDA_STUBS := $(CUDA)/lib64/stubs
+# Kernels for the tests: sm_90 for the H100, PTX for JIT on anything else.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
+
+.PHONY: all deps test test-gpu demo bench bench-cr fuzz clean gpu-bundle
+all:
+
+include wire/wire.mk
+include interposer/interposer.mk
+include gpu-server/gpu-server.mk
+include tests/fakecuda/fakecuda.mk
+include tests/tests.mk
+include tests/fuzz/fuzz.mk
+include tests/tools/tools.mk
+include bench/bench.mk
+
+deps:
+	bash scripts/install-deps.sh
+
+test: all
+	bash tests/run-tests.sh
+
+test-gpu:
+	bash tests/run-tests.sh --gpu
+
+demo:
+	bash scripts/demo.sh
+
+bench:
+	bash bench/run-bench.sh
+
+clean:
+	rm -rf $(BUILD)
+
+# Libraries a GPU node may lack, next to the binaries (found by rpath).
+$(BUILD)/lib/deps/.stamp: scripts/bundle-deps.sh
+	bash scripts/bundle-deps.sh $(BUILD)/lib/deps && touch $@
+all: $(BUILD)/lib/deps/.stamp

@@ -1,0 +1,166 @@
+/*
+ * device.c: hand-written handlers for device, context and pointer queries
+ * whose results are not plain scalars.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpu-server.h"
+
+static char name_buf[CICADA_NAME_MAX];
+
+CUresult hand_get_error_string(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	name_res *r = res;
+	const char *s = NULL;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = cuGetErrorString((CUresult)a->v.v_val[0], &s);
+	snprintf(name_buf, sizeof(name_buf), "%s", s ? s : "");
+	r->name = strdup(name_buf);
+	return err;
+}
+
+CUresult hand_device_get_name(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	name_res *r = res;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	name_buf[0] = 0;
+	err = cuDeviceGetName(name_buf, sizeof(name_buf), (CUdevice)a->v.v_val[0]);
+	r->name = strdup(name_buf);
+	return err;
+}
+
+CUresult hand_device_get_pci_bus_id(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	name_res *r = res;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	name_buf[0] = 0;
+	err = cuDeviceGetPCIBusId(name_buf, sizeof(name_buf), (CUdevice)a->v.v_val[0]);
+	r->name = strdup(name_buf);
+	return err;
+}
+
+CUresult hand_device_get_uuid(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	bytes_res *r = res;
+	CUuuid uuid;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = cuDeviceGetUuid(&uuid, (CUdevice)a->v.v_val[0]);
+	if (err)
+		return err;
+	r->data.data_val = malloc(sizeof(uuid.bytes));
+	if (!r->data.data_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(r->data.data_val, uuid.bytes, sizeof(uuid.bytes));
+	r->data.data_len = sizeof(uuid.bytes);
+	return CUDA_SUCCESS;
+}
+
+/* in: flags, device; out: context id (now current on the worker). */
+CUresult hand_ctx_create(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	CUcontext ctx;
+	CUresult err;
+
+	if (a->v.v_len != 2)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = cuCtxCreate(&ctx, NULL, (unsigned)a->v.v_val[0], (CUdevice)a->v.v_val[1]);
+	if (err)
+		return err;
+	r->v.v_val = malloc(sizeof(uint64_t));
+	if (!r->v.v_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = handle_put(w, H_CTX, ctx);
+	r->v.v_len = 1;
+	return CUDA_SUCCESS;
+}
+
+static size_t pointer_attr_size(unsigned attr)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT: return sizeof(CUcontext);
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: return sizeof(unsigned int);
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: return sizeof(CUdeviceptr);
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void *);
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: return sizeof(int);
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED: return sizeof(int);
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return sizeof(int);
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(size_t);
+	case CU_POINTER_ATTRIBUTE_MAPPED: return sizeof(int);
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: return sizeof(unsigned long long);
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: return sizeof(int);
+	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: return sizeof(unsigned int);
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(void *);
+	default: return 0;
+	}
+}
+
+CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
+{
+	pointer_attr_args *a = args;
+	bytes_res *r = res;
+	size_t size = pointer_attr_size(a->attr);
+	uint64_t value = 0;
+	CUresult err;
+
+	if (!size)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = cuPointerGetAttribute(&value, (CUpointer_attribute)a->attr, (CUdeviceptr)a->ptr);
+	if (err)
+		return err;
+	if (a->attr == CU_POINTER_ATTRIBUTE_CONTEXT)
+		value = handle_put(w, H_CTX, (void *)(uintptr_t)value);
+	r->data.data_val = malloc(size);
+	if (!r->data.data_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(r->data.data_val, &value, size);
+	r->data.data_len = size;
+	return CUDA_SUCCESS;
+}
+
+/* in: function, dynamic shared memory, block size limit, flags;
+ * out: min grid size, block size. Callbacks cannot cross the wire. */
+CUresult hand_occupancy_max_potential_block_size(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	CUfunction f;
+	int grid = 0, block = 0;
+	CUresult err;
+
+	if (a->v.v_len != 4)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = handle_get(w, H_FUNCTION, a->v.v_val[0], (void **)&f)))
+		return err;
+	err = cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, NULL, (size_t)a->v.v_val[1],
+							(int)a->v.v_val[2], (unsigned)a->v.v_val[3]);
+	if (err)
+		return err;
+	r->v.v_val = malloc(2 * sizeof(uint64_t));
+	if (!r->v.v_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = (uint64_t)grid;
+	r->v.v_val[1] = (uint64_t)block;
+	r->v.v_len = 2;
+	return CUDA_SUCCESS;
+}

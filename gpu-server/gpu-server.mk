@@ -1,0 +1,19 @@
+# gpu-server.mk: the gpu-server daemon (links the real libcuda.so.1).
+
+SERVER_SRCS := gpu-server/main.c gpu-server/worker.c gpu-server/session.c gpu-server/handles.c \
+               gpu-server/device.c gpu-server/memory.c gpu-server/module.c gpu-server/modcache.c \
+               gpu-server/auth.c gpu-server/primary.c
+SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o
+SERVER_BIN := $(BUILD)/bin/gpu-server
+
+$(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h wire/wire.h $(GEN)/cicada.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -c $< -o $@
+$(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c gpu-server/gpu-server.h $(GEN)/cicada.h
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -c $< -o $@
+
+$(SERVER_BIN): $(SERVER_OBJS) $(WIRE_LIB)
+	@mkdir -p $(@D)
+	$(CC) -pthread -o $@ $^ -L$(CUDA_STUBS) -lcuda -ltirpc -lxxhash -Wl,-rpath,'$$ORIGIN/../lib/deps'
+
+all: $(SERVER_BIN)

@@ -1,0 +1,180 @@
+/*
+ * memory.c: copy handlers. Remote clients send data inline, through the
+ * worker's pinned scratch buffers. Local clients copy through shared
+ * memory: pinned allocations they made as memfd regions that the worker
+ * maps and registers (direct DMA), or the staging slots for pageable data.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "gpu-server.h"
+
+static CUresult stream_of(struct worker *w, uint64_t id, CUstream *s)
+{
+	return handle_get(w, H_STREAM, id, (void **)s);
+}
+
+static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int drain)
+{
+	CUresult err;
+
+	if (!async)
+		return cuMemcpyHtoD(dst, src, n);
+	err = cuMemcpyHtoDAsync(dst, src, n, s);
+	return err || !drain ? err : cuStreamSynchronize(s);
+}
+
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async, int drain)
+{
+	CUresult err;
+
+	if (!async)
+		return cuMemcpyDtoH(dst, src, n);
+	err = cuMemcpyDtoHAsync(dst, src, n, s);
+	return err || !drain ? err : cuStreamSynchronize(s);
+}
+
+CUresult hand_memcpy_htod(struct worker *w, void *args, void *res)
+{
+	htod_args *a = args;
+	CUstream s;
+	CUresult err = stream_of(w, a->stream, &s);
+
+	/* The scratch buffer is reused by the next call: drain async copies. */
+	return err ? err : copy_htod(a->dst, a->data.data_val, a->data.data_len, s, a->async, 1);
+}
+
+CUresult hand_memcpy_htod_async(struct worker *w, void *args, void *res)
+{
+	return hand_memcpy_htod(w, args, res);
+}
+
+CUresult hand_memcpy_dtoh(struct worker *w, void *args, void *res)
+{
+	dtoh_args *a = args;
+	bytes_res *r = res;
+	CUstream s;
+	CUresult err;
+
+	if (a->size > CICADA_CHUNK_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = stream_of(w, a->stream, &s)))
+		return err;
+	err = copy_dtoh(w->scratch_out, a->src, a->size, s, a->async, 1);
+	if (err)
+		return err;
+	r->data.data_val = w->scratch_out;
+	r->data.data_len = a->size;
+	return CUDA_SUCCESS;
+}
+
+/* Finds the worker's address of a client host range, or NULL. */
+static char *shm_host(struct worker *w, const shm_copy_args *a)
+{
+	struct shm_header *h = w->shm.hdr;
+
+	if (!h)
+		return NULL;
+	if (a->region == 0) {
+		if (a->slot < 0 || (unsigned)a->slot >= h->nslots || a->size > h->slot_size)
+			return NULL;
+		return shm_slot(&w->shm, a->slot);
+	}
+	if (a->region >= MAX_HOST_REGIONS || !w->regions[a->region].base)
+		return NULL;
+	if (a->offset > w->regions[a->region].size || a->size > w->regions[a->region].size - a->offset)
+		return NULL;
+	return (char *)w->regions[a->region].base + a->offset;
+}
+
+static CUresult shm_copy(struct worker *w, shm_copy_args *a)
+{
+	char *host = shm_host(w, a);
+	int staged = a->region == 0;
+	CUstream s;
+	CUresult err;
+
+	if (!host)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = stream_of(w, a->stream, &s)))
+		goto out;
+	if (a->to_device)
+		err = copy_htod(a->device, host, a->size, s, a->async, staged);
+	else
+		err = copy_dtoh(host, a->device, a->size, s, a->async, staged);
+out:
+	if (!staged)
+		return err;
+	/* Staged copies report through the slot, never twice. */
+	atomic_store(&w->shm.hdr->slot_err[a->slot], err);
+	shm_slot_set(&w->shm, a->slot, a->to_device ? SLOT_FREE : SLOT_READY);
+	return CUDA_SUCCESS;
+}
+
+CUresult hand_memcpy_shm(struct worker *w, void *args, void *res)
+{
+	return shm_copy(w, args);
+}
+
+CUresult hand_memcpy_shm_async(struct worker *w, void *args, void *res)
+{
+	return shm_copy(w, args);
+}
+
+CUresult hand_host_region_map(struct worker *w, void *args, void *res)
+{
+	host_region_args *a = args;
+	host_region_res *r = res;
+	struct host_region *reg;
+	unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
+	struct stat st;
+	CUresult err = CUDA_ERROR_INVALID_VALUE;
+	int fd = wire_recv_fd(w->sock);
+
+	if (fd < 0) {
+		w->exiting = 1;
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	if (!a->region || a->region >= MAX_HOST_REGIONS || w->regions[a->region].base || !a->size ||
+	    fstat(fd, &st) || (uint64_t)st.st_size < a->size)
+		goto out;
+	reg = &w->regions[a->region];
+	reg->base = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (reg->base == MAP_FAILED) {
+		reg->base = NULL;
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	reg->size = a->size;
+	reg->flags = a->flags;
+	if (a->flags & CU_MEMHOSTALLOC_DEVICEMAP)
+		flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+	err = cuMemHostRegister(reg->base, a->size, flags);
+	if (!err && (a->flags & CU_MEMHOSTALLOC_DEVICEMAP))
+		err = cuMemHostGetDevicePointer((CUdeviceptr *)&r->device_ptr, reg->base, 0);
+	if (err) {
+		munmap(reg->base, a->size);
+		reg->base = NULL;
+	}
+out:
+	close(fd);
+	return err;
+}
+
+CUresult hand_host_region_unmap(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	struct host_region *reg;
+
+	if (a->v.v_len != 1 || !a->v.v_val[0] || a->v.v_val[0] >= MAX_HOST_REGIONS)
+		return CUDA_ERROR_INVALID_VALUE;
+	reg = &w->regions[a->v.v_val[0]];
+	if (!reg->base)
+		return CUDA_ERROR_INVALID_VALUE;
+	cuMemHostUnregister(reg->base);
+	munmap(reg->base, reg->size);
+	reg->base = NULL;
+	return CUDA_SUCCESS;
+}

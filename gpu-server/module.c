@@ -1,0 +1,197 @@
+/*
+ * module.c: module and library loading (through the content-hash cache),
+ * symbol lookups by name, kernel parameter layouts and kernel launches.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "gpu-server.h"
+
+static CUresult load_image(struct worker *w, const module_load_args *a, const void *image, uint64_t *id)
+{
+	CUresult err;
+
+	if (a->library) {
+		CUlibrary lib;
+		err = cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
+		if (!err && !(*id = handle_put(w, H_LIBRARY, lib)))
+			err = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		CUmodule mod;
+		err = cuModuleLoadData(&mod, image);
+		if (!err && !(*id = handle_put(w, H_MODULE, mod)))
+			err = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return err;
+}
+
+static CUresult one_scalar(scalar_res *r, uint64_t v)
+{
+	r->v.v_val = malloc(sizeof(uint64_t));
+	if (!r->v.v_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = v;
+	r->v.v_len = 1;
+	return CUDA_SUCCESS;
+}
+
+/* An empty image asks whether the cache has it (CUDA_ERROR_NOT_FOUND). */
+CUresult hand_module_load(struct worker *w, void *args, void *res)
+{
+	module_load_args *a = args;
+	image_hash check;
+	void *image = a->image.image_val;
+	size_t size = a->image.image_len;
+	uint64_t id = 0;
+	CUresult err;
+
+	if (!size) {
+		if (modcache_lookup(w->cache_dir, &a->hash, &image, &size))
+			return CUDA_ERROR_NOT_FOUND;
+	} else {
+		image_hash_compute(image, size, &check);
+		if (check.lo != a->hash.lo || check.hi != a->hash.hi)
+			return CUDA_ERROR_INVALID_IMAGE;
+	}
+	err = load_image(w, a, image, &id);
+	if (!err && a->image.image_len)
+		modcache_store(w->cache_dir, &a->hash, image, size);
+	if (image != a->image.image_val)
+		free(image);
+	return err ? err : one_scalar(res, id);
+}
+
+CUresult hand_module_get_function(struct worker *w, void *args, void *res)
+{
+	handle_name_args *a = args;
+	CUmodule mod;
+	CUfunction f;
+	CUresult err;
+
+	if ((err = handle_get(w, H_MODULE, a->handle, (void **)&mod)) ||
+	    (err = cuModuleGetFunction(&f, mod, a->name)))
+		return err;
+	return one_scalar(res, handle_put(w, H_FUNCTION, f));
+}
+
+CUresult hand_library_get_kernel(struct worker *w, void *args, void *res)
+{
+	handle_name_args *a = args;
+	CUlibrary lib;
+	CUkernel k;
+	CUresult err;
+
+	if ((err = handle_get(w, H_LIBRARY, a->handle, (void **)&lib)) ||
+	    (err = cuLibraryGetKernel(&k, lib, a->name)))
+		return err;
+	return one_scalar(res, handle_put(w, H_KERNEL, k));
+}
+
+CUresult hand_module_get_global(struct worker *w, void *args, void *res)
+{
+	handle_name_args *a = args;
+	global_res *r = res;
+	CUmodule mod;
+	CUdeviceptr ptr;
+	size_t size;
+	CUresult err;
+
+	if ((err = handle_get(w, H_MODULE, a->handle, (void **)&mod)) ||
+	    (err = cuModuleGetGlobal(&ptr, &size, mod, a->name)))
+		return err;
+	r->ptr = ptr;
+	r->size = size;
+	return CUDA_SUCCESS;
+}
+
+CUresult hand_library_get_global(struct worker *w, void *args, void *res)
+{
+	handle_name_args *a = args;
+	global_res *r = res;
+	CUlibrary lib;
+	CUdeviceptr ptr;
+	size_t size;
+	CUresult err;
+
+	if ((err = handle_get(w, H_LIBRARY, a->handle, (void **)&lib)) ||
+	    (err = cuLibraryGetGlobal(&ptr, &size, lib, a->name)))
+		return err;
+	r->ptr = ptr;
+	r->size = size;
+	return CUDA_SUCCESS;
+}
+
+/* Returns every parameter's offset and size in one reply. */
+CUresult hand_func_get_param_info(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	param_info_res *r = res;
+	static unsigned offsets[1024], sizes[1024];
+	CUfunction f;
+	CUresult err;
+	unsigned n = 0;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = handle_get(w, H_FUNCTION, a->v.v_val[0], (void **)&f)))
+		return err;
+	if (handle_kind_of(w, a->v.v_val[0]) == H_KERNEL && (err = cuKernelGetFunction(&f, (CUkernel)f)))
+		return err;
+	for (; n < 1024; n++) {
+		size_t off, size;
+		if (cuFuncGetParamInfo(f, n, &off, &size))
+			break;
+		offsets[n] = (unsigned)off;
+		sizes[n] = (unsigned)size;
+	}
+	r->offsets.offsets_val = malloc(n * sizeof(unsigned) + 1);
+	r->sizes.sizes_val = malloc(n * sizeof(unsigned) + 1);
+	if (!r->offsets.offsets_val || !r->sizes.sizes_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(r->offsets.offsets_val, offsets, n * sizeof(unsigned));
+	memcpy(r->sizes.sizes_val, sizes, n * sizeof(unsigned));
+	r->offsets.offsets_len = r->sizes.sizes_len = n;
+	return CUDA_SUCCESS;
+}
+
+/* Launch attributes that hold events carry client ids: translate them. */
+static CUresult copy_attrs(struct worker *w, const launch_args *a, CUlaunchAttribute *out)
+{
+	for (unsigned i = 0; i < a->attrs.attrs_len; i++) {
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].id = (CUlaunchAttributeID)a->attrs.attrs_val[i].id;
+		memcpy(&out[i].value, a->attrs.attrs_val[i].value, sizeof(out[i].value));
+		if (out[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT ||
+		    out[i].id == CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT) {
+			CUresult err = handle_get(w, H_EVENT, (uint64_t)(uintptr_t)out[i].value.programmaticEvent.event,
+						  (void **)&out[i].value.programmaticEvent.event);
+			if (err)
+				return err;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult hand_launch_kernel(struct worker *w, void *args, void *res)
+{
+	launch_args *a = args;
+	CUlaunchAttribute attrs[16];
+	size_t size = a->params.params_len;
+	void *extra[] = { CU_LAUNCH_PARAM_BUFFER_POINTER, a->params.params_val,
+			  CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END };
+	CUlaunchConfig cfg = {
+		.gridDimX = a->grid[0], .gridDimY = a->grid[1], .gridDimZ = a->grid[2],
+		.blockDimX = a->block[0], .blockDimY = a->block[1], .blockDimZ = a->block[2],
+		.sharedMemBytes = a->shared_mem, .attrs = attrs, .numAttrs = a->attrs.attrs_len,
+	};
+	CUfunction f;
+	CUresult err;
+
+	if ((err = handle_get(w, H_FUNCTION, a->func, (void **)&f)) ||
+	    (err = handle_get(w, H_STREAM, a->stream, (void **)&cfg.hStream)) ||
+	    (err = copy_attrs(w, a, attrs)))
+		return err;
+	if (!a->attrs.attrs_len)
+		return cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+				      cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, NULL, size ? extra : NULL);
+	return cuLaunchKernelEx(&cfg, f, NULL, size ? extra : NULL);
+}

@@ -1,0 +1,261 @@
+/*
+ * client.c: the interposer's connection to its gpu-server. It connects on
+ * first use (CICADA_SERVER, default unix:/run/cicada/gpu.sock), says hello
+ * with the token (CICADA_TOKEN_FILE or CICADA_TOKEN) and, for a unix
+ * socket, sets up the shared-memory data path (CICADA_SHM=0 turns it off).
+ * Calls are serialised on the connection; pipelined ones return at once.
+ * If the server cannot be reached or goes away, one line says so on
+ * stderr and every call from then on fails quickly.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "interposer.h"
+
+#define STAGING_SLOTS 8
+#define STAGING_SLOT_SIZE (4u << 20)
+
+struct client {
+	pthread_mutex_t lock;
+	int state;                           /* 0 new, 1 connected, -1 failed */
+	CUresult fail_err;
+	char addr_text[300];
+	struct wire_stream stream;
+	struct shm_segment shm;
+	int use_shm;
+	struct wire_buf out, in;
+	uint32_t xid;
+	CUcontext server_ctx;
+	int server_ctx_known;
+	void *scratch;
+};
+
+static struct client cl = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .shm = { .fd = -1 } };
+
+static CUresult fail(CUresult err, const char *fmt, const char *detail)
+{
+	fprintf(stderr, "cicada: ");
+	fprintf(stderr, fmt, cl.addr_text, detail);
+	fprintf(stderr, "\n");
+	cl.state = -1;
+	cl.fail_err = err;
+	return err;
+}
+
+static size_t read_token(char *buf, size_t len)
+{
+	const char *path = getenv("CICADA_TOKEN_FILE"), *env = getenv("CICADA_TOKEN");
+	size_t n = 0;
+
+	if (path) {
+		FILE *f = fopen(path, "r");
+		if (f) {
+			n = fread(buf, 1, len, f);
+			fclose(f);
+		} else {
+			log_warn("cannot read CICADA_TOKEN_FILE %s: %s", path, strerror(errno));
+		}
+	} else if (env) {
+		n = strlen(env) < len ? strlen(env) : len;
+		memcpy(buf, env, n);
+	}
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	return n;
+}
+
+static CUresult say_hello(void)
+{
+	char token[CICADA_TOKEN_MAX], host[64] = "";
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)getpid() };
+	hello_res r;
+	char err[WIRE_ERRLEN];
+
+	memset(&r, 0, sizeof(r));
+	gethostname(host, sizeof(host) - 1);
+	h.host = host;
+	h.token.token_val = token;
+	h.token.token_len = (unsigned)read_token(token, sizeof(token));
+	if (cl.use_shm) {
+		if (shm_segment_create(&cl.shm, STAGING_SLOTS, STAGING_SLOT_SIZE))
+			cl.use_shm = 0;
+		h.want_shm = cl.use_shm;
+		h.shm_size = cl.use_shm ? cl.shm.size : 0;
+	}
+	if (wire_encode_call(&cl.out, ++cl.xid, P_hello, (xdrproc_t)xdr_hello_args, &h) ||
+	    wire_send_record(&cl.stream, &cl.out) || (cl.use_shm && wire_send_fd(cl.stream.fd, cl.shm.fd)) ||
+	    wire_recv_record(&cl.stream, &cl.in, 65536))
+		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s closed the connection during hello%s", "");
+	if (wire_decode_reply(&cl.in, cl.xid, (xdrproc_t)xdr_hello_res, &r, err))
+		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s: %s", err);
+	if (r.err) {
+		fail(r.err == CUDA_ERROR_NOT_PERMITTED ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE,
+		     "gpu-server at %s refused the connection: %s", r.message);
+		xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+		return cl.fail_err;
+	}
+	log_info("connected to %s (worker %llu%s)", cl.addr_text, (unsigned long long)r.worker_pid,
+		 r.shm_ok ? ", shared memory" : "");
+	if (r.shm_ok)
+		wire_stream_use_shm(&cl.stream, &cl.shm, 0);
+	else if (cl.use_shm)
+		shm_segment_detach(&cl.shm), cl.use_shm = 0;
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	return CUDA_SUCCESS;
+}
+
+static CUresult connect_locked(void)
+{
+	const char *text = getenv("CICADA_SERVER"), *shm = getenv("CICADA_SHM");
+	struct wire_addr addr;
+	char err[WIRE_ERRLEN];
+	int fd;
+
+	log_init("cicada");
+	if (!text)
+		text = "unix:/run/cicada/gpu.sock";
+	snprintf(cl.addr_text, sizeof(cl.addr_text), "%s", text);
+	if (wire_parse_addr(text, &addr, err))
+		return fail(CUDA_ERROR_NO_DEVICE, "CICADA_SERVER=%s: %s", err);
+	fd = wire_dial(&addr, err);
+	if (fd < 0)
+		return fail(CUDA_ERROR_NO_DEVICE, "cannot reach gpu-server at %s: %s", strchr(err, ':') ?
+			    strrchr(err, ':') + 2 : err);
+	wire_stream_init(&cl.stream, fd);
+	cl.use_shm = addr.kind == WIRE_UNIX && !(shm && !strcmp(shm, "0"));
+	cl.scratch = malloc(CICADA_CHUNK_MAX);
+	if (!cl.scratch)
+		return fail(CUDA_ERROR_OUT_OF_MEMORY, "%s: %s", "out of memory");
+	if (say_hello())
+		return cl.fail_err;
+	cl.state = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult client_connect(void)
+{
+	CUresult err;
+
+	if (cl.state == 1)
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&cl.lock);
+	if (cl.state == 0)
+		connect_locked();
+	err = cl.state == 1 ? CUDA_SUCCESS : cl.fail_err;
+	pthread_mutex_unlock(&cl.lock);
+	return err;
+}
+
+void client_lock(void)
+{
+	pthread_mutex_lock(&cl.lock);
+}
+
+void client_unlock(void)
+{
+	pthread_mutex_unlock(&cl.lock);
+}
+
+struct shm_segment *client_shm(void)
+{
+	return cl.use_shm ? &cl.shm : NULL;
+}
+
+int client_socket(void)
+{
+	return cl.stream.fd;
+}
+
+void *client_scratch(void)
+{
+	return cl.scratch;
+}
+
+/* The server went away: say so once, and fail every call from now on. */
+CUresult client_lost(const char *why)
+{
+	if (cl.state == 1)
+		fail(CUDA_ERROR_DEVICE_UNAVAILABLE, "lost the connection to gpu-server at %s: %s", why);
+	return cl.fail_err;
+}
+
+/* Makes the server's current context the calling thread's. */
+static CUresult sync_context(unsigned proc)
+{
+	CUcontext cur = ctx_current();
+	uint64_t id;
+	scalars a = { { 1, &id } };
+
+	if (proc == P_cuCtxSetCurrent || proc == P_hello || (cl.server_ctx_known && cl.server_ctx == cur))
+		return CUDA_SUCCESS;
+	id = handle_id(cur);
+	if (wire_encode_call(&cl.out, ++cl.xid, P_cuCtxSetCurrent, (xdrproc_t)xdr_scalars, &a) ||
+	    wire_send_record(&cl.stream, &cl.out))
+		return client_lost("write failed");
+	cl.server_ctx = cur;
+	cl.server_ctx_known = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)
+{
+	char err[WIRE_ERRLEN];
+	CUresult rc;
+	uint32_t xid;
+
+	if (cl.state != 1)
+		return cl.fail_err;
+	if ((rc = sync_context(proc)))
+		return rc;
+	xid = ++cl.xid;
+	if (wire_encode_call(&cl.out, xid, proc, xargs, args))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (wire_send_record(&cl.stream, &cl.out))
+		return client_lost("the server closed the connection");
+	if (!xres)
+		return CUDA_SUCCESS;
+	if (wire_recv_record(&cl.stream, &cl.in, WIRE_MAX_RECORD))
+		return client_lost("the server closed the connection");
+	if (wire_decode_reply(&cl.in, xid, xres, res, err))
+		return client_lost(err);
+	return (CUresult) * (int *)res;
+}
+
+CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)
+{
+	CUresult rc = client_connect();
+
+	if (rc)
+		return rc;
+	client_lock();
+	rc = client_call_locked(proc, xargs, args, xres, res);
+	client_unlock();
+	return rc;
+}
+
+CUresult client_scalar_call(unsigned proc, int async, const uint64_t *in, unsigned nin, uint64_t *out,
+			    unsigned nout)
+{
+	scalars a = { { nin, (u_quad_t *)in } };
+	uint64_t buf[CICADA_SCALARS_MAX];
+	scalar_res r = { 0, { 0, buf } };
+	CUresult rc;
+
+	if (async)
+		return client_call(proc, (xdrproc_t)xdr_scalars, &a, NULL, NULL);
+	rc = client_call(proc, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
+	if (rc == CUDA_SUCCESS && r.v.v_len != nout)
+		return client_lost("malformed reply");
+	for (unsigned i = 0; i < nout && rc == CUDA_SUCCESS; i++)
+		out[i] = r.v.v_val[i];
+	return rc;
+}
+
+/* Forced after cuCtxCreate/cuCtxDestroy, which change the server's context. */
+void client_set_server_ctx(CUcontext ctx, int known)
+{
+	cl.server_ctx = ctx;
+	cl.server_ctx_known = known;
+}

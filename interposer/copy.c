@@ -1,0 +1,232 @@
+/*
+ * copy.c: host<->device copies, routed by where the host memory lives:
+ *  - a pinned region shared with a local worker: one message, direct DMA;
+ *  - other memory of a local client: streamed through the staging slots,
+ *    with the application's memcpy overlapping the worker's DMA;
+ *  - a remote client: inline chunks in the messages.
+ */
+#include "interposer.h"
+
+static unsigned next_slot;
+
+static CUresult region_copy(CUdeviceptr dev, const struct host_range *hr, size_t n, CUstream stream,
+			    int async, int to_device)
+{
+	shm_copy_args a = { .device = dev, .region = hr->region, .offset = hr->offset, .size = n,
+			    .stream = handle_id(stream), .async = async, .to_device = to_device, .slot = -1 };
+	scalar_res r = { 0 };
+
+	if (async)
+		return client_call_locked(P_memcpy_shm_async, (xdrproc_t)xdr_shm_copy_args, &a, NULL, NULL);
+	return client_call_locked(P_memcpy_shm, (xdrproc_t)xdr_shm_copy_args, &a, (xdrproc_t)xdr_scalar_res, &r);
+}
+
+static CUresult slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state)
+{
+	if (shm_slot_wait(seg, slot, state, client_socket()))
+		return client_lost("the server stopped answering");
+	return CUDA_SUCCESS;
+}
+
+static CUresult slot_request(struct shm_segment *seg, unsigned slot, CUdeviceptr dev, size_t n,
+			     CUstream stream, int async, int to_device)
+{
+	shm_copy_args a = { .device = dev, .region = 0, .size = n, .stream = handle_id(stream),
+			    .async = async, .to_device = to_device, .slot = (int)slot };
+
+	atomic_store(&seg->hdr->slot_state[slot], SLOT_BUSY);
+	return client_call_locked(P_memcpy_shm_async, (xdrproc_t)xdr_shm_copy_args, &a, NULL, NULL);
+}
+
+static CUresult staged_htod(struct shm_segment *seg, CUdeviceptr dst, const char *src, size_t n,
+			    CUstream stream, int async)
+{
+	unsigned nslots = seg->hdr->nslots, used = 0, first = next_slot;
+	size_t chunk = seg->hdr->slot_size;
+	CUresult err = CUDA_SUCCESS;
+
+	for (size_t off = 0; off < n && !err; off += chunk, used++) {
+		unsigned slot = next_slot++ % nslots;
+		size_t len = n - off < chunk ? n - off : chunk;
+
+		if ((err = slot_wait(seg, slot, SLOT_FREE)))
+			return err;
+		memcpy(shm_slot(seg, slot), src + off, len);
+		err = slot_request(seg, slot, dst + off, len, stream, async, 1);
+	}
+	/* The copy is done when the worker has emptied every slot we used. */
+	for (unsigned i = 0; i < used && i < nslots; i++) {
+		unsigned slot = (first + used - 1 - i) % nslots;
+		CUresult e = slot_wait(seg, slot, SLOT_FREE);
+		if (!e)
+			e = (CUresult)atomic_load(&seg->hdr->slot_err[slot]);
+		if (!err)
+			err = e;
+	}
+	return err;
+}
+
+static CUresult staged_dtoh(struct shm_segment *seg, char *dst, CUdeviceptr src, size_t n,
+			    CUstream stream, int async)
+{
+	unsigned nslots = seg->hdr->nslots, base = next_slot;
+	size_t chunk = seg->hdr->slot_size, chunks = (n + chunk - 1) / chunk, sent = 0, done = 0;
+	CUresult err = CUDA_SUCCESS;
+
+	next_slot += (unsigned)chunks;
+	while (done < chunks) {
+		while (sent < chunks && sent - done < nslots && !err) {
+			unsigned slot = (unsigned)((base + sent) % nslots);
+			size_t len = n - sent * chunk < chunk ? n - sent * chunk : chunk;
+			if (!(err = slot_wait(seg, slot, SLOT_FREE)))
+				err = slot_request(seg, slot, src + sent * chunk, len, stream, async, 0);
+			sent++;
+		}
+		if (err == CUDA_ERROR_DEVICE_UNAVAILABLE)
+			return err;
+		unsigned slot = (unsigned)((base + done) % nslots);
+		size_t len = n - done * chunk < chunk ? n - done * chunk : chunk;
+		CUresult e = slot_wait(seg, slot, SLOT_READY);
+		if (e)
+			return e;
+		e = (CUresult)atomic_load(&seg->hdr->slot_err[slot]);
+		if (!e)
+			memcpy(dst + done * chunk, shm_slot(seg, slot), len);
+		atomic_store(&seg->hdr->slot_state[slot], SLOT_FREE);
+		if (!err)
+			err = e;
+		done++;
+	}
+	return err;
+}
+
+static CUresult inline_htod(CUdeviceptr dst, const char *src, size_t n, CUstream stream, int async)
+{
+	CUresult err = CUDA_SUCCESS;
+
+	for (size_t off = 0; off < n && !err; off += CICADA_CHUNK_MAX) {
+		size_t len = n - off < CICADA_CHUNK_MAX ? n - off : CICADA_CHUNK_MAX;
+		htod_args a = { .dst = dst + off, .stream = handle_id(stream), .async = async,
+				.data = { (u_int)len, (char *)src + off } };
+		scalar_res r = { 0 };
+
+		if (async || off + len < n)
+			err = client_call_locked(P_memcpy_htod_async, (xdrproc_t)xdr_htod_args, &a, NULL, NULL);
+		else
+			err = client_call_locked(P_memcpy_htod, (xdrproc_t)xdr_htod_args, &a,
+						 (xdrproc_t)xdr_scalar_res, &r);
+	}
+	return err;
+}
+
+static CUresult inline_dtoh(char *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+{
+	char *scratch = client_scratch();
+	CUresult err = CUDA_SUCCESS;
+
+	for (size_t off = 0; off < n && !err; off += CICADA_CHUNK_MAX) {
+		size_t len = n - off < CICADA_CHUNK_MAX ? n - off : CICADA_CHUNK_MAX;
+		dtoh_args a = { .src = src + off, .size = len, .stream = handle_id(stream), .async = async };
+		bytes_res r = { 0, { 0, scratch } };
+
+		err = client_call_locked(P_memcpy_dtoh, (xdrproc_t)xdr_dtoh_args, &a, (xdrproc_t)xdr_bytes_res, &r);
+		if (!err && r.data.data_len != len)
+			err = client_lost("short copy from the server");
+		if (!err)
+			memcpy(dst + off, scratch, len);
+	}
+	return err;
+}
+
+CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
+{
+	struct host_range hr;
+	struct shm_segment *seg;
+	CUresult err;
+
+	if (!n)
+		return CUDA_SUCCESS;
+	if (!src)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = client_connect()))
+		return err;
+	client_lock();
+	seg = client_shm();
+	if (seg && hostmem_find(src, n, &hr))
+		err = region_copy(dst, &hr, n, stream, async, 1);
+	else if (seg)
+		err = staged_htod(seg, dst, src, n, stream, async);
+	else
+		err = inline_htod(dst, src, n, stream, async);
+	client_unlock();
+	return err;
+}
+
+CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+{
+	struct host_range hr;
+	struct shm_segment *seg;
+	CUresult err;
+
+	if (!n)
+		return CUDA_SUCCESS;
+	if (!dst)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = client_connect()))
+		return err;
+	client_lock();
+	seg = client_shm();
+	if (seg && hostmem_find(dst, n, &hr))
+		err = region_copy(src, &hr, n, stream, async, 0);
+	else if (seg)
+		err = staged_dtoh(seg, dst, src, n, stream, async);
+	else
+		err = inline_dtoh(dst, src, n, stream, async);
+	client_unlock();
+	return err;
+}
+
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+	return copy_htod(dst, src, n, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+	return copy_dtoh(dst, src, n, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+	return copy_htod(dst, src, n, stream, 1);
+}
+
+CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+	return copy_dtoh(dst, src, n, stream, 1);
+}
+
+/* Unified addressing: known device allocations are device memory. */
+static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+{
+	int dst_dev = hostmem_is_device(dst), src_dev = hostmem_is_device(src);
+
+	if (dst_dev && src_dev)
+		return async ? rpc_cuMemcpyDtoDAsync_v2(dst, src, n, stream) : rpc_cuMemcpyDtoD_v2(dst, src, n);
+	if (dst_dev)
+		return copy_htod(dst, (const void *)(uintptr_t)src, n, stream, async);
+	if (src_dev)
+		return copy_dtoh((void *)(uintptr_t)dst, src, n, stream, async);
+	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return copy_any(dst, src, n, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+	return copy_any(dst, src, n, stream, 1);
+}

@@ -1,0 +1,173 @@
+/*
+ * device.c: initialisation, device and pointer queries whose answers are
+ * not plain scalars, occupancy with a block-size callback, and error
+ * names and strings.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "interposer.h"
+
+const char *error_name(CUresult err);     /* generated from cuda.h */
+
+CUresult CUDAAPI cuInit(unsigned int flags)
+{
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return client_connect();
+}
+
+static CUresult get_name(unsigned proc, CUdevice dev, char *out, int len)
+{
+	uint64_t in = (uint64_t)dev;
+	scalars a = { { 1, &in } };
+	name_res r = { 0 };
+	CUresult err;
+
+	if (!out || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = client_call(proc, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
+	if (!err)
+		snprintf(out, (size_t)len, "%s", r.name ? r.name : "");
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+	return err;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	return get_name(P_device_get_name, dev, name, len);
+}
+
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+	return get_name(P_device_get_pci_bus_id, dev, pciBusId, len);
+}
+
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+	uint64_t in = (uint64_t)dev;
+	scalars a = { { 1, &in } };
+	bytes_res r = { 0 };
+	CUresult err;
+
+	if (!uuid)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = client_call(P_device_get_uuid, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_bytes_res, &r);
+	if (!err && r.data.data_len != sizeof(uuid->bytes))
+		err = client_lost("malformed uuid");
+	if (!err)
+		memcpy(uuid->bytes, r.data.data_val, sizeof(uuid->bytes));
+	xdr_free((xdrproc_t)xdr_bytes_res, (char *)&r);
+	return err;
+}
+
+#undef cuDeviceGetUuid
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	return cuDeviceGetUuid_v2(uuid, dev);
+}
+
+CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+	CUresult err;
+
+	if (!major || !minor)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = rpc_cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+	return err ? err : rpc_cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	pointer_attr_args a = { ptr, (unsigned)attribute };
+	bytes_res r = { 0 };
+	CUresult err;
+
+	if (!data)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = client_call(P_pointer_get_attribute, (xdrproc_t)xdr_pointer_attr_args, &a, (xdrproc_t)xdr_bytes_res, &r);
+	if (!err && (r.data.data_len == 0 || r.data.data_len > 8))
+		err = client_lost("malformed pointer attribute");
+	if (!err)
+		memcpy(data, r.data.data_val, r.data.data_len);
+	xdr_free((xdrproc_t)xdr_bytes_res, (char *)&r);
+	return err;
+}
+
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
+{
+	if (!attrs || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < n; i++) {
+		CUresult err = cuPointerGetAttribute(data[i], attrs[i], ptr);
+		if (err && err != CUDA_ERROR_INVALID_VALUE)
+			return err;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func,
+							    CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+							    size_t dynamicSMemSize, int blockSizeLimit,
+							    unsigned int flags)
+{
+	uint64_t in[4] = { handle_id(func), dynamicSMemSize, (uint64_t)blockSizeLimit, flags }, out[2];
+	CUresult err;
+
+	if (!minGridSize || !blockSize)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (blockSizeToDynamicSMemSize) {
+		log_error("cuOccupancyMaxPotentialBlockSize with a block-size callback is not supported");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	err = client_scalar_call(P_occupancy_max_potential_block_size, 0, in, 4, out, 2);
+	if (!err) {
+		*minGridSize = (int)out[0];
+		*blockSize = (int)out[1];
+	}
+	return err;
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+						   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+						   size_t dynamicSMemSize, int blockSizeLimit)
+{
+	return cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+							 dynamicSMemSize, blockSizeLimit, 0);
+}
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
+{
+	const char *name = error_name(error);
+
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pStr = name;
+	return name ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The driver's own wording, asked of the server once per code. */
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char *strings[1024];
+	uint64_t in = (uint64_t)error;
+	scalars a = { { 1, &in } };
+	name_res r = { 0 };
+	unsigned slot = (unsigned)error % 1024;
+
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!error_name(error)) {
+		*pStr = NULL;
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	pthread_mutex_lock(&lock);
+	if (!strings[slot] && client_connect() == CUDA_SUCCESS &&
+	    client_call(P_get_error_string, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r) == CUDA_SUCCESS)
+		strings[slot] = r.name, r.name = NULL;
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+	*pStr = strings[slot] ? strings[slot] : error_name(error);
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,316 @@
+/*
+ * hostmem.c: host memory the application asks the driver about. Pinned
+ * allocations of a local client are memfd regions shared with the worker,
+ * which registers them with the driver, so copies from them are direct
+ * DMA and mapped ones are true zero-copy. A remote client's pinned memory
+ * is ordinary memory here. Device allocations are remembered too, so that
+ * cuMemcpy can tell device pointers from host pointers.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "interposer.h"
+
+struct host_alloc {
+	char *base;
+	size_t size;
+	unsigned region;                     /* shared with the server, or 0 */
+	unsigned flags;
+	int registered;                      /* cuMemHostRegister: not ours */
+	CUdeviceptr device_ptr;
+};
+
+struct dev_alloc {
+	CUdeviceptr base;
+	size_t size;
+};
+
+static pthread_mutex_t hm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct host_alloc *hosts;
+static unsigned nhosts, cap_hosts, next_region = 1;
+static struct dev_alloc *devs;
+static unsigned ndevs, cap_devs;
+
+static int grow(void **arr, unsigned *cap, unsigned n, size_t elem)
+{
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	p = realloc(*arr, (*cap ? *cap * 2 : 64) * elem);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = *cap ? *cap * 2 : 64;
+	return 0;
+}
+
+static struct host_alloc *find_host(const void *ptr, size_t size)
+{
+	const char *p = ptr;
+
+	for (unsigned i = 0; i < nhosts; i++)
+		if (p >= hosts[i].base && p - hosts[i].base + size <= hosts[i].size)
+			return &hosts[i];
+	return NULL;
+}
+
+int hostmem_find(const void *ptr, size_t size, struct host_range *out)
+{
+	struct host_alloc *h;
+	int found = 0;
+
+	pthread_mutex_lock(&hm_lock);
+	h = find_host(ptr, size);
+	if (h && h->region) {
+		out->region = h->region;
+		out->offset = (uint64_t)((const char *)ptr - h->base);
+		found = 1;
+	}
+	pthread_mutex_unlock(&hm_lock);
+	return found;
+}
+
+static int add_host(const struct host_alloc *h)
+{
+	int rc;
+
+	pthread_mutex_lock(&hm_lock);
+	rc = grow((void **)&hosts, &cap_hosts, nhosts, sizeof(*hosts));
+	if (!rc)
+		hosts[nhosts++] = *h;
+	pthread_mutex_unlock(&hm_lock);
+	return rc;
+}
+
+static int take_host(const void *base, int registered, struct host_alloc *out)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < nhosts; i++)
+		if (hosts[i].base == base && hosts[i].registered == registered) {
+			*out = hosts[i];
+			hosts[i] = hosts[--nhosts];
+			rc = 0;
+			break;
+		}
+	pthread_mutex_unlock(&hm_lock);
+	return rc;
+}
+
+/* Shares a fresh memfd region with the worker; fills h->device_ptr. */
+static CUresult share_region(struct host_alloc *h, int fd)
+{
+	host_region_args a = { .size = h->size, .flags = h->flags };
+	host_region_res r = { 0 };
+	CUresult err;
+
+	client_lock();
+	a.region = h->region = next_region++;
+	if (wire_send_fd(client_socket(), fd))
+		err = client_lost("cannot pass a memory region");
+	else
+		err = client_call_locked(P_host_region_map, (xdrproc_t)xdr_host_region_args, &a,
+					 (xdrproc_t)xdr_host_region_res, &r);
+	client_unlock();
+	h->device_ptr = r.device_ptr;
+	return err;
+}
+
+static CUresult alloc_shared(struct host_alloc *h)
+{
+	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
+	CUresult err = CUDA_ERROR_OUT_OF_MEMORY;
+
+	if (fd < 0 || ftruncate(fd, h->size))
+		goto out;
+	h->base = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h->base == MAP_FAILED)
+		goto out;
+	err = share_region(h, fd);
+	if (err)
+		munmap(h->base, h->size);
+out:
+	if (fd >= 0)
+		close(fd);
+	return err;
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+	struct host_alloc h = { .flags = flags };
+	long page = sysconf(_SC_PAGESIZE);
+	CUresult err;
+
+	if (!pp || !bytesize)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = client_connect()))
+		return err;
+	h.size = (bytesize + page - 1) / page * page;
+	if (client_shm()) {
+		err = alloc_shared(&h);
+	} else if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
+		log_error("mapped pinned memory needs a local gpu-server (shared memory)");
+		err = CUDA_ERROR_NOT_SUPPORTED;
+	} else {
+		h.base = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		err = h.base == MAP_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	}
+	if (!err && add_host(&h))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!err)
+		*pp = h.base;
+	return err;
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+	return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+	struct host_alloc h;
+	uint64_t id;
+	scalars a = { { 1, &id } };
+	scalar_res r = { 0 };
+	CUresult err = CUDA_SUCCESS;
+
+	if (take_host(p, 0, &h))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (h.region) {
+		id = h.region;
+		err = client_call(P_host_region_unmap, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
+		xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+	}
+	munmap(h.base, h.size);
+	return err;
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+	struct host_alloc *h;
+	CUresult err = CUDA_ERROR_INVALID_VALUE;
+
+	if (!pdptr || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&hm_lock);
+	h = find_host(p, 1);
+	if (h && h->device_ptr) {
+		*pdptr = h->device_ptr + (CUdeviceptr)((char *)p - h->base);
+		err = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&hm_lock);
+	return err;
+}
+
+CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+	struct host_alloc *h;
+	CUresult err = CUDA_ERROR_INVALID_VALUE;
+
+	if (!pFlags)
+		return err;
+	pthread_mutex_lock(&hm_lock);
+	h = find_host(p, 1);
+	if (h) {
+		*pFlags = h->flags;
+		err = CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&hm_lock);
+	return err;
+}
+
+/* Memory the application owns cannot be shared with the worker: copies
+ * from it take the pageable path, and mapping it is not supported. */
+CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
+{
+	struct host_alloc h = { .base = p, .size = bytesize, .flags = flags, .registered = 1 };
+
+	if (!p || !bytesize)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+		log_error("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP is not supported; "
+			  "use cuMemHostAlloc");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	pthread_mutex_lock(&hm_lock);
+	int dup = find_host(p, 1) != NULL;
+	pthread_mutex_unlock(&hm_lock);
+	if (dup)
+		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	return add_host(&h) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+	struct host_alloc h;
+
+	return take_host(p, 1, &h) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+}
+
+void devmem_note_alloc(CUdeviceptr ptr, size_t size)
+{
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < ndevs; i++)
+		if (devs[i].base == ptr) {
+			devs[i].size = size;
+			pthread_mutex_unlock(&hm_lock);
+			return;
+		}
+	if (!grow((void **)&devs, &cap_devs, ndevs, sizeof(*devs)))
+		devs[ndevs++] = (struct dev_alloc){ ptr, size };
+	pthread_mutex_unlock(&hm_lock);
+}
+
+void devmem_note_free(CUdeviceptr ptr)
+{
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < ndevs; i++)
+		if (devs[i].base == ptr) {
+			devs[i] = devs[--ndevs];
+			break;
+		}
+	pthread_mutex_unlock(&hm_lock);
+}
+
+int hostmem_is_device(CUdeviceptr ptr)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < ndevs && !found; i++)
+		found = ptr >= devs[i].base && ptr - devs[i].base < devs[i].size;
+	pthread_mutex_unlock(&hm_lock);
+	return found;
+}
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+	CUresult err = rpc_cuMemAlloc_v2(dptr, bytesize);
+
+	if (!err)
+		devmem_note_alloc(*dptr, bytesize);
+	return err;
+}
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+				    unsigned int ElementSizeBytes)
+{
+	CUresult err = rpc_cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+
+	if (!err)
+		devmem_note_alloc(*dptr, *pPitch * Height);
+	return err;
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+	CUresult err = rpc_cuMemFree_v2(dptr);
+
+	if (!err)
+		devmem_note_free(dptr);
+	return err;
+}

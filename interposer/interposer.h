@@ -1,0 +1,63 @@
+/*
+ * interposer.h: the internals of libcicada.so, the drop-in libcuda.so.1.
+ * The public interface is CUDA's own cuda.h; this header ties together the
+ * connection (client.c), the thread's current context (context.c), host
+ * memory (hostmem.c), copies (copy.c), modules and launches (module.c,
+ * launch.c) and symbol lookup (loader.c).
+ */
+#ifndef CICADA_INTERPOSER_H
+#define CICADA_INTERPOSER_H
+
+#include <cuda.h>
+#include <stdint.h>
+#include <string.h>
+#include "wire.h"
+#include "client_calls.h"
+
+/* client.c: the one connection to the gpu-server */
+CUresult client_connect(void);
+void client_lock(void);
+void client_unlock(void);
+CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
+CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
+CUresult client_scalar_call(unsigned proc, int async, const uint64_t *in, unsigned nin, uint64_t *out,
+			    unsigned nout);
+struct shm_segment *client_shm(void);
+int client_socket(void);
+CUresult client_lost(const char *why);
+void *client_scratch(void);
+
+/* context.c: the calling thread's current context */
+CUcontext ctx_current(void);
+void ctx_push(CUcontext ctx);
+void ctx_forget(CUcontext ctx);
+
+/* hostmem.c: pinned host memory */
+struct host_range {
+	unsigned region;                     /* shared with the server, or 0 */
+	uint64_t offset;
+};
+int hostmem_find(const void *ptr, size_t size, struct host_range *out);
+int hostmem_is_device(CUdeviceptr ptr);
+void devmem_note_alloc(CUdeviceptr ptr, size_t size);
+void devmem_note_free(CUdeviceptr ptr);
+
+/* copy.c */
+CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
+CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
+
+/* module.c */
+CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len);
+
+static inline float u64_to_float(uint64_t v)
+{
+	union { uint32_t u; float f; } x = { .u = (uint32_t)v };
+	return x.f;
+}
+
+static inline uint64_t handle_id(const void *h)
+{
+	return (uint64_t)(uintptr_t)h;
+}
+
+#endif

@@ -1,0 +1,28 @@
+# interposer.mk: libcicada.so, the drop-in libcuda.so.1, and the library
+# folder ($(BUILD)/lib) where libcuda.so.1 names it.
+
+INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c interposer/copy.c \
+                   interposer/module.c interposer/launch.c interposer/device.c interposer/loader.c
+INTERPOSER_OBJS := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
+INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
+
+$(GEN)/error_names.c: interposer/gen-errors.sh
+	@mkdir -p $(@D)
+	sh $< $(CUDA)/include/cuda.h > $@
+
+$(BUILD)/interposer/%.o: interposer/%.c interposer/interposer.h wire/wire.h $(GEN)/cicada.h $(GEN)/client_calls.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
+$(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c $(GEN)/client_calls.h interposer/interposer.h
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
+$(BUILD)/gen/error_names.o: $(GEN)/error_names.c
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(INTERPOSER_LIB): $(INTERPOSER_OBJS) $(WIRE_LIB) interposer/exports.map
+	@mkdir -p $(@D)
+	$(CC) -shared -pthread -o $@ $(INTERPOSER_OBJS) $(WIRE_LIB) -Wl,-soname,libcuda.so.1 \
+		-Wl,--version-script=interposer/exports.map -Wl,-z,nodelete \
+		-Wl,-rpath,'$$ORIGIN/deps' -ltirpc -lxxhash -ldl
+	ln -sf libcicada.so $(BUILD)/lib/libcuda.so.1
+
+all: $(INTERPOSER_LIB)

@@ -1,0 +1,180 @@
+/*
+ * launch.c: kernel launches. The layout of a function's parameters is
+ * asked of the server once and cached, so each launch packs its arguments
+ * into one buffer and goes out pipelined, without waiting for a reply.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include "interposer.h"
+
+#define PARAM_CACHE_SIZE 4096                /* power of two */
+
+struct param_layout {
+	uint64_t func;
+	unsigned n;
+	unsigned *offsets, *sizes;
+};
+
+static struct param_layout cache[PARAM_CACHE_SIZE];
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult fetch_layout(uint64_t func, struct param_layout *out)
+{
+	scalars a = { { 1, &func } };
+	param_info_res r;
+	CUresult err;
+
+	memset(&r, 0, sizeof(r));
+	err = client_call(P_func_get_param_info, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_param_info_res, &r);
+	if (err) {
+		xdr_free((xdrproc_t)xdr_param_info_res, (char *)&r);
+		return err;
+	}
+	if (r.offsets.offsets_len != r.sizes.sizes_len) {
+		xdr_free((xdrproc_t)xdr_param_info_res, (char *)&r);
+		return client_lost("malformed parameter layout");
+	}
+	out->func = func;
+	out->n = r.offsets.offsets_len;
+	out->offsets = r.offsets.offsets_val;
+	out->sizes = r.sizes.sizes_val;
+	return CUDA_SUCCESS;
+}
+
+/* Returns the cached layout of func (valid until the process ends). */
+static CUresult layout_of(CUfunction f, const struct param_layout **out)
+{
+	uint64_t id = handle_id(f);
+	unsigned i = (unsigned)(id * 0x9E3779B97F4A7C15ull >> 52) & (PARAM_CACHE_SIZE - 1);
+	struct param_layout fresh;
+	CUresult err;
+
+	pthread_mutex_lock(&cache_lock);
+	if (cache[i].func == id) {
+		*out = &cache[i];
+		pthread_mutex_unlock(&cache_lock);
+		return CUDA_SUCCESS;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	if ((err = fetch_layout(id, &fresh)))
+		return err;
+	pthread_mutex_lock(&cache_lock);
+	free(cache[i].offsets);
+	free(cache[i].sizes);
+	cache[i] = fresh;
+	*out = &cache[i];
+	pthread_mutex_unlock(&cache_lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+	const struct param_layout *l;
+	CUresult err;
+
+	if (!func)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((err = layout_of(func, &l)))
+		return err;
+	if (paramIndex >= l->n)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (paramOffset)
+		*paramOffset = l->offsets[paramIndex];
+	if (paramSize)
+		*paramSize = l->sizes[paramIndex];
+	return CUDA_SUCCESS;
+}
+
+static CUresult pack_extra(void **extra, char *buf, unsigned *len)
+{
+	void *ptr = NULL;
+	size_t size = 0;
+
+	for (unsigned i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			ptr = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+			size = *(size_t *)extra[i + 1];
+		else
+			return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (size > CICADA_PARAMS_MAX || (size && !ptr))
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(buf, ptr, size);
+	*len = (unsigned)size;
+	return CUDA_SUCCESS;
+}
+
+CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len)
+{
+	const struct param_layout *l;
+	CUresult err;
+
+	*len = 0;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!params)
+		return extra ? pack_extra(extra, buf, len) : CUDA_SUCCESS;
+	if ((err = layout_of(f, &l)))
+		return err;
+	for (unsigned i = 0; i < l->n; i++) {
+		if (l->offsets[i] + l->sizes[i] > CICADA_PARAMS_MAX || !params[i])
+			return CUDA_ERROR_INVALID_VALUE;
+		memcpy(buf + l->offsets[i], params[i], l->sizes[i]);
+		if (l->offsets[i] + l->sizes[i] > *len)
+			*len = l->offsets[i] + l->sizes[i];
+	}
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+	char buf[CICADA_PARAMS_MAX];
+	launch_attr attrs[16];
+	launch_args a = {
+		.func = handle_id(f), .grid = { c->gridDimX, c->gridDimY, c->gridDimZ },
+		.block = { c->blockDimX, c->blockDimY, c->blockDimZ }, .shared_mem = c->sharedMemBytes,
+		.stream = handle_id(c->hStream), .params = { 0, buf }, .attrs = { 0, attrs },
+	};
+	CUresult err = launch_pack(f, params, extra, buf, &a.params.params_len);
+
+	if (err)
+		return err;
+	if (c->numAttrs > 16)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < c->numAttrs; i++) {
+		attrs[i].id = c->attrs[i].id;
+		memcpy(attrs[i].value, &c->attrs[i].value, sizeof(attrs[i].value));
+	}
+	a.attrs.attrs_len = c->numAttrs;
+	return client_call(P_launch_kernel, (xdrproc_t)xdr_launch_args, &a, NULL, NULL);
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+				unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+				unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
+{
+	CUlaunchConfig c = { gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, hStream, NULL, 0 };
+
+	return launch(&c, f, kernelParams, extra);
+}
+
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+{
+	if (!config)
+		return CUDA_ERROR_INVALID_VALUE;
+	return launch(config, f, kernelParams, extra);
+}
+
+CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+					   unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+					   unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+					   void **kernelParams)
+{
+	CUlaunchAttribute coop = { .id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1 };
+	CUlaunchConfig c = { gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, hStream, &coop, 1 };
+
+	return launch(&c, f, kernelParams, NULL);
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs everything Cicada needs to build and test on a
+# fresh Debian 12 machine, including CRIU 4.x built from Debian's source.
+# Idempotent: a second run only checks.
+set -euo pipefail
+
+APT_PKGS="build-essential pkg-config libtirpc-dev rpcsvc-proto libprotobuf-c-dev
+ protobuf-c-compiler libzstd-dev libxxhash-dev libibverbs-dev clang
+ libclang-rt-14-dev iproute2 dpkg-dev
+ libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev libcap-dev libaio-dev
+ libbsd-dev libgnutls28-dev libnftables-dev python3-protobuf python3"
+CRIU_MIN=4
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+missing_pkgs() {
+	local p out=""
+	for p in $APT_PKGS; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || out="$out $p"
+	done
+	echo "$out"
+}
+
+install_apt() {
+	local need
+	need=$(missing_pkgs)
+	[ -z "$need" ] && return 0
+	echo "deps: installing$need"
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
+}
+
+criu_ok() {
+	command -v criu >/dev/null 2>&1 || return 1
+	local v
+	v=$(criu --version 2>/dev/null | sed -n 's/^Version: \([0-9]*\).*/\1/p')
+	[ -n "$v" ] && [ "$v" -ge "$CRIU_MIN" ]
+}
+
+install_criu() {
+	criu_ok && return 0
+	echo "deps: building CRIU from Debian's trixie source"
+	local list=/etc/apt/sources.list.d/cicada-trixie-src.list
+	local pin=/etc/apt/preferences.d/cicada-trixie
+	if [ ! -f "$list" ]; then
+		echo "deb-src http://deb.debian.org/debian trixie main" | $SUDO tee "$list" >/dev/null
+		printf 'Package: *\nPin: release n=trixie\nPin-Priority: 100\n' | $SUDO tee "$pin" >/dev/null
+		$SUDO apt-get update -qq
+	fi
+	local work
+	work=$(mktemp -d /tmp/cicada-criu.XXXXXX)
+	(cd "$work" && apt-get source --download-only criu/trixie >/dev/null 2>&1 || true)
+	local tarball
+	tarball=$(ls "$work"/criu_*.orig.tar.* 2>/dev/null | head -n1)
+	if [ -z "$tarball" ]; then
+		echo "deps: could not download the CRIU source tarball from trixie" >&2
+		return 1
+	fi
+	tar -C "$work" -xf "$tarball"
+	local src
+	src=$(find "$work" -maxdepth 1 -type d -name 'criu-*' | head -n1)
+	make -C "$src" -j"$(nproc)" criu >/dev/null
+	$SUDO make -C "$src" PREFIX=/usr/local install-criu >/dev/null
+	$SUDO install -d /usr/local/include/criu
+	$SUDO cp "$src"/criu/include/criu-plugin.h "$src"/criu/include/criu-log.h /usr/local/include/criu/ 2>/dev/null || true
+	rm -rf "$work"
+	criu_ok || { echo "deps: CRIU build finished but 'criu --version' is not >= $CRIU_MIN" >&2; return 1; }
+}
+
+install_apt
+install_criu
+echo "deps: ok ($(criu --version | head -n1))"

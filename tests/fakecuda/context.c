@@ -1,0 +1,293 @@
+/*
+ * Contexts of the stand-in: the device's primary context with its
+ * reference count, contexts made by cuCtxCreate, and the per-thread stack
+ * of current contexts.  A context that goes away (destroy, last primary
+ * release, reset) frees everything it owns; its struct is kept so that a
+ * thread still holding it as current gets CUDA_ERROR_INVALID_CONTEXT
+ * rather than a use-after-free.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include "fakecuda.h"
+
+#define STACK_MAX 64
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fc_ctx primary = { .primary = 1 };
+static int primary_refs, primary_registered;
+
+static __thread struct fc_ctx *stack[STACK_MAX];
+static __thread int depth;
+
+static const size_t default_limits[CU_LIMIT_MAX] = {
+	[CU_LIMIT_STACK_SIZE] = 1024,
+	[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
+	[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
+	[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+	[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+	[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32,
+};
+
+static void ctx_reset(struct fc_ctx *ctx, unsigned flags)
+{
+	size_t i;
+
+	ctx->flags = flags;
+	for (i = 0; i < CU_LIMIT_MAX; i++)
+		ctx->limits[i] = default_limits[i];
+}
+
+CUresult fc_current(struct fc_ctx **out)
+{
+	TRY(fc_need_init());
+	CHECK(depth && stack[depth - 1]->live, CUDA_ERROR_INVALID_CONTEXT);
+	if (out)
+		*out = stack[depth - 1];
+	return CUDA_SUCCESS;
+}
+
+/* ctx, or the current one when ctx is NULL. */
+static CUresult resolve(CUcontext ctx, struct fc_ctx **out)
+{
+	struct fc_ctx *c = (struct fc_ctx *)ctx;
+
+	if (!c)
+		return fc_current(out);
+	TRY(fc_need_init());
+	CHECK(fc_obj_has(c, FC_CTX) && c->live, CUDA_ERROR_INVALID_CONTEXT);
+	*out = c;
+	return CUDA_SUCCESS;
+}
+
+static void unstack(struct fc_ctx *c)
+{
+	int i, j = 0;
+
+	for (i = 0; i < depth; i++)
+		if (stack[i] != c)
+			stack[j++] = stack[i];
+	depth = j;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	TRY(fc_check_dev(dev));
+	CHECK_ARG(pctx);
+	pthread_mutex_lock(&lock);
+	if (!primary_registered)
+		primary_registered = !fc_obj_add(&primary, FC_CTX, NULL, NULL);
+	if (!primary_refs++) {
+		primary.live = 1;
+		ctx_reset(&primary, primary.flags);
+	}
+	pthread_mutex_unlock(&lock);
+	*pctx = (CUcontext)&primary;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	int refs;
+
+	TRY(fc_check_dev(dev));
+	pthread_mutex_lock(&lock);
+	refs = primary_refs ? --primary_refs : -1;
+	if (!refs)
+		primary.live = 0;
+	pthread_mutex_unlock(&lock);
+	CHECK(refs >= 0, CUDA_ERROR_INVALID_CONTEXT);
+	if (!refs)
+		fc_obj_drop_ctx(&primary);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	TRY(fc_check_dev(dev));
+	fc_obj_drop_ctx(&primary);
+	pthread_mutex_lock(&lock);
+	ctx_reset(&primary, 0);
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	TRY(fc_check_dev(dev));
+	CHECK_ARG(flags && active);
+	pthread_mutex_lock(&lock);
+	*flags = primary.flags;
+	*active = primary_refs > 0;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+	TRY(fc_check_dev(dev));
+	CHECK_ARG(!(flags & ~CU_CTX_FLAGS_MASK));
+	pthread_mutex_lock(&lock);
+	primary.flags = flags;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+	struct fc_ctx *c;
+
+	TRY(fc_check_dev(dev));
+	CHECK_ARG(pctx && !(flags & ~CU_CTX_FLAGS_MASK));
+	CHECK(depth < STACK_MAX, CUDA_ERROR_OUT_OF_MEMORY);
+	c = calloc(1, sizeof(*c));
+	if (!c || fc_obj_add(c, FC_CTX, NULL, NULL)) {
+		free(c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	c->dev = dev;
+	c->live = 1;
+	ctx_reset(c, flags);
+	stack[depth++] = c;
+	*pctx = (CUcontext)c;
+	return CUDA_SUCCESS;
+}
+
+/* The pre-12.5 signature, for cuGetProcAddress callers asking for older versions. */
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	return cuCtxCreate(pctx, NULL, flags, dev);
+}
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+	struct fc_ctx *c = (struct fc_ctx *)ctx;
+
+	TRY(fc_need_init());
+	CHECK(c != &primary && fc_obj_del(c, FC_CTX), CUDA_ERROR_INVALID_CONTEXT);
+	c->live = 0;
+	fc_obj_drop_ctx(c);
+	unstack(c);
+	return CUDA_SUCCESS;	/* c is leaked on purpose, see above */
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+	struct fc_ctx *c;
+
+	TRY(fc_need_init());
+	CHECK(ctx, CUDA_ERROR_INVALID_CONTEXT);
+	TRY(resolve(ctx, &c));
+	CHECK(depth < STACK_MAX, CUDA_ERROR_OUT_OF_MEMORY);
+	stack[depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+	TRY(fc_need_init());
+	CHECK(depth, CUDA_ERROR_INVALID_CONTEXT);
+	depth--;
+	if (pctx)
+		*pctx = (CUcontext)stack[depth];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+	TRY(fc_need_init());
+	CHECK_ARG(pctx);
+	*pctx = depth ? (CUcontext)stack[depth - 1] : NULL;
+	return CUDA_SUCCESS;
+}
+
+/* NULL pops; otherwise replace the top of the stack (or push on an empty one). */
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+	struct fc_ctx *c = NULL;
+
+	TRY(fc_need_init());
+	if (ctx)
+		TRY(resolve(ctx, &c));
+	if (!c)
+		depth -= depth > 0;
+	else
+		stack[depth ? depth - 1 : depth++] = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *dev, CUcontext ctx)
+{
+	struct fc_ctx *c;
+
+	TRY(resolve(ctx, &c));
+	CHECK_ARG(dev);
+	*dev = c->dev;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *dev)
+{
+	return cuCtxGetDevice_v2(dev, NULL);
+}
+
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+	struct fc_ctx *c;
+
+	TRY(resolve(ctx, &c));
+	CHECK_ARG(version);
+	*version = FC_VERSION;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetFlags(unsigned int *flags)
+{
+	struct fc_ctx *c;
+
+	TRY(fc_current(&c));
+	CHECK_ARG(flags);
+	*flags = c->flags;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetLimit(size_t *value, CUlimit limit)
+{
+	struct fc_ctx *c;
+
+	TRY(fc_current(&c));
+	CHECK_ARG(value && (unsigned)limit < CU_LIMIT_MAX);
+	*value = c->limits[limit];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	struct fc_ctx *c;
+
+	TRY(fc_current(&c));
+	CHECK_ARG((unsigned)limit < CU_LIMIT_MAX);
+	c->limits[limit] = value;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	struct fc_ctx *c;
+
+	return resolve(ctx, &c);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	return fc_current(NULL);
+}
+
+CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
+{
+	TRY(fc_current(NULL));
+	if (least)
+		*least = 0;
+	if (greatest)
+		*greatest = -5;
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,101 @@
+/*
+ * Internal header of the CPU stand-in for libcuda.so.1 used by the tests.
+ * Host memory plays device memory, every call runs synchronously, and the
+ * "kernels" are C functions found by name in kernels.c.  This header holds
+ * the types and helpers the files of the stand-in share: the handle
+ * registry, the table of valid memory ranges, the context checks and the
+ * kernel table.  Nothing here is exported from the library.
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FC_TOTAL_MEM	(16ULL << 30)
+#define FC_GRANULARITY	(2UL << 20)
+#define FC_VERSION	13000
+#define FC_MAX_PARAMS	8
+
+#define FC_HIDDEN __attribute__((visibility("hidden")))
+
+/* Early returns, so each entry point reads as its list of checks. */
+#define TRY(expr)	do { CUresult r_ = (expr); if (r_) return r_; } while (0)
+#define CHECK(ok, err)	do { if (!(ok)) return (err); } while (0)
+#define CHECK_ARG(ok)	CHECK(ok, CUDA_ERROR_INVALID_VALUE)
+
+struct fc_ctx {
+	CUdevice dev;
+	unsigned flags;
+	int primary;
+	int live;
+	size_t limits[16];
+};
+
+/* Kinds of handles in the registry. */
+enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM };
+
+/* Kinds of memory ranges. */
+enum { FC_MEM_DEVICE = 1, FC_MEM_HOST, FC_MEM_REGISTERED, FC_MEM_GLOBAL, FC_MEM_VMM };
+
+struct fc_range {
+	uintptr_t base;
+	size_t size;
+	int kind;
+	int usable;
+	struct fc_ctx *ctx;
+	unsigned long long id;
+};
+
+/* registry.c */
+FC_HIDDEN int fc_obj_add(void *p, int kind, struct fc_ctx *ctx, void (*drop)(void *));
+FC_HIDDEN int fc_obj_has(const void *p, int kind);
+FC_HIDDEN int fc_obj_del(const void *p, int kind);
+FC_HIDDEN void fc_obj_drop_ctx(struct fc_ctx *ctx);
+FC_HIDDEN int fc_range_add(uintptr_t base, size_t size, int kind, struct fc_ctx *ctx, int usable);
+FC_HIDDEN int fc_range_find(uintptr_t addr, struct fc_range *out);
+FC_HIDDEN int fc_range_overlaps(uintptr_t base, size_t size);
+FC_HIDDEN CUresult fc_range_check(uintptr_t addr, size_t n);
+FC_HIDDEN int fc_range_del(uintptr_t base, int kind, struct fc_range *out);
+FC_HIDDEN int fc_range_span(uintptr_t lo, size_t n, int kind, int usable, int del);
+FC_HIDDEN void fc_range_drop_ctx(struct fc_ctx *ctx);
+FC_HIDDEN size_t fc_mem_used(long long delta);
+
+/* device.c, context.c, stream.c */
+FC_HIDDEN CUresult fc_need_init(void);
+FC_HIDDEN CUresult fc_check_dev(CUdevice dev);
+FC_HIDDEN CUresult fc_current(struct fc_ctx **out);
+FC_HIDDEN CUresult fc_check_stream(CUstream s);
+
+/* kernels.c */
+struct fc_dim { unsigned x, y, z; };
+
+struct fc_launch {
+	struct fc_dim grid, block;
+	void **args;		/* args[i] points at the value of param i */
+	void *mod;		/* for fc_global() */
+};
+
+struct fc_kernel {
+	const char *name;
+	int nparams;
+	size_t sizes[FC_MAX_PARAMS];
+	void (*fn)(const struct fc_launch *l);
+};
+
+struct fc_global {
+	const char *name;
+	size_t size;
+	const void *init;
+};
+
+FC_HIDDEN const struct fc_kernel *fc_kernel_at(int i);
+FC_HIDDEN const struct fc_global *fc_global_at(int i);
+FC_HIDDEN size_t fc_param_offset(const struct fc_kernel *k, int idx);
+FC_HIDDEN void *fc_global(const struct fc_launch *l, const char *name);
+
+/* module.c */
+FC_HIDDEN CUresult fc_func(CUfunction f, const struct fc_kernel **k, void **mod, int *max_shmem);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * The kernels and __device__ globals the stand-in knows, by name.  Each
+ * kernel is the C twin of an extern "C" CUDA kernel of the test programs:
+ * it receives the launch dimensions and the kernelParams-style argument
+ * pointers and visits every (block, thread) pair the way the GPU would.
+ * To add a kernel, write its function and add a line to the kernels[]
+ * table with its parameter sizes in order; globals go in globals[].
+ */
+#include "fakecuda.h"
+
+#define ARG(l, i, type) (*(type *)(l)->args[i])
+
+/* Every thread of the launch; blockIdx/threadIdx are named by the caller. */
+#define FOR_EACH_THREAD(l, blk, thr)						\
+	for (struct fc_dim blk = { 0, 0, 0 }; blk.z < (l)->grid.z; blk.z++)	\
+	for (blk.y = 0; blk.y < (l)->grid.y; blk.y++)				\
+	for (blk.x = 0; blk.x < (l)->grid.x; blk.x++)				\
+	for (struct fc_dim thr = { 0, 0, 0 }; thr.z < (l)->block.z; thr.z++)	\
+	for (thr.y = 0; thr.y < (l)->block.y; thr.y++)				\
+	for (thr.x = 0; thr.x < (l)->block.x; thr.x++)
+
+#define INDEX(l, blk, thr) ((long)(blk).x * (l)->block.x + (thr).x)
+
+#define PTR sizeof(void *)
+
+static void vec_add(const struct fc_launch *l)
+{
+	const float *a = ARG(l, 0, const float *), *b = ARG(l, 1, const float *);
+	float *c = ARG(l, 2, float *);
+	int n = ARG(l, 3, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			c[i] = a[i] + b[i];
+	}
+}
+
+static void scale(const struct fc_launch *l)
+{
+	float *x = ARG(l, 0, float *), f = ARG(l, 1, float);
+	int n = ARG(l, 2, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			x[i] *= f;
+	}
+}
+
+static void saxpy(const struct fc_launch *l)
+{
+	float a = ARG(l, 0, float);
+	const float *x = ARG(l, 1, const float *);
+	float *y = ARG(l, 2, float *);
+	int n = ARG(l, 3, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			y[i] = a * x[i] + y[i];
+	}
+}
+
+static void empty(const struct fc_launch *l)
+{
+}
+
+static void fill_u32(const struct fc_launch *l)
+{
+	unsigned *p = ARG(l, 0, unsigned *), v = ARG(l, 1, unsigned);
+	int n = ARG(l, 2, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			p[i] = v;
+	}
+}
+
+static void inc_u32(const struct fc_launch *l)
+{
+	unsigned *p = ARG(l, 0, unsigned *);
+	int n = ARG(l, 1, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			p[i] += 1;
+	}
+}
+
+static void read_global(const struct fc_launch *l)
+{
+	int *out = ARG(l, 0, int *), *g_table = fc_global(l, "g_table");
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < 4 && g_table)
+			out[i] = g_table[i];
+	}
+}
+
+static void add_global(const struct fc_launch *l)
+{
+	int v = ARG(l, 0, int), *g_table = fc_global(l, "g_table");
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < 4 && g_table)
+			g_table[i] += v;
+	}
+}
+
+static const struct fc_kernel kernels[] = {
+	{ "vec_add", 4, { PTR, PTR, PTR, sizeof(int) }, vec_add },
+	{ "scale", 3, { PTR, sizeof(float), sizeof(int) }, scale },
+	{ "saxpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
+	{ "empty", 0, { 0 }, empty },
+	{ "fill_u32", 3, { PTR, sizeof(unsigned), sizeof(int) }, fill_u32 },
+	{ "inc_u32", 2, { PTR, sizeof(int) }, inc_u32 },
+	{ "read_global", 1, { PTR }, read_global },
+	{ "add_global", 1, { sizeof(int) }, add_global },
+};
+
+static const int g_table_init[4] = { 1, 2, 3, 4 };
+
+static const struct fc_global globals[] = {
+	{ "g_table", sizeof(g_table_init), g_table_init },
+};
+
+const struct fc_kernel *fc_kernel_at(int i)
+{
+	return i >= 0 && i < (int)(sizeof(kernels) / sizeof(kernels[0])) ? &kernels[i] : NULL;
+}
+
+const struct fc_global *fc_global_at(int i)
+{
+	return i >= 0 && i < (int)(sizeof(globals) / sizeof(globals[0])) ? &globals[i] : NULL;
+}
+
+/* Parameters are packed in order, each aligned to its size (at most 8). */
+size_t fc_param_offset(const struct fc_kernel *k, int idx)
+{
+	size_t off = 0, align;
+	int j;
+
+	for (j = 0; j <= idx; j++) {
+		align = k->sizes[j] & -k->sizes[j];
+		if (align > 8 || !align)
+			align = 8;
+		off = (off + align - 1) & ~(align - 1);
+		if (j < idx)
+			off += k->sizes[j];
+	}
+	return off;
+}

@@ -1,0 +1,327 @@
+/*
+ * Device and pinned host memory of the stand-in.  cuMemAlloc hands out a
+ * 256-byte aligned host allocation whose address is the device pointer;
+ * pinned and registered host memory is recorded the same way, so every
+ * copy, memset and pointer query can check its ranges against the table
+ * in registry.c before doing a plain memcpy or memset.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "fakecuda.h"
+
+enum { HOST, DEVICE, UNIFIED };
+
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t n)
+{
+	struct fc_ctx *ctx;
+	void *p;
+
+	TRY(fc_current(&ctx));
+	CHECK_ARG(dptr && n);
+	CHECK(n <= FC_TOTAL_MEM && fc_mem_used(n) != (size_t)-1, CUDA_ERROR_OUT_OF_MEMORY);
+	if (posix_memalign(&p, 256, n) || fc_range_add((uintptr_t)p, n, FC_MEM_DEVICE, ctx, 1)) {
+		fc_mem_used(-(long long)n);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*dptr = (CUdeviceptr)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr dptr)
+{
+	struct fc_range range;
+
+	TRY(fc_current(NULL));
+	CHECK_ARG(fc_range_del(dptr, FC_MEM_DEVICE, &range));
+	fc_mem_used(-(long long)range.size);
+	free((void *)dptr);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+	TRY(fc_current(NULL));
+	CHECK_ARG(free_bytes && total);
+	*total = FC_TOTAL_MEM;
+	*free_bytes = FC_TOTAL_MEM - fc_mem_used(0);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	struct fc_range range;
+
+	TRY(fc_current(NULL));
+	CHECK(fc_range_find(dptr, &range), CUDA_ERROR_NOT_FOUND);
+	if (pbase)
+		*pbase = range.base;
+	if (psize)
+		*psize = range.size;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags)
+{
+	struct fc_ctx *ctx;
+	void *p;
+
+	TRY(fc_current(&ctx));
+	CHECK_ARG(pp && n && !(flags & ~7u));
+	CHECK(!posix_memalign(&p, 4096, n), CUDA_ERROR_OUT_OF_MEMORY);
+	if (fc_range_add((uintptr_t)p, n, FC_MEM_HOST, ctx, 1)) {
+		free(p);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*pp = p;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost(void **pp, size_t n)
+{
+	return cuMemHostAlloc(pp, n, 0);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	TRY(fc_current(NULL));
+	CHECK_ARG(fc_range_del((uintptr_t)p, FC_MEM_HOST, NULL));
+	free(p);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister(void *p, size_t n, unsigned int flags)
+{
+	struct fc_ctx *ctx;
+
+	TRY(fc_current(&ctx));
+	CHECK_ARG(p && n && !(flags & ~0xfu));
+	CHECK(!fc_range_overlaps((uintptr_t)p, n), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+	CHECK(!fc_range_add((uintptr_t)p, n, FC_MEM_REGISTERED, ctx, 1), CUDA_ERROR_OUT_OF_MEMORY);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+	TRY(fc_current(NULL));
+	CHECK_ARG(p);
+	CHECK(fc_range_del((uintptr_t)p, FC_MEM_REGISTERED, NULL),
+	      CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+	return CUDA_SUCCESS;
+}
+
+static int is_host(int kind)
+{
+	return kind == FC_MEM_HOST || kind == FC_MEM_REGISTERED;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+	struct fc_range range;
+
+	TRY(fc_current(NULL));
+	CHECK_ARG(pdptr && !flags);
+	CHECK_ARG(fc_range_find((uintptr_t)p, &range) && is_host(range.kind));
+	*pdptr = (CUdeviceptr)p;
+	return CUDA_SUCCESS;
+}
+
+/* Write one attribute; r is NULL for a pointer nobody knows. */
+static CUresult attr(void *data, CUpointer_attribute a, CUdeviceptr ptr, const struct fc_range *r)
+{
+	int host = r && is_host(r->kind);
+
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		*(CUcontext *)data = r ? (CUcontext)r->ctx : NULL;
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		*(unsigned *)data = !r ? 0 : host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		*(CUdeviceptr *)data = r ? ptr : 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		*(void **)data = host ? (void *)ptr : NULL;
+		break;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+	case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+		*(unsigned long long *)data = r ? r->id : 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+	case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+		*(int *)data = 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+		*(int *)data = r && r->kind == FC_MEM_DEVICE;
+		break;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+		*(int *)data = r != NULL;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		*(int *)data = r ? 0 : -1;
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = r ? r->base : 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+		*(void **)data = r ? (void *)r->base : NULL;
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+	case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+		*(size_t *)data = r ? r->size : 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+		*(unsigned long long *)data = r && r->kind == FC_MEM_VMM ?
+			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+		*(unsigned *)data = r && r->usable ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE : 0;
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		*(CUmemoryPool *)data = NULL;
+		break;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute a, CUdeviceptr ptr)
+{
+	struct fc_range range;
+
+	TRY(fc_need_init());
+	CHECK_ARG(data && fc_range_find(ptr, &range));
+	CHECK_ARG(a != CU_POINTER_ATTRIBUTE_HOST_POINTER || is_host(range.kind));
+	return attr(data, a, ptr, &range);
+}
+
+/* Unlike the above, unknown pointers get default values, not an error. */
+CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data,
+				CUdeviceptr ptr)
+{
+	struct fc_range range;
+	int found;
+	unsigned i;
+
+	TRY(fc_need_init());
+	CHECK_ARG(n && attrs && data);
+	found = fc_range_find(ptr, &range);
+	for (i = 0; i < n; i++)
+		if (data[i])
+			TRY(attr(data[i], attrs[i], ptr, found ? &range : NULL));
+	return CUDA_SUCCESS;
+}
+
+/* One side of a copy: host memory, device memory, or either (cuMemcpy). */
+static CUresult side(uintptr_t p, size_t n, int how)
+{
+	struct fc_range range;
+
+	CHECK_ARG(p);
+	if (how == DEVICE || (how == UNIFIED && fc_range_find(p, &range)))
+		return fc_range_check(p, n);
+	return CUDA_SUCCESS;
+}
+
+static CUresult copy(uintptr_t dst, int dst_how, uintptr_t src, int src_how, size_t n,
+		     CUstream s)
+{
+	TRY(fc_check_stream(s));
+	if (!n)
+		return CUDA_SUCCESS;
+	TRY(side(dst, n, dst_how));
+	TRY(side(src, n, src_how));
+	memmove((void *)dst, (const void *)src, n);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n)
+{
+	return copy(dst, DEVICE, (uintptr_t)src, HOST, n, NULL);
+}
+
+CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
+{
+	return copy((uintptr_t)dst, HOST, src, DEVICE, n, NULL);
+}
+
+CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return copy(dst, DEVICE, src, DEVICE, n, NULL);
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+	return copy(dst, UNIFIED, src, UNIFIED, n, NULL);
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	return copy(dst, DEVICE, (uintptr_t)src, HOST, n, s);
+}
+
+CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return copy((uintptr_t)dst, HOST, src, DEVICE, n, s);
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return copy(dst, DEVICE, src, DEVICE, n, s);
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	return copy(dst, UNIFIED, src, UNIFIED, n, s);
+}
+
+static CUresult fill(CUdeviceptr dst, unsigned v, size_t n, size_t width, CUstream s)
+{
+	size_t i;
+
+	TRY(fc_check_stream(s));
+	if (!n)
+		return CUDA_SUCCESS;
+	CHECK_ARG(dst % width == 0 && n <= SIZE_MAX / width);
+	TRY(fc_range_check(dst, n * width));
+	if (width == 1)
+		memset((void *)dst, v, n);
+	for (i = 0; width == 2 && i < n; i++)
+		((uint16_t *)dst)[i] = v;
+	for (i = 0; width == 4 && i < n; i++)
+		((uint32_t *)dst)[i] = v;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	return fill(dst, v, n, 1, NULL);
+}
+
+CUresult cuMemsetD16(CUdeviceptr dst, unsigned short v, size_t n)
+{
+	return fill(dst, v, n, 2, NULL);
+}
+
+CUresult cuMemsetD32(CUdeviceptr dst, unsigned int v, size_t n)
+{
+	return fill(dst, v, n, 4, NULL);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s)
+{
+	return fill(dst, v, n, 1, s);
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s)
+{
+	return fill(dst, v, n, 2, s);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s)
+{
+	return fill(dst, v, n, 4, s);
+}

@@ -1,0 +1,386 @@
+/*
+ * Modules, libraries and functions.  The stand-in never compiles or runs
+ * device code: an image (cubin ELF, fatbin or PTX text) is only sized and
+ * searched for the names of the kernels and globals in kernels.c, and a
+ * module "contains" those whose names appear in it (all of them when none
+ * does, e.g. in a compressed fatbin).  Each module has its own copy of its
+ * globals.  A library is a module that belongs to no context; its CUkernel
+ * handles are the same objects as its CUfunctions.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <elf.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fakecuda.h"
+
+struct func {
+	const struct fc_kernel *k;
+	struct module *mod;
+	int attrs[CU_FUNC_ATTRIBUTE_MAX];
+};
+
+struct module {
+	struct fc_ctx *ctx;
+	int lib;
+	int nfuncs, nglobals;
+	struct func **funcs;	/* NULL where the image lacks the kernel */
+	void **globals;		/* likewise for globals */
+};
+
+static size_t elf_size(const unsigned char *img)
+{
+	Elf64_Ehdr eh;
+	Elf64_Shdr sh;
+	size_t size, end;
+	int i;
+
+	if (img[EI_CLASS] != ELFCLASS64)
+		return sizeof(Elf32_Ehdr);
+	memcpy(&eh, img, sizeof(eh));
+	size = eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize;
+	end = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
+	size = end > size ? end : size;
+	for (i = 0; eh.e_shentsize >= sizeof(sh) && i < eh.e_shnum; i++) {
+		memcpy(&sh, img + eh.e_shoff + (size_t)i * eh.e_shentsize, sizeof(sh));
+		end = sh.sh_type == SHT_NOBITS ? 0 : sh.sh_offset + sh.sh_size;
+		size = end > size ? end : size;
+	}
+	return size > sizeof(eh) ? size : sizeof(eh);
+}
+
+/* Bytes of a cubin, fatbin or PTX image; 0 when it is none of them. */
+static size_t image_size(const unsigned char *img)
+{
+	uint16_t hsize;
+	uint64_t fsize;
+
+	if (img[0] == 0x50 && img[1] == 0xed && img[2] == 0x55 && img[3] == 0xba) {
+		memcpy(&hsize, img + 6, sizeof(hsize));
+		memcpy(&fsize, img + 8, sizeof(fsize));
+		return hsize + fsize;
+	}
+	if (img[0] == 0x7f && img[1] == 'E' && img[2] == 'L' && img[3] == 'F')
+		return elf_size(img);
+	if (isprint(img[0]) || isspace(img[0]))
+		return strlen((const char *)img);
+	return 0;
+}
+
+static int has(const void *img, size_t len, const char *name)
+{
+	return memmem(img, len, name, strlen(name)) != NULL;
+}
+
+static void module_free(void *p)
+{
+	struct module *m = p;
+	int i;
+
+	for (i = 0; m->funcs && i < m->nfuncs; i++) {
+		fc_obj_del(m->funcs[i], FC_FUNC);
+		free(m->funcs[i]);
+	}
+	for (i = 0; m->globals && i < m->nglobals; i++) {
+		fc_range_del((uintptr_t)m->globals[i], FC_MEM_GLOBAL, NULL);
+		free(m->globals[i]);
+	}
+	free(m->funcs);
+	free(m->globals);
+	free(m);
+}
+
+static struct func *func_new(const struct fc_kernel *k, struct module *m)
+{
+	struct func *f = calloc(1, sizeof(*f));
+
+	if (!f || fc_obj_add(f, FC_FUNC, NULL, NULL)) {
+		free(f);
+		return NULL;
+	}
+	f->k = k;
+	f->mod = m;
+	f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+	f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 16;
+	f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
+	f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
+	f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+	f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
+	return f;
+}
+
+static void *global_new(const struct fc_global *g, struct fc_ctx *ctx)
+{
+	void *p;
+
+	if (posix_memalign(&p, 256, g->size))
+		return NULL;
+	memcpy(p, g->init, g->size);
+	if (fc_range_add((uintptr_t)p, g->size, FC_MEM_GLOBAL, ctx, 1)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Fill m from the image; 0 on success. */
+static int populate(struct module *m, const void *img, size_t len)
+{
+	int i, any = 0;
+
+	while (fc_kernel_at(m->nfuncs))
+		any |= has(img, len, fc_kernel_at(m->nfuncs++)->name);
+	while (fc_global_at(m->nglobals))
+		any |= has(img, len, fc_global_at(m->nglobals++)->name);
+	m->funcs = calloc(m->nfuncs + 1, sizeof(*m->funcs));
+	m->globals = calloc(m->nglobals + 1, sizeof(*m->globals));
+	if (!m->funcs || !m->globals)
+		return -1;
+	for (i = 0; i < m->nfuncs; i++)
+		if (!any || has(img, len, fc_kernel_at(i)->name))
+			if (!(m->funcs[i] = func_new(fc_kernel_at(i), m)))
+				return -1;
+	for (i = 0; i < m->nglobals; i++)
+		if (!any || has(img, len, fc_global_at(i)->name))
+			if (!(m->globals[i] = global_new(fc_global_at(i), m->ctx)))
+				return -1;
+	return 0;
+}
+
+static CUresult load(struct module **out, const void *image, struct fc_ctx *ctx)
+{
+	struct module *m;
+
+	CHECK_ARG(out && image);
+	CHECK(image_size(image), CUDA_ERROR_INVALID_IMAGE);
+	m = calloc(1, sizeof(*m));
+	CHECK(m, CUDA_ERROR_OUT_OF_MEMORY);
+	m->ctx = ctx;
+	m->lib = !ctx;
+	if (populate(m, image, image_size(image)) || fc_obj_add(m, FC_MODULE, ctx, ctx ? module_free : NULL) ||
+	    (m->lib && fc_obj_add(m, FC_LIBRARY, NULL, NULL))) {
+		fc_obj_del(m, FC_MODULE);
+		module_free(m);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*out = m;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+	struct fc_ctx *ctx;
+
+	TRY(fc_current(&ctx));
+	return load((struct module **)module, image, ctx);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
+			    CUjit_option *options, void **values)
+{
+	return cuModuleLoadData(module, image);
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatbin)
+{
+	return cuModuleLoadData(module, fatbin);
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+	struct module *m = (struct module *)hmod;
+
+	TRY(fc_need_init());
+	CHECK(!fc_obj_has(m, FC_LIBRARY) && fc_obj_del(m, FC_MODULE), CUDA_ERROR_INVALID_HANDLE);
+	module_free(m);
+	return CUDA_SUCCESS;
+}
+
+static CUresult lookup(struct func **out, void *mod, int kind, const char *name)
+{
+	struct module *m = mod;
+	int i;
+
+	TRY(fc_need_init());
+	CHECK_ARG(out && name);
+	CHECK(fc_obj_has(m, kind), CUDA_ERROR_INVALID_HANDLE);
+	for (i = 0; i < m->nfuncs; i++) {
+		if (m->funcs[i] && !strcmp(m->funcs[i]->k->name, name)) {
+			*out = m->funcs[i];
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult global(CUdeviceptr *dptr, size_t *bytes, void *mod, int kind, const char *name)
+{
+	struct module *m = mod;
+	int i;
+
+	TRY(fc_need_init());
+	CHECK_ARG(name);
+	CHECK(fc_obj_has(m, kind), CUDA_ERROR_INVALID_HANDLE);
+	for (i = 0; i < m->nglobals; i++) {
+		if (m->globals[i] && !strcmp(fc_global_at(i)->name, name)) {
+			if (dptr)
+				*dptr = (CUdeviceptr)m->globals[i];
+			if (bytes)
+				*bytes = fc_global_at(i)->size;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_NOT_FOUND;
+}
+
+void *fc_global(const struct fc_launch *l, const char *name)
+{
+	CUdeviceptr p;
+
+	return global(&p, NULL, l->mod, FC_MODULE, name) ? NULL : (void *)p;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	return lookup((struct func **)hfunc, hmod, FC_MODULE, name);
+}
+
+CUresult cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+	return global(dptr, bytes, hmod, FC_MODULE, name);
+}
+
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jit_options,
+			   void **jit_values, unsigned int njit, CUlibraryOption *lib_options,
+			   void **lib_values, unsigned int nlib)
+{
+	TRY(fc_need_init());
+	return load((struct module **)library, code, NULL);
+}
+
+CUresult cuLibraryUnload(CUlibrary library)
+{
+	TRY(fc_need_init());
+	CHECK(fc_obj_del(library, FC_LIBRARY), CUDA_ERROR_INVALID_HANDLE);
+	fc_obj_del(library, FC_MODULE);
+	module_free(library);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name)
+{
+	return lookup((struct func **)kernel, library, FC_LIBRARY, name);
+}
+
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+	return global(dptr, bytes, library, FC_LIBRARY, name);
+}
+
+CUresult cuLibraryGetModule(CUmodule *mod, CUlibrary library)
+{
+	TRY(fc_current(NULL));
+	CHECK_ARG(mod);
+	CHECK(fc_obj_has(library, FC_LIBRARY), CUDA_ERROR_INVALID_HANDLE);
+	*mod = (CUmodule)library;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
+{
+	TRY(fc_current(NULL));
+	CHECK_ARG(func);
+	CHECK(fc_obj_has(kernel, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
+	*func = (CUfunction)kernel;
+	return CUDA_SUCCESS;
+}
+
+/* For launch.c: what a CUfunction (or CUkernel) runs. */
+CUresult fc_func(CUfunction hfunc, const struct fc_kernel **k, void **mod, int *max_shmem)
+{
+	struct func *f = (struct func *)hfunc;
+
+	TRY(fc_need_init());
+	CHECK(fc_obj_has(f, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
+	if (k)
+		*k = f->k;
+	if (mod)
+		*mod = f->mod;
+	if (max_shmem)
+		*max_shmem = f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attr, CUfunction hfunc)
+{
+	TRY(fc_func(hfunc, NULL, NULL, NULL));
+	CHECK_ARG(pi && (unsigned)attr < CU_FUNC_ATTRIBUTE_MAX);
+	*pi = ((struct func *)hfunc)->attrs[attr];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attr, int value)
+{
+	int ok;
+
+	TRY(fc_func(hfunc, NULL, NULL, NULL));
+	switch (attr) {
+	case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+		ok = value >= 0 && value <= 232448;
+		break;
+	case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+		ok = value >= -1 && value <= 100;
+		break;
+	case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+	case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+	case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+	case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+	case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+		ok = value >= 0;
+		break;
+	default:
+		ok = 0;
+	}
+	CHECK_ARG(ok);
+	((struct func *)hfunc)->attrs[attr] = value;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
+{
+	TRY(fc_func(hfunc, NULL, NULL, NULL));
+	return (unsigned)config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuFuncGetParamInfo(CUfunction hfunc, size_t index, size_t *offset, size_t *size)
+{
+	const struct fc_kernel *k;
+
+	TRY(fc_func(hfunc, &k, NULL, NULL));
+	CHECK_ARG(index < (size_t)k->nparams);
+	if (offset)
+		*offset = fc_param_offset(k, (int)index);
+	if (size)
+		*size = k->sizes[index];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	const struct fc_kernel *k;
+
+	TRY(fc_func(hfunc, &k, NULL, NULL));
+	CHECK_ARG(name);
+	*name = k->name;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
+{
+	void *mod;
+
+	TRY(fc_func(hfunc, NULL, &mod, NULL));
+	CHECK_ARG(hmod);
+	*hmod = (CUmodule)mod;
+	return CUDA_SUCCESS;
+}

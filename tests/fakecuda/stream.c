@@ -1,0 +1,169 @@
+/*
+ * Streams and events.  Every operation of the stand-in finishes before the
+ * call that issued it returns, so a stream is only a remembered handle
+ * (flags, priority) and synchronising is a handle check.  An event keeps
+ * its flags and the CLOCK_MONOTONIC time of its last record, which is all
+ * cuEventElapsedTime needs.
+ */
+#include <stdlib.h>
+#include <time.h>
+#include "fakecuda.h"
+
+struct stream {
+	unsigned flags;
+	int priority;
+};
+
+struct event {
+	unsigned flags;
+	int recorded;
+	struct timespec at;
+};
+
+CUresult fc_check_stream(CUstream s)
+{
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+		return fc_current(NULL);
+	TRY(fc_need_init());
+	return fc_obj_has(s, FC_STREAM) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult check_event(CUevent e)
+{
+	TRY(fc_need_init());
+	return fc_obj_has(e, FC_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Handles are only remembered for what the getters return. */
+static void *remember(size_t size, int kind, struct fc_ctx *ctx)
+{
+	void *p = calloc(1, size);
+
+	if (p && fc_obj_add(p, kind, ctx, free)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flags, int priority)
+{
+	struct fc_ctx *ctx;
+	struct stream *s;
+
+	TRY(fc_current(&ctx));
+	CHECK_ARG(ps && !(flags & ~CU_STREAM_NON_BLOCKING));
+	s = remember(sizeof(*s), FC_STREAM, ctx);
+	CHECK(s, CUDA_ERROR_OUT_OF_MEMORY);
+	s->flags = flags;
+	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+	*ps = (CUstream)s;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
+{
+	return cuStreamCreateWithPriority(ps, flags, 0);
+}
+
+CUresult cuStreamDestroy(CUstream s)
+{
+	TRY(fc_need_init());
+	CHECK(fc_obj_del(s, FC_STREAM), CUDA_ERROR_INVALID_HANDLE);
+	free(s);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream s)
+{
+	return fc_check_stream(s);
+}
+
+CUresult cuStreamQuery(CUstream s)
+{
+	return fc_check_stream(s);
+}
+
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags)
+{
+	TRY(fc_check_stream(s));
+	return check_event(e);
+}
+
+CUresult cuStreamGetPriority(CUstream s, int *priority)
+{
+	TRY(fc_check_stream(s));
+	CHECK_ARG(priority);
+	*priority = fc_obj_has(s, FC_STREAM) ? ((struct stream *)s)->priority : 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetFlags(CUstream s, unsigned int *flags)
+{
+	TRY(fc_check_stream(s));
+	CHECK_ARG(flags);
+	*flags = fc_obj_has(s, FC_STREAM) ? ((struct stream *)s)->flags : 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent *pe, unsigned int flags)
+{
+	struct fc_ctx *ctx;
+	struct event *e;
+
+	TRY(fc_current(&ctx));
+	CHECK_ARG(pe && !(flags & ~(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+				      CU_EVENT_INTERPROCESS)));
+	e = remember(sizeof(*e), FC_EVENT, ctx);
+	CHECK(e, CUDA_ERROR_OUT_OF_MEMORY);
+	e->flags = flags;
+	*pe = (CUevent)e;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e)
+{
+	TRY(fc_need_init());
+	CHECK(fc_obj_del(e, FC_EVENT), CUDA_ERROR_INVALID_HANDLE);
+	free(e);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecordWithFlags(CUevent ev, CUstream s, unsigned int flags)
+{
+	struct event *e = (struct event *)ev;
+
+	TRY(check_event(ev));
+	TRY(fc_check_stream(s));
+	clock_gettime(CLOCK_MONOTONIC, &e->at);
+	e->recorded = 1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	return cuEventRecordWithFlags(e, s, 0);
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+	return check_event(e);
+}
+
+CUresult cuEventQuery(CUevent e)
+{
+	return check_event(e);
+}
+
+CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
+{
+	struct event *a = (struct event *)start, *b = (struct event *)end;
+
+	TRY(check_event(start));
+	TRY(check_event(end));
+	CHECK_ARG(ms);
+	CHECK(!((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING), CUDA_ERROR_INVALID_HANDLE);
+	CHECK(a->recorded && b->recorded, CUDA_ERROR_NOT_READY);
+	*ms = (b->at.tv_sec - a->at.tv_sec) * 1e3f + (b->at.tv_nsec - a->at.tv_nsec) / 1e6f;
+	return CUDA_SUCCESS;
+}

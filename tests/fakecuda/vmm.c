@@ -1,0 +1,222 @@
+/*
+ * Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap,
+ * cuMemSetAccess and their inverses) done with the host's own VM: a
+ * reservation is a PROT_NONE anonymous mapping, placed at the caller's
+ * hint when it is free; a physical allocation is a memfd; mapping it puts
+ * the memfd MAP_SHARED|MAP_FIXED over the reserved pages, still PROT_NONE
+ * until cuMemSetAccess makes it read-write.  Mapped, accessible ranges
+ * are valid device memory for copies and kernels.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "fakecuda.h"
+
+#define MAX_RESV 1024
+
+struct alloc {
+	int fd;
+	size_t size;
+};
+
+struct resv {
+	uintptr_t base;
+	size_t size;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct resv resvs[MAX_RESV];
+static int nresvs;
+
+static CUresult check_prop(const CUmemAllocationProp *prop)
+{
+	if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	return prop->location.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *prop,
+				       CUmemAllocationGranularity_flags option)
+{
+	TRY(fc_need_init());
+	CHECK_ARG(gran && prop);
+	TRY(check_prop(prop));
+	*gran = FC_GRANULARITY;
+	return CUDA_SUCCESS;
+}
+
+static void *reserve_at(uintptr_t hint, size_t size, size_t align)
+{
+	const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+	uintptr_t p, start;
+	void *m;
+
+	if (hint && hint % align == 0) {
+		m = mmap((void *)hint, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+		if (m == (void *)hint)
+			return m;
+		if (m != MAP_FAILED)
+			munmap(m, size);
+	}
+	m = mmap(NULL, size + align, PROT_NONE, flags, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	p = (uintptr_t)m;
+	start = (p + align - 1) & ~(align - 1);
+	if (start > p)
+		munmap(m, start - p);
+	munmap((void *)(start + size), p + align - start);
+	return (void *)start;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+			     unsigned long long flags)
+{
+	void *p;
+
+	TRY(fc_need_init());
+	CHECK_ARG(ptr && size && size % FC_GRANULARITY == 0 && !(align & (align - 1)) && !flags);
+	if (align < FC_GRANULARITY)
+		align = FC_GRANULARITY;
+	pthread_mutex_lock(&lock);
+	p = nresvs < MAX_RESV ? reserve_at(addr, size, align) : NULL;
+	if (p)
+		resvs[nresvs++] = (struct resv){ (uintptr_t)p, size };
+	pthread_mutex_unlock(&lock);
+	CHECK(p, CUDA_ERROR_OUT_OF_MEMORY);
+	*ptr = (CUdeviceptr)p;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	CUresult r = CUDA_ERROR_INVALID_VALUE;
+	int i;
+
+	TRY(fc_need_init());
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < nresvs; i++) {
+		if (resvs[i].base == ptr && resvs[i].size == size) {
+			resvs[i] = resvs[--nresvs];
+			fc_range_span(ptr, size, FC_MEM_VMM, 0, 1);
+			munmap((void *)ptr, size);
+			r = CUDA_SUCCESS;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+static int reserved(uintptr_t p, size_t size)
+{
+	int i, hit = 0;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < nresvs && !hit; i++)
+		hit = p >= resvs[i].base && p + size <= resvs[i].base + resvs[i].size;
+	pthread_mutex_unlock(&lock);
+	return hit;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+		     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct alloc *a;
+
+	TRY(fc_need_init());
+	CHECK_ARG(handle && prop && size && size % FC_GRANULARITY == 0 && !flags);
+	TRY(check_prop(prop));
+	CHECK(size <= FC_TOTAL_MEM && fc_mem_used(size) != (size_t)-1, CUDA_ERROR_OUT_OF_MEMORY);
+	a = malloc(sizeof(*a));
+	if (a)
+		a->fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+	if (!a || a->fd < 0 || ftruncate(a->fd, size) || fc_obj_add(a, FC_VMM, NULL, NULL)) {
+		if (a && a->fd >= 0)
+			close(a->fd);
+		free(a);
+		fc_mem_used(-(long long)size);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	a->size = size;
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)handle;
+
+	TRY(fc_need_init());
+	CHECK(fc_obj_del(a, FC_VMM), CUDA_ERROR_INVALID_HANDLE);
+	close(a->fd);		/* live mappings keep the pages */
+	fc_mem_used(-(long long)a->size);
+	free(a);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+		  CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)handle;
+	void *m;
+
+	TRY(fc_need_init());
+	CHECK_ARG(size && size % FC_GRANULARITY == 0 && offset % FC_GRANULARITY == 0 && !flags);
+	CHECK(fc_obj_has(a, FC_VMM), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ARG(offset <= a->size && size <= a->size - offset);
+	CHECK_ARG(reserved(ptr, size) && !fc_range_overlaps(ptr, size));
+	m = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, offset);
+	CHECK(m != MAP_FAILED, CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK(!fc_range_add(ptr, size, FC_MEM_VMM, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+	return CUDA_SUCCESS;
+}
+
+/* Is every byte of [p, p+size) inside some mapped VMM range? */
+static int mapped(uintptr_t p, size_t size)
+{
+	uintptr_t end = p + size;
+	struct fc_range range;
+
+	while (p < end) {
+		if (!fc_range_find(p, &range) || range.kind != FC_MEM_VMM)
+			return 0;
+		p = range.base + range.size;
+	}
+	return 1;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED;
+
+	TRY(fc_need_init());
+	CHECK_ARG(size && mapped(ptr, size));
+	CHECK(mmap((void *)ptr, size, PROT_NONE, flags, -1, 0) != MAP_FAILED, CUDA_ERROR_UNKNOWN);
+	fc_range_span(ptr, size, FC_MEM_VMM, 0, 1);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	unsigned flags = 0;
+	size_t i;
+	int prot;
+
+	TRY(fc_need_init());
+	CHECK_ARG(desc && count && size && mapped(ptr, size));
+	for (i = 0; i < count; i++) {
+		CHECK_ARG(desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE);
+		CHECK(desc[i].location.id == 0, CUDA_ERROR_INVALID_DEVICE);
+		flags = desc[i].flags;
+	}
+	prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE :
+	       flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ :
+	       flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? PROT_NONE : -1;
+	CHECK_ARG(prot >= 0 && !mprotect((void *)ptr, size, prot));
+	fc_range_span(ptr, size, FC_MEM_VMM, prot == (PROT_READ | PROT_WRITE), 0);
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# run-tests.sh [--gpu]: Cicada's test suite, run by 'make test' (CPU
+# stand-in for the driver, no GPU needed) and 'make test-gpu' (real driver).
+#
+# Every test program runs twice: directly on the driver ("native": the
+# stand-in in CPU mode, the real libcuda on a GPU machine) and through
+# Cicada over each transport (shared memory, unix socket, TCP loopback,
+# LD_PRELOAD). The outputs must be identical. Then the fault cases:
+# unreachable servers, refused tokens and versions, malformed messages,
+# a server dying mid-run, a client dying next to another. Uses prebuilt
+# outputs only; prints "N passed, N failed" last.
+set -u
+
+MODE=cpu
+[ "${1:-}" = "--gpu" ] && MODE=gpu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+B=$ROOT/build
+PROGS=$B/tests/programs
+TOOLS=$B/tests/tools
+export CICADA_KERNELS=$B/tests/kernels
+T=$(mktemp -d /tmp/cicada-test.XXXXXX)
+PORT=$((20000 + $$ % 20000))
+PASS=0
+FAIL=0
+SERVERS=""
+
+if [ "$MODE" = cpu ]; then
+	DRIVER_ENV="LD_LIBRARY_PATH=$B/tests/fakecuda"
+else
+	DRIVER_ENV="CICADA_NATIVE=1"
+fi
+
+cleanup() {
+	for p in $SERVERS; do kill -9 "$p" 2>/dev/null; done
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+for f in "$B/bin/gpu-server" "$B/lib/libcicada.so" "$PROGS/vecadd_cubin" "$TOOLS/wire_abuse"; do
+	[ -e "$f" ] || { echo "run-tests: $f is missing; run 'make' first"; echo "0 passed, 1 failed"; exit 1; }
+done
+head -c 24 /dev/urandom | base64 > "$T/token"
+
+# start_server NAME PORT: starts a gpu-server on $T/NAME.sock and tcp PORT.
+start_server() {
+	local name=$1 port=$2
+	env $DRIVER_ENV "$B/bin/gpu-server" --listen "unix:$T/$name.sock" --listen "tcp:127.0.0.1:$port" \
+		--token-file "$T/token" --cache-dir "$T/cache-$name" --workers 2 >>"$T/$name.log" 2>&1 &
+	SERVERS="$SERVERS $!"
+	eval "PID_$name=$!"
+	disown $!
+	for _ in $(seq 100); do [ -S "$T/$name.sock" ] && return 0; sleep 0.05; done
+	echo "run-tests: gpu-server did not start:"; cat "$T/$name.log"
+	return 1
+}
+
+# cicada_env TRANSPORT [SERVER]: the environment of a client of SERVER.
+cicada_env() {
+	local s=${2:-main} port=$PORT
+	[ "$s" = main ] || port=$((PORT + 1))
+	case $1 in
+	shm) echo "CICADA_SERVER=unix:$T/$s.sock LD_LIBRARY_PATH=$B/lib" ;;
+	unix) echo "CICADA_SERVER=unix:$T/$s.sock CICADA_SHM=0 LD_LIBRARY_PATH=$B/lib" ;;
+	tcp) echo "CICADA_SERVER=tcp:127.0.0.1:$port CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib" ;;
+	preload) echo "CICADA_SERVER=unix:$T/$s.sock LD_PRELOAD=$B/lib/libcicada.so $DRIVER_ENV" ;;
+	esac
+}
+
+# run_same PROG TRANSPORT: PROG through Cicada prints what it prints natively.
+run_same() {
+	local prog=$1 tr=$2 out=$T/$1.$2
+	[ -s "$T/$prog.native" ] || { bad "$prog over $tr: no native reference"; return; }
+	env $(cicada_env "$tr") timeout 120 "$PROGS/$prog" >"$out" 2>"$out.err"
+	local rc=$?
+	if [ $rc -eq 0 ] && cmp -s "$T/$prog.native" "$out"; then
+		ok "$prog over $tr: identical to native"
+	else
+		bad "$prog over $tr: exit $rc"; diff "$T/$prog.native" "$out" | head -5; tail -3 "$out.err"
+	fi
+}
+
+run_programs() {
+	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000
+		     device_query context_ops errors_app zero_copy dlopen_app"
+	for p in $progs; do
+		local native_env=$DRIVER_ENV
+		env $native_env timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+			{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
+		case $p in
+		dlopen_app) run_same "$p" preload ;;
+		zero_copy) run_same "$p" shm ;;       # mapped memory needs a local server
+		*) for tr in shm unix tcp; do run_same "$p" "$tr"; done ;;
+		esac
+	done
+	[ "$MODE" = gpu ] && run_same vecadd_cubin preload
+}
+
+test_module_cache() {
+	env $(cicada_env shm) CICADA_LOG=debug "$PROGS/vecadd_cubin" >/dev/null 2>"$T/cache.err"
+	check "module images are cached by hash (second run sends only the hash)" \
+		grep -q "already cached on the server" "$T/cache.err"
+	check "module cache holds the image on disk" compgen -G "$T/cache-main/*.img" >/dev/null
+}
+
+test_unreachable() {
+	local err
+	err=$(CICADA_SERVER=unix:$T/nowhere.sock LD_LIBRARY_PATH=$B/lib timeout 10 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
+	check "unreachable unix server: one clear line naming it" \
+		test "$(echo "$err" | grep -c "cicada: cannot reach gpu-server at unix:$T/nowhere.sock")" = 1
+	err=$(CICADA_SERVER=tcp:127.0.0.1:1 CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib timeout 10 \
+		"$PROGS/vecadd_cubin" 2>&1 >/dev/null)
+	check "unreachable tcp server: one clear line naming it" \
+		grep -q "cicada: cannot reach gpu-server at tcp:127.0.0.1:1: Connection refused" <<<"$err"
+}
+
+test_refusals() {
+	local err
+	echo "not-the-right-token-at-all" >"$T/wrong"
+	err=$(CICADA_SERVER=tcp:127.0.0.1:$PORT CICADA_TOKEN_FILE=$T/wrong LD_LIBRARY_PATH=$B/lib timeout 10 \
+		"$PROGS/vecadd_cubin" 2>&1 >/dev/null)
+	check "wrong token: refused with a reason" grep -q "refused the connection: wrong token" <<<"$err"
+	check "wrong token: the refusal is logged" grep -q "refused connection from tcp:127.0.0.1.*wrong token" "$T/main.log"
+	err=$(CICADA_SERVER=tcp:127.0.0.1:$PORT LD_LIBRARY_PATH=$B/lib timeout 10 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
+	check "no token over TCP: refused" grep -q "requires a token" <<<"$err"
+	check "wrong protocol version: refused with a reason" \
+		sh -c "'$TOOLS/wire_abuse' version unix:$T/main.sock | grep -q 'refused=1 message=protocol version 99'"
+}
+
+test_malformed() {
+	for c in garbage oversized truncated badproc badargs; do
+		check "malformed input ($c): connection dropped" \
+			"$TOOLS/wire_abuse" $c "tcp:127.0.0.1:$PORT" "$(cat "$T/token")"
+	done
+	check "server still serves after malformed input" \
+		sh -c "env $(cicada_env shm) '$PROGS/vecadd_cubin' >/dev/null 2>&1"
+	check "gpu-server survived" kill -0 "$PID_main"
+}
+
+# The server dies mid-run: calls fail within a second, nothing hangs.
+test_server_death() {
+	local tr=$1 out=$T/death.$1
+	start_server spare $((PORT + 1)) || return
+	env $(cicada_env "$tr" spare) timeout 20 "$TOOLS/fault_client" expect-failure 15 >"$out" 2>"$out.err" &
+	local client=$!
+	for _ in $(seq 100); do grep -q ready "$out" && break; sleep 0.05; done
+	sleep 0.5
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-spare" 2>/dev/null
+	kill -9 "$PID_spare" 2>/dev/null
+	wait "$client"
+	check "server killed mid-run ($tr): calls fail within 1 s, no hang" test $? = 0
+	echo "     $(cat "$out" | tail -1)"
+	check "server killed mid-run ($tr): one line on stderr" grep -q "cicada: lost the connection to gpu-server" "$out.err"
+	rm -f "$T/spare.sock"
+}
+
+# One client dying frees only its worker; its neighbour carries on.
+test_client_isolation() {
+	env $(cicada_env shm) timeout 20 "$TOOLS/fault_client" expect-success 3 >"$T/iso.b" 2>&1 &
+	local survivor=$!
+	env $(cicada_env shm) "$TOOLS/fault_client" expect-success 10 >"$T/iso.a" 2>&1 &
+	local victim=$!
+	sleep 1
+	kill -9 $victim
+	wait $survivor
+	check "a client killed mid-run harms no other client" test $? = 0
+	wait $victim 2>/dev/null
+	sleep 0.3
+	check "the killed client's worker noticed and exited" grep -q "client .*/$victim disconnected" "$T/main.log"
+}
+
+echo "Cicada tests ($MODE mode)"
+start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
+run_programs
+test_module_cache
+test_unreachable
+test_refusals
+test_malformed
+test_server_death shm
+test_server_death tcp
+test_client_isolation
+echo "$PASS passed, $FAIL failed"
+[ $FAIL -eq 0 ]

@@ -1,0 +1,48 @@
+# Test kernels (cubin, PTX and fatbin of each .cu) and the driver-API
+# test programs. The programs link the stub libcuda so they NEED
+# libcuda.so.1 and find the real, the interposer or the CPU stand-in
+# at run time through LD_LIBRARY_PATH. dlopen_app links no libcuda.
+
+TESTS_KDIR := $(BUILD)/tests/kernels
+TESTS_PDIR := $(BUILD)/tests/programs
+
+TESTS_KERNEL_NAMES := kernels_a kernels_b
+TESTS_KERNELS := $(foreach k,$(TESTS_KERNEL_NAMES),\
+	$(TESTS_KDIR)/$(k).cubin $(TESTS_KDIR)/$(k).ptx $(TESTS_KDIR)/$(k).fatbin)
+
+TESTS_CUDA_PROGS := vecadd_cubin vecadd_ptx vecadd_library multi_module \
+	memcpy_all streams_events launch_1000 device_query context_ops errors_app \
+	zero_copy
+TESTS_CUDA_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_CUDA_PROGS))
+TESTS_BINS := $(TESTS_CUDA_BINS) $(TESTS_PDIR)/dlopen_app
+
+TESTS_LDCUDA := -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
+
+.PHONY: test-kernels test-programs
+test-kernels: $(TESTS_KERNELS)
+test-programs: $(TESTS_BINS)
+all: $(TESTS_KERNELS) $(TESTS_BINS)
+
+$(TESTS_KDIR)/%.cubin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -cubin $(NVCC_ARCH) -o $@ $<
+
+$(TESTS_KDIR)/%.ptx: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -ptx -arch=compute_90 -o $@ $<
+
+# SASS for the H100 plus compute_90 PTX for the driver to JIT elsewhere.
+$(TESTS_KDIR)/%.fatbin: tests/kernels/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin $(NVCC_ARCH) -gencode arch=compute_90,code=compute_90 \
+		-o $@ $<
+
+$(TESTS_PDIR)/%.o: tests/programs/%.c tests/programs/common.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(TESTS_CUDA_BINS): $(TESTS_PDIR)/%: $(TESTS_PDIR)/%.o $(TESTS_PDIR)/common.o
+	$(CC) $(CFLAGS) -o $@ $^ $(TESTS_LDCUDA)
+
+$(TESTS_PDIR)/dlopen_app: $(TESTS_PDIR)/dlopen_app.o $(TESTS_PDIR)/common.o
+	$(CC) $(CFLAGS) -o $@ $^ -ldl

@@ -1,0 +1,132 @@
+/*
+ * wire_abuse: sends a gpu-server what a broken or hostile client would,
+ * and checks the server's answer: garbage before the hello, a wrong
+ * protocol version, a wrong token, and after a valid hello an oversized,
+ * truncated, unknown or malformed call. Each case must end with the
+ * server dropping that connection (or refusing it with a reason), never
+ * with a crash; the test then checks that other clients are still served.
+ *
+ * usage: wire_abuse CASE ADDRESS [TOKEN]
+ */
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "wire.h"
+
+static int fd;
+static struct wire_stream st;
+
+static int send_hello(unsigned version, const char *token)
+{
+	char host[] = "wire_abuse";
+	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = host };
+	struct wire_buf b = { 0 };
+
+	h.token.token_val = (char *)token;
+	h.token.token_len = token ? (unsigned)strlen(token) : 0;
+	return wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &b);
+}
+
+static int read_hello_reply(hello_res *r)
+{
+	struct wire_buf b = { 0 };
+	char err[WIRE_ERRLEN];
+
+	memset(r, 0, sizeof(*r));
+	return wire_recv_record(&st, &b, 65536) || wire_decode_reply(&b, 1, (xdrproc_t)xdr_hello_res, r, err);
+}
+
+/* The server must close the connection within 6 seconds. */
+static int expect_closed(const char *what)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char buf[4096];
+
+	while (poll(&p, 1, 6000) == 1) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0) {
+			printf("wire_abuse: %s: connection dropped\n", what);
+			return 0;
+		}
+	}
+	printf("wire_abuse: %s: connection NOT dropped\n", what);
+	return 1;
+}
+
+static int valid_session(const char *token)
+{
+	hello_res r;
+
+	if (send_hello(CICADA_PROTO_VERSION, token) || read_hello_reply(&r) || r.err) {
+		printf("wire_abuse: valid hello was refused\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int send_raw(const void *buf, size_t len)
+{
+	return wire_write(&st, buf, len);
+}
+
+static int case_after_hello(const char *which, const char *token)
+{
+	struct wire_buf b = { 0 };
+	uint32_t mark;
+	launch_args la;
+
+	if (valid_session(token))
+		return 1;
+	if (!strcmp(which, "oversized")) {
+		mark = htonl(0x80000000u | 0x7ffffff0u);
+		send_raw(&mark, 4);
+	} else if (!strcmp(which, "truncated")) {
+		mark = htonl(0x80000000u | 100);
+		send_raw(&mark, 4);
+		send_raw("abcdefghij", 10);
+		shutdown(fd, SHUT_WR);
+	} else if (!strcmp(which, "badproc")) {
+		wire_encode_call(&b, 2, 250, NULL, NULL);
+		wire_send_record(&st, &b);
+	} else if (!strcmp(which, "badargs")) {
+		memset(&la, 0, sizeof(la));
+		wire_encode_call(&b, 2, P_launch_kernel, (xdrproc_t)xdr_launch_args, &la);
+		b.len -= 12;                          /* cut the arguments short */
+		wire_send_record(&st, &b);
+	} else {
+		return 2;
+	}
+	return expect_closed(which);
+}
+
+int main(int argc, char **argv)
+{
+	struct wire_addr addr;
+	char err[WIRE_ERRLEN];
+	const char *token = argc > 3 ? argv[3] : NULL;
+	hello_res r;
+
+	if (argc < 3 || wire_parse_addr(argv[2], &addr, err) || (fd = wire_dial(&addr, err)) < 0) {
+		fprintf(stderr, "usage: wire_abuse CASE ADDRESS [TOKEN] (%s)\n", argc < 3 ? "" : err);
+		return 2;
+	}
+	wire_stream_init(&st, fd);
+	if (!strcmp(argv[1], "garbage")) {
+		send_raw("GET / HTTP/1.0\r\n\r\n", 18);
+		return expect_closed("garbage before hello");
+	}
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "token")) {
+		send_hello(!strcmp(argv[1], "version") ? 99 : CICADA_PROTO_VERSION, token);
+		if (read_hello_reply(&r)) {
+			printf("wire_abuse: %s: no reply\n", argv[1]);
+			return 1;
+		}
+		printf("wire_abuse: %s: refused=%d message=%s\n", argv[1], r.err != 0, r.message);
+		return r.err ? 0 : 1;
+	}
+	return case_after_hello(argv[1], token);
+}

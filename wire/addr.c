@@ -1,0 +1,213 @@
+/*
+ * addr.c: parsing addresses ("unix:/path", "tcp:host:port"), listening,
+ * dialing, and passing file descriptors over unix sockets.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "wire.h"
+
+int wire_parse_addr(const char *text, struct wire_addr *addr, char *err)
+{
+	memset(addr, 0, sizeof(*addr));
+	if (!strncmp(text, "unix:", 5)) {
+		if (strlen(text + 5) == 0 || strlen(text + 5) >= sizeof(addr->path))
+			goto bad;
+		addr->kind = WIRE_UNIX;
+		strcpy(addr->path, text + 5);
+		return 0;
+	}
+	if (!strncmp(text, "tcp:", 4)) {
+		const char *colon = strrchr(text + 4, ':');
+		size_t hlen;
+
+		if (!colon || colon == text + 4 || !colon[1] || strlen(colon + 1) >= sizeof(addr->port))
+			goto bad;
+		hlen = (size_t)(colon - (text + 4));
+		if (hlen >= sizeof(addr->host))
+			goto bad;
+		addr->kind = WIRE_TCP;
+		memcpy(addr->host, text + 4, hlen);
+		if (addr->host[0] == '[' && addr->host[hlen - 1] == ']') {
+			memmove(addr->host, addr->host + 1, hlen - 2);
+			addr->host[hlen - 2] = 0;
+		}
+		strcpy(addr->port, colon + 1);
+		return 0;
+	}
+bad:
+	snprintf(err, WIRE_ERRLEN, "bad address '%s' (expected unix:/path or tcp:host:port)", text);
+	return -1;
+}
+
+void wire_format_addr(const struct wire_addr *addr, char *out, size_t len)
+{
+	if (addr->kind == WIRE_UNIX)
+		snprintf(out, len, "unix:%s", addr->path);
+	else
+		snprintf(out, len, "tcp:%s:%s", addr->host, addr->port);
+}
+
+static void tune_tcp(int fd)
+{
+	int one = 1, idle = 2, intvl = 1, cnt = 3;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+static int unix_sockaddr(const struct wire_addr *addr, struct sockaddr_un *sun)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	strcpy(sun->sun_path, addr->path);
+	return 0;
+}
+
+static int listen_unix(const struct wire_addr *addr, char *err)
+{
+	struct sockaddr_un sun;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		goto fail;
+	unix_sockaddr(addr, &sun);
+	unlink(addr->path);
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, 128))
+		goto fail;
+	return fd;
+fail:
+	snprintf(err, WIRE_ERRLEN, "cannot listen on unix:%s: %s", addr->path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static int tcp_resolve(const struct wire_addr *addr, int passive, struct addrinfo **res, char *err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0 };
+	int rc = getaddrinfo(addr->host, addr->port, &hints, res);
+
+	if (rc) {
+		snprintf(err, WIRE_ERRLEN, "cannot resolve tcp:%s:%s: %s", addr->host, addr->port, gai_strerror(rc));
+		return -1;
+	}
+	return 0;
+}
+
+static int listen_tcp(const struct wire_addr *addr, char *err)
+{
+	struct addrinfo *res, *ai;
+	int fd = -1, one = 1, saved = 0;
+
+	if (tcp_resolve(addr, 1, &res, err))
+		return -1;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 128))
+			break;
+		saved = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		snprintf(err, WIRE_ERRLEN, "cannot listen on tcp:%s:%s: %s", addr->host, addr->port,
+			 strerror(saved ? saved : errno));
+	return fd;
+}
+
+int wire_listen(const struct wire_addr *addr, char *err)
+{
+	return addr->kind == WIRE_UNIX ? listen_unix(addr, err) : listen_tcp(addr, err);
+}
+
+static int dial_unix(const struct wire_addr *addr, char *err)
+{
+	struct sockaddr_un sun;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	unix_sockaddr(addr, &sun);
+	if (fd >= 0 && !connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
+		return fd;
+	snprintf(err, WIRE_ERRLEN, "cannot connect to unix:%s: %s", addr->path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static int dial_tcp(const struct wire_addr *addr, char *err)
+{
+	struct addrinfo *res, *ai;
+	int fd = -1, saved = 0;
+
+	if (tcp_resolve(addr, 0, &res, err))
+		return -1;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		if (!connect(fd, ai->ai_addr, ai->ai_addrlen))
+			break;
+		saved = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		snprintf(err, WIRE_ERRLEN, "cannot connect to tcp:%s:%s: %s", addr->host, addr->port,
+			 strerror(saved ? saved : errno));
+		return -1;
+	}
+	tune_tcp(fd);
+	return fd;
+}
+
+int wire_dial(const struct wire_addr *addr, char *err)
+{
+	return addr->kind == WIRE_UNIX ? dial_unix(addr, err) : dial_tcp(addr, err);
+}
+
+int wire_send_fd(int sock, int fd)
+{
+	char byte = 'F', ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	memset(ctl, 0, sizeof(ctl));
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+int wire_recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -1;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}

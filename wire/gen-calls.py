@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""gen-calls.py: turns calls.tbl into the code the build generates.
+
+  gen-calls.py x      TABLE CICADA_X   -> cicada.x with the program block
+  gen-calls.py client TABLE            -> interposer stubs (C)
+  gen-calls.py server TABLE            -> server handlers and dispatch table (C)
+
+Only calls whose parameters are all scalars or handles are generated in
+full; 'hand' calls get their procedure number, XDR types and a dispatch
+entry, and their C bodies are written by hand where the semantics live.
+"""
+import re
+import sys
+
+HANDLES = {
+    "CUcontext": "H_CTX", "CUmodule": "H_MODULE", "CUfunction": "H_FUNCTION",
+    "CUlibrary": "H_LIBRARY", "CUkernel": "H_KERNEL", "CUstream": "H_STREAM",
+    "CUevent": "H_EVENT",
+}
+
+
+class Param:
+    def __init__(self, text):
+        text = text.strip()
+        self.release = text.endswith("~")
+        text = text.rstrip("~").strip()
+        m = re.match(r"^(.*?)(\**)\s*(\w+)$", text.replace(" *", "* ").replace("* ", " *"))
+        base, stars, name = m.group(1).strip(), m.group(2), m.group(3)
+        if "*" in base:
+            stars += "*" * base.count("*")
+            base = base.replace("*", "").strip()
+        self.type, self.name, self.out = base, name, len(stars) == 1
+        self.handle = HANDLES.get(self.type)
+
+
+class Call:
+    def __init__(self, line):
+        parts = line.split(None, 3)
+        self.proc, self.name, flags = int(parts[0]), parts[1], parts[2].split("+")
+        self.sig = parts[3] if len(parts) > 3 else ""
+        self.kind = flags[0]
+        self.local = "local" in flags
+        self.syncpoint = "syncpoint" in flags
+        self.hand = "hand" in flags
+        self.wrap = "wrap" in flags
+        if self.hand:
+            self.args, self.res = [s.strip() for s in self.sig.split("->")]
+            self.async_ = self.res == "void"
+            self.params = []
+        else:
+            self.async_ = self.kind == "async"
+            self.args = "scalars"
+            self.res = "void" if self.async_ else "scalar_res"
+            self.params = [Param(p) for p in self.sig.split(",") if p.strip()]
+        self.ins = [p for p in self.params if not p.out]
+        self.outs = [p for p in self.params if p.out]
+        assert len(self.ins) <= 8 and len(self.outs) <= 8, self.name
+
+    @property
+    def proc_macro(self):
+        return "P_" + self.name
+
+
+def read_table(path):
+    calls = []
+    for line in open(path):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            calls.append(Call(line))
+    procs = [c.proc for c in calls]
+    assert len(procs) == len(set(procs)), "duplicate procedure number"
+    return calls
+
+
+def gen_x(calls, xfile):
+    out = [open(xfile).read(), "\nprogram CICADA_PROGRAM {\n\tversion CICADA_VERSION {\n"]
+    for c in calls:
+        out.append("\t\t%s %s(%s) = %d;\n" % (c.res, c.proc_macro, c.args, c.proc))
+    out.append("\t} = 1;\n} = 0x20c1cada;\n")
+    return "".join(out)
+
+
+def to_u64(p):
+    if p.handle:
+        return "(uint64_t)(uintptr_t)%s" % p.name
+    return "(uint64_t)%s" % p.name
+
+
+def from_u64(t, expr, handle):
+    if handle:
+        return "(%s)(uintptr_t)%s" % (t, expr)
+    if t == "float":
+        return "u64_to_float(%s)" % expr
+    return "(%s)%s" % (t, expr)
+
+
+def proto(c):
+    ps = []
+    for p in c.params:
+        ps.append("%s %s%s" % (p.type, "*" if p.out else "", p.name))
+    return ", ".join(ps) or "void"
+
+
+def gen_client(calls):
+    out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n",
+           '#include "interposer.h"\n\n']
+    for c in calls:
+        if c.hand:
+            continue
+        out.append("CUresult rpc_%s(%s)\n{\n" % (c.name, proto(c)))
+        out.append("\tuint64_t in[%d] = { 0 }, out[%d];\n" % (max(1, len(c.ins)), max(1, len(c.outs))))
+        out.append("\tCUresult err;\n\n")
+        for p in c.outs:
+            out.append("\tif (!%s)\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n" % p.name)
+        for i, p in enumerate(c.ins):
+            out.append("\tin[%d] = %s;\n" % (i, to_u64(p)))
+        out.append("\terr = client_scalar_call(%s, %d, in, %d, out, %d);\n"
+                   % (c.proc_macro, int(c.async_), len(c.ins), len(c.outs)))
+        if c.outs:
+            out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
+            for i, p in enumerate(c.outs):
+                rhs = "out[%d]" % i
+                if p.type == "float":
+                    out.append("\t*%s = u64_to_float(%s);\n" % (p.name, rhs))
+                else:
+                    out.append("\t*%s = %s;\n" % (p.name, from_u64(p.type, rhs, p.handle)))
+        out.append("\treturn err;\n}\n\n")
+        if not c.local:
+            args = ", ".join(p.name for p in c.params)
+            out.append("CUresult CUDAAPI %s(%s)\n{\n\treturn rpc_%s(%s);\n}\n\n"
+                       % (c.name, proto(c), c.name, args))
+    return "".join(out)
+
+
+def gen_client_header(calls):
+    out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n"]
+    for c in calls:
+        if not c.hand:
+            out.append("CUresult rpc_%s(%s);\n" % (c.name, proto(c)))
+    return "".join(out)
+
+
+def gen_server(calls):
+    out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n",
+           '#include "gpu-server.h"\n\n']
+    for c in calls:
+        if c.hand:
+            out.append("CUresult hand_%s(struct worker *w, void *args, void *res);\n" % c.name)
+            continue
+        out.append("static CUresult h_%s(struct worker *w, const uint64_t *in, uint64_t *out)\n{\n" % c.name)
+        for p in c.params:
+            out.append("\t%s %s;\n" % (p.type, p.name))
+        out.append("\tCUresult err = CUDA_SUCCESS;\n\n")
+        for i, p in enumerate(c.ins):
+            if p.handle:
+                out.append("\terr = handle_get(w, %s, in[%d], (void **)&%s);\n"
+                           "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (p.handle, i, p.name))
+            else:
+                out.append("\t%s = %s;\n" % (p.name, from_u64(p.type, "in[%d]" % i, False)))
+        args = ", ".join(("&" if p.out else "") + p.name for p in c.params)
+        out.append("\terr = %s%s(%s);\n" % ("wrap_" if c.wrap else "", c.name, args))
+        out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
+        for i, p in enumerate(c.outs):
+            if p.handle:
+                out.append("\tout[%d] = handle_put(w, %s, %s);\n" % (i, p.handle, p.name))
+                out.append("\tif (!out[%d])\n\t\treturn CUDA_ERROR_OUT_OF_MEMORY;\n" % i)
+            elif p.type == "float":
+                out.append("\tout[%d] = float_to_u64(%s);\n" % (i, p.name))
+            else:
+                out.append("\tout[%d] = (uint64_t)%s;\n" % (i, p.name))
+        for i, p in enumerate(c.ins):
+            if p.release:
+                out.append("\thandle_drop(w, %s, in[%d]);\n" % (p.handle, i))
+        out.append("\treturn CUDA_SUCCESS;\n}\n\n")
+    out.append("const struct proc_desc server_procs[] = {\n")
+    for c in calls:
+        flags = []
+        if c.async_:
+            flags.append("PROC_ASYNC")
+        if c.syncpoint:
+            flags.append("PROC_SYNCPOINT")
+        flags = " | ".join(flags) or "0"
+        if c.hand:
+            xres = "NULL" if c.async_ else "(xdrproc_t)xdr_%s" % c.res
+            rsize = "0" if c.async_ else "sizeof(%s)" % c.res
+            out.append('\t{ %s, "%s", (xdrproc_t)xdr_%s, sizeof(%s), %s, %s, hand_%s, NULL, 0, 0, %s },\n'
+                       % (c.proc_macro, c.name, c.args, c.args, xres, rsize, c.name, flags))
+        else:
+            xres = "NULL" if c.async_ else "(xdrproc_t)xdr_scalar_res"
+            rsize = "0" if c.async_ else "sizeof(scalar_res)"
+            out.append('\t{ %s, "%s", (xdrproc_t)xdr_scalars, sizeof(scalars), %s, %s, NULL, h_%s, %d, %d, %s },\n'
+                       % (c.proc_macro, c.name, xres, rsize, c.name, len(c.ins), len(c.outs), flags))
+    out.append("\t{ 0 }\n};\n")
+    return "".join(out)
+
+
+def main():
+    mode, table = sys.argv[1], sys.argv[2]
+    calls = read_table(table)
+    if mode == "x":
+        sys.stdout.write(gen_x(calls, sys.argv[3]))
+    elif mode == "client":
+        sys.stdout.write(gen_client(calls))
+    elif mode == "client-h":
+        sys.stdout.write(gen_client_header(calls))
+    elif mode == "server":
+        sys.stdout.write(gen_server(calls))
+    else:
+        sys.exit("gen-calls.py: unknown mode " + mode)
+
+
+main()

@@ -1,0 +1,283 @@
+/*
+ * shm.c: the shared-memory data path for local clients. One memfd segment
+ * per connection holds two byte pipes (client to server and back), which
+ * carry the same ONC RPC records as a socket would, and a staging area of
+ * slots for pageable copies. Waiting spins briefly, then sleeps on a futex;
+ * a sleeper wakes every 50 ms to check that its peer's socket is still open.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "wire.h"
+
+#define SLEEP_CHECK_NS 50000000L
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t seen)
+{
+	struct timespec ts = { 0, SLEEP_CHECK_NS };
+
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *addr)
+{
+	syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void)
+{
+	__builtin_ia32_pause();
+}
+
+int wire_peer_alive(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	if (poll(&p, 1, 0) < 0)
+		return errno == EINTR;
+	return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_size)
+{
+	size_t hdr = 4096, size = hdr + 2 * (size_t)SHM_PIPE_SIZE + (size_t)nslots * slot_size;
+	struct shm_header *h;
+
+	if (nslots > SHM_MAX_SLOTS)
+		return -1;
+	seg->fd = memfd_create("cicada-shm", MFD_CLOEXEC);
+	if (seg->fd < 0 || ftruncate(seg->fd, size))
+		goto fail;
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, seg->fd, 0);
+	if (h == MAP_FAILED)
+		goto fail;
+	h->magic = SHM_MAGIC;
+	h->version = SHM_VERSION;
+	h->size = size;
+	h->to_server.data_offset = hdr;
+	h->to_server.size = SHM_PIPE_SIZE;
+	h->to_client.data_offset = hdr + SHM_PIPE_SIZE;
+	h->to_client.size = SHM_PIPE_SIZE;
+	h->staging_offset = hdr + 2 * (size_t)SHM_PIPE_SIZE;
+	h->slot_size = slot_size;
+	h->nslots = nslots;
+	seg->hdr = h;
+	seg->size = size;
+	return 0;
+fail:
+	if (seg->fd >= 0)
+		close(seg->fd);
+	seg->fd = -1;
+	return -1;
+}
+
+int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
+{
+	struct shm_header *h;
+	off_t real = lseek(fd, 0, SEEK_END);
+
+	if (real < 4096 || (size_t)real != size) {
+		snprintf(err, WIRE_ERRLEN, "shared memory segment has size %lld, expected %zu", (long long)real, size);
+		return -1;
+	}
+	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		snprintf(err, WIRE_ERRLEN, "cannot map shared memory: %s", strerror(errno));
+		return -1;
+	}
+	seg->hdr = h;
+	seg->size = size;
+	seg->fd = fd;
+	/* The client writes the header; never trust it beyond the mapping. */
+	if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->size != size ||
+	    h->nslots > SHM_MAX_SLOTS ||
+	    h->to_server.size != SHM_PIPE_SIZE || h->to_client.size != SHM_PIPE_SIZE ||
+	    h->to_server.data_offset + SHM_PIPE_SIZE > size || h->to_client.data_offset + SHM_PIPE_SIZE > size ||
+	    h->staging_offset + (uint64_t)h->nslots * h->slot_size > size) {
+		snprintf(err, WIRE_ERRLEN, "shared memory segment header is invalid");
+		shm_segment_detach(seg);
+		return -1;
+	}
+	return 0;
+}
+
+void shm_segment_detach(struct shm_segment *seg)
+{
+	if (seg->hdr)
+		munmap(seg->hdr, seg->size);
+	if (seg->fd >= 0)
+		close(seg->fd);
+	seg->hdr = NULL;
+	seg->fd = -1;
+}
+
+char *shm_slot(struct shm_segment *seg, unsigned slot)
+{
+	return (char *)seg->hdr + seg->hdr->staging_offset + (size_t)slot * seg->hdr->slot_size;
+}
+
+int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd)
+{
+	_Atomic uint32_t *word = &seg->hdr->slot_state[slot];
+	uint64_t start = wire_now_ns();
+	uint32_t now;
+
+	while ((now = atomic_load(word)) != state) {
+		if (wire_now_ns() - start < 200000) {
+			cpu_relax();
+			continue;
+		}
+		if (!wire_peer_alive(peer_fd))
+			return -1;
+		futex_wait(word, now);
+	}
+	return 0;
+}
+
+void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state)
+{
+	atomic_store(&seg->hdr->slot_state[slot], state);
+	futex_wake(&seg->hdr->slot_state[slot]);
+}
+
+void wire_stream_init(struct wire_stream *s, int fd)
+{
+	memset(s, 0, sizeof(*s));
+	s->fd = fd;
+	s->spin_us = 100;
+}
+
+void wire_stream_use_shm(struct wire_stream *s, struct shm_segment *seg, int server_side)
+{
+	struct shm_header *h = seg->hdr;
+
+	s->shm = seg;
+	s->tx = server_side ? &h->to_client : &h->to_server;
+	s->rx = server_side ? &h->to_server : &h->to_client;
+	s->tx_data = (char *)h + s->tx->data_offset;
+	s->rx_data = (char *)h + s->rx->data_offset;
+}
+
+/* Waits until cond() holds, spinning first; -1 if the peer went away. */
+static int pipe_wait(struct wire_stream *s, _Atomic uint32_t *sleeping, _Atomic uint32_t *seq,
+		     int (*cond)(struct shm_pipe *, size_t), struct shm_pipe *p, size_t want)
+{
+	uint64_t start = wire_now_ns(), spin = (uint64_t)s->spin_us * 1000;
+
+	while (!cond(p, want)) {
+		if (wire_now_ns() - start < spin) {
+			cpu_relax();
+			continue;
+		}
+		uint32_t seen = atomic_load(seq);
+		atomic_store(sleeping, 1);
+		if (!cond(p, want))
+			futex_wait(seq, seen);
+		atomic_store(sleeping, 0);
+		if (!cond(p, want) && !wire_peer_alive(s->fd))
+			return -1;
+	}
+	return 0;
+}
+
+static int has_space(struct shm_pipe *p, size_t want)
+{
+	return p->size - (atomic_load(&p->tail) - atomic_load(&p->head)) >= want;
+}
+
+static int has_data(struct shm_pipe *p, size_t want)
+{
+	return atomic_load(&p->tail) - atomic_load(&p->head) >= want;
+}
+
+static int shm_write(struct wire_stream *s, const char *buf, size_t len)
+{
+	struct shm_pipe *p = s->tx;
+
+	while (len) {
+		size_t n = len < p->size / 2 ? len : p->size / 2;
+		if (pipe_wait(s, &p->writer_sleeping, &p->space_seq, has_space, p, n))
+			return -1;
+		uint64_t tail = atomic_load(&p->tail);
+		size_t off = tail % p->size, first = p->size - off < n ? p->size - off : n;
+		memcpy(s->tx_data + off, buf, first);
+		memcpy(s->tx_data, buf + first, n - first);
+		atomic_store(&p->tail, tail + n);
+		if (atomic_load(&p->reader_sleeping)) {
+			atomic_fetch_add(&p->data_seq, 1);
+			futex_wake(&p->data_seq);
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int shm_read(struct wire_stream *s, char *buf, size_t len)
+{
+	struct shm_pipe *p = s->rx;
+
+	while (len) {
+		if (pipe_wait(s, &p->reader_sleeping, &p->data_seq, has_data, p, 1))
+			return -1;
+		uint64_t head = atomic_load(&p->head), avail = atomic_load(&p->tail) - head;
+		/* The peer may be hostile: never trust avail beyond the pipe. */
+		if (avail > p->size)
+			return -1;
+		size_t n = len < avail ? len : avail;
+		size_t off = head % p->size, first = p->size - off < n ? p->size - off : n;
+		memcpy(buf, s->rx_data + off, first);
+		memcpy(buf + first, s->rx_data, n - first);
+		atomic_store(&p->head, head + n);
+		if (atomic_load(&p->writer_sleeping)) {
+			atomic_fetch_add(&p->space_seq, 1);
+			futex_wake(&p->space_seq);
+		}
+		buf += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int wire_write(struct wire_stream *s, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	if (s->shm)
+		return shm_write(s, p, len);
+	while (len) {
+		ssize_t n = send(s->fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int wire_read(struct wire_stream *s, void *buf, size_t len)
+{
+	char *p = buf;
+
+	if (s->shm)
+		return shm_read(s, p, len);
+	while (len) {
+		ssize_t n = recv(s->fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}

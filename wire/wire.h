@@ -1,0 +1,137 @@
+/*
+ * wire.h: Cicada's transport, shared by the interposer and the gpu-server.
+ *
+ * A connection is a byte stream (a unix or TCP socket, or for local clients
+ * a pair of shared-memory pipes beside the socket) carrying ONC RPC records.
+ * Message types come from cicada.x (compiled by rpcgen into cicada.h).
+ */
+#ifndef CICADA_WIRE_H
+#define CICADA_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <rpc/rpc.h>
+#include "cicada.h"
+
+#define WIRE_ERRLEN 512
+#define WIRE_MAX_RECORD (CICADA_IMAGE_MAX + 65536u)
+
+/* ---- addresses: "unix:/path" or "tcp:host:port" ---- */
+enum wire_kind { WIRE_UNIX, WIRE_TCP };
+
+struct wire_addr {
+	enum wire_kind kind;
+	char path[108];
+	char host[256];
+	char port[16];
+};
+
+int wire_parse_addr(const char *text, struct wire_addr *addr, char *err);
+void wire_format_addr(const struct wire_addr *addr, char *out, size_t len);
+int wire_listen(const struct wire_addr *addr, char *err);
+int wire_dial(const struct wire_addr *addr, char *err);
+int wire_send_fd(int sock, int fd);
+int wire_recv_fd(int sock);
+
+/* ---- shared-memory segment for local clients ---- */
+#define SHM_MAGIC 0x43494341u          /* "CICA" */
+#define SHM_VERSION 1u
+#define SHM_PIPE_SIZE (1u << 20)
+#define SHM_MAX_SLOTS 16
+
+enum slot_state { SLOT_FREE = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
+
+struct shm_pipe {
+	_Atomic uint64_t head;               /* bytes consumed */
+	char pad0[56];
+	_Atomic uint64_t tail;               /* bytes produced */
+	char pad1[56];
+	_Atomic uint32_t reader_sleeping;
+	_Atomic uint32_t writer_sleeping;
+	_Atomic uint32_t data_seq;           /* futex: data arrived */
+	_Atomic uint32_t space_seq;          /* futex: space freed */
+	uint64_t data_offset;                /* from the segment base */
+	uint64_t size;
+};
+
+struct shm_header {
+	uint32_t magic;
+	uint32_t version;
+	uint64_t size;
+	struct shm_pipe to_server;
+	struct shm_pipe to_client;
+	uint64_t staging_offset;
+	uint32_t slot_size;
+	uint32_t nslots;
+	_Atomic uint32_t slot_state[SHM_MAX_SLOTS];
+	_Atomic int32_t slot_err[SHM_MAX_SLOTS];
+};
+
+struct shm_segment {
+	struct shm_header *hdr;
+	size_t size;
+	int fd;
+};
+
+int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_size);
+int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err);
+void shm_segment_detach(struct shm_segment *seg);
+char *shm_slot(struct shm_segment *seg, unsigned slot);
+int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd);
+void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state);
+
+/* ---- byte streams ---- */
+struct wire_stream {
+	int fd;                              /* the socket, always present */
+	struct shm_segment *shm;             /* NULL: data on the socket */
+	struct shm_pipe *tx, *rx;
+	char *tx_data, *rx_data;
+	unsigned spin_us;
+};
+
+void wire_stream_init(struct wire_stream *s, int fd);
+void wire_stream_use_shm(struct wire_stream *s, struct shm_segment *seg, int server_side);
+int wire_write(struct wire_stream *s, const void *buf, size_t len);
+int wire_read(struct wire_stream *s, void *buf, size_t len);
+int wire_peer_alive(int fd);
+
+/* ---- ONC RPC records and messages ---- */
+struct wire_buf {
+	char *data;
+	size_t len, cap;
+};
+
+int wire_buf_reserve(struct wire_buf *b, size_t cap);
+void wire_buf_free(struct wire_buf *b);
+
+int wire_send_record(struct wire_stream *s, struct wire_buf *b);
+int wire_recv_record(struct wire_stream *s, struct wire_buf *b, size_t max);
+
+enum wire_accept {
+	WIRE_SUCCESS = 0, WIRE_PROG_UNAVAIL = 1, WIRE_PROG_MISMATCH = 2,
+	WIRE_PROC_UNAVAIL = 3, WIRE_GARBAGE_ARGS = 4, WIRE_SYSTEM_ERR = 5,
+};
+
+struct wire_call_hdr {
+	uint32_t xid, proc;
+};
+
+int wire_encode_call(struct wire_buf *b, uint32_t xid, uint32_t proc, xdrproc_t xargs, void *args);
+int wire_decode_call(const struct wire_buf *b, struct wire_call_hdr *hdr, XDR *xdrs, char *err);
+int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, xdrproc_t xres, void *res);
+int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
+
+/* ---- logging (level from CICADA_LOG at run time) ---- */
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+void log_init(const char *prog);
+int log_enabled(enum log_level level);
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+uint64_t wire_now_ns(void);
+
+#endif
