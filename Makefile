@@ -28,9 +28,13 @@ include bench/bench.mk
 deps:
 	bash scripts/install-deps.sh
 
-test: all
+# 'make test' works on a fresh machine: dependencies, build, then the suite.
+test:
+	bash scripts/install-deps.sh
+	$(MAKE) all
 	bash tests/run-tests.sh
 
+# On a GPU node, from prebuilt outputs (never rebuilds).
 test-gpu:
 	bash tests/run-tests.sh --gpu
 

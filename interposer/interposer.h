@@ -42,7 +42,8 @@ int hostmem_is_device(CUdeviceptr ptr);
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);
 void devmem_note_free(CUdeviceptr ptr);
 
-/* copy.c */
+/* copy.c, copy_pool.c */
+void copy_parallel(void *dst, const void *src, size_t len);
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
 CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
 
