@@ -41,8 +41,12 @@ int worker_start_session(struct worker *w, struct wire_buf *hello)
 
 	memset(&h, 0, sizeof(h));
 	memset(&r, 0, sizeof(r));
-	if (wire_decode_call(hello, &hdr, &x, err) || hdr.proc != P_hello || !xdr_hello_args(&x, &h)) {
+	if (wire_decode_call(hello, &hdr, &x, err))
+		return -1;
+	if (hdr.proc != P_hello || !xdr_hello_args(&x, &h)) {
 		log_warn("client: malformed hello");
+		xdr_destroy(&x);
+		xdr_free((xdrproc_t)xdr_hello_args, (char *)&h);
 		return -1;
 	}
 	xdr_destroy(&x);
