@@ -7,49 +7,55 @@
 #include <string.h>
 #include "gpu-server.h"
 
-static char name_buf[CICADA_NAME_MAX];
+typedef CUresult (*name_query)(uint64_t value, char *buf, int len);
 
-CUresult hand_get_error_string(struct worker *w, void *args, void *res)
+/* Answers a query of one scalar (a device or an error code) with a name. */
+static CUresult name_reply(void *args, void *res, name_query query)
 {
+	char buf[CICADA_NAME_MAX] = "";
 	scalars *a = args;
 	name_res *r = res;
-	const char *s = NULL;
 	CUresult err;
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = cuGetErrorString((CUresult)a->v.v_val[0], &s);
-	snprintf(name_buf, sizeof(name_buf), "%s", s ? s : "");
-	r->name = strdup(name_buf);
+	err = query(a->v.v_val[0], buf, sizeof(buf));
+	r->name = strdup(buf);
+	return r->name ? err : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult error_string(uint64_t code, char *buf, int len)
+{
+	const char *s = NULL;
+	CUresult err = cuGetErrorString((CUresult)code, &s);
+
+	snprintf(buf, (size_t)len, "%s", s ? s : "");
 	return err;
+}
+
+static CUresult device_name(uint64_t dev, char *buf, int len)
+{
+	return cuDeviceGetName(buf, len, (CUdevice)dev);
+}
+
+static CUresult device_pci_bus_id(uint64_t dev, char *buf, int len)
+{
+	return cuDeviceGetPCIBusId(buf, len, (CUdevice)dev);
+}
+
+CUresult hand_get_error_string(struct worker *w, void *args, void *res)
+{
+	return name_reply(args, res, error_string);
 }
 
 CUresult hand_device_get_name(struct worker *w, void *args, void *res)
 {
-	scalars *a = args;
-	name_res *r = res;
-	CUresult err;
-
-	if (a->v.v_len != 1)
-		return CUDA_ERROR_INVALID_VALUE;
-	name_buf[0] = 0;
-	err = cuDeviceGetName(name_buf, sizeof(name_buf), (CUdevice)a->v.v_val[0]);
-	r->name = strdup(name_buf);
-	return err;
+	return name_reply(args, res, device_name);
 }
 
 CUresult hand_device_get_pci_bus_id(struct worker *w, void *args, void *res)
 {
-	scalars *a = args;
-	name_res *r = res;
-	CUresult err;
-
-	if (a->v.v_len != 1)
-		return CUDA_ERROR_INVALID_VALUE;
-	name_buf[0] = 0;
-	err = cuDeviceGetPCIBusId(name_buf, sizeof(name_buf), (CUdevice)a->v.v_val[0]);
-	r->name = strdup(name_buf);
-	return err;
+	return name_reply(args, res, device_pci_bus_id);
 }
 
 CUresult hand_device_get_uuid(struct worker *w, void *args, void *res)
