@@ -76,11 +76,20 @@ run_program() {
 	fi
 }
 
-if tools_missing; then
-	echo "demo: a build tool is missing; running scripts/install-deps.sh"
-	bash scripts/install-deps.sh
+prebuilt() {
+	[ -x build/bin/gpu-server ] && [ -e build/lib/libcicada.so ] && [ -x build/tests/programs/vecadd_cubin ]
+}
+
+# A GPU node without build tools runs what was built elsewhere.
+if tools_missing && prebuilt; then
+	echo "demo: no build tools here; using the prebuilt outputs in build/"
+else
+	if tools_missing; then
+		echo "demo: a build tool is missing; running scripts/install-deps.sh"
+		bash scripts/install-deps.sh
+	fi
+	build
 fi
-build
 if ! have_gpu; then
 	echo "demo: no GPU on this machine; start 'gpu-server --listen tcp:0.0.0.0:7777 --token-file F' on a GPU node, then run your program with CICADA_SERVER=tcp:NODE:7777 CICADA_TOKEN_FILE=F LD_PRELOAD=$ROOT/build/lib/libcicada.so"
 	exit 0
