@@ -8,7 +8,7 @@
 #include <cuda.h>
 #include "wire.h"
 
-#define MAX_HOST_REGIONS 4096
+#define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT };
 

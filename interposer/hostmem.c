@@ -28,7 +28,8 @@ struct dev_alloc {
 
 static pthread_mutex_t hm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_alloc *hosts;
-static unsigned nhosts, cap_hosts, next_region = 1;
+static unsigned nhosts, cap_hosts;
+static unsigned char region_used[CICADA_MAX_REGIONS];
 static struct dev_alloc *devs;
 static unsigned ndevs, cap_devs;
 
@@ -100,6 +101,26 @@ static int take_host(const void *base, int registered, struct host_alloc *out)
 	return rc;
 }
 
+/* The lowest free region id (ids are reused: the worker has a fixed table). */
+static unsigned take_region_id(void)
+{
+	unsigned id = 0;
+
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 1; i < CICADA_MAX_REGIONS && !id; i++)
+		if (!region_used[i])
+			region_used[id = i] = 1;
+	pthread_mutex_unlock(&hm_lock);
+	return id;
+}
+
+static void put_region_id(unsigned id)
+{
+	pthread_mutex_lock(&hm_lock);
+	region_used[id] = 0;
+	pthread_mutex_unlock(&hm_lock);
+}
+
 /* Shares a fresh memfd region with the worker; fills h->device_ptr. */
 static CUresult share_region(struct host_alloc *h, int fd)
 {
@@ -107,8 +128,10 @@ static CUresult share_region(struct host_alloc *h, int fd)
 	host_region_res r = { 0 };
 	CUresult err;
 
+	a.region = h->region = take_region_id();
+	if (!a.region)
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	client_lock();
-	a.region = h->region = next_region++;
 	if (wire_send_fd(client_socket(), fd))
 		err = client_lost("cannot pass a memory region");
 	else
@@ -116,6 +139,8 @@ static CUresult share_region(struct host_alloc *h, int fd)
 					 (xdrproc_t)xdr_host_region_res, &r);
 	client_unlock();
 	h->device_ptr = r.device_ptr;
+	if (err)
+		put_region_id(h->region);
 	return err;
 }
 
@@ -184,6 +209,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 		id = h.region;
 		err = client_call(P_host_region_unmap, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
 		xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+		put_region_id(h.region);
 	}
 	munmap(h.base, h.size);
 	return err;

@@ -166,10 +166,9 @@ test_client_isolation() {
 	env $(cicada_env shm) "$TOOLS/fault_client" expect-success 10 >"$T/iso.a" 2>&1 &
 	local victim=$!
 	sleep 1
-	kill -9 $victim
+	{ kill -9 $victim; wait $victim; } 2>/dev/null
 	wait $survivor
 	check "a client killed mid-run harms no other client" test $? = 0
-	wait $victim 2>/dev/null
 	sleep 0.3
 	check "the killed client's worker noticed and exited" grep -q "client .*/$victim disconnected" "$T/main.log"
 }

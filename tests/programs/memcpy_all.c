@@ -192,6 +192,19 @@ static void test_memset(void)
 	compare("memset d32 whole buffer", MAX_SIZE, got, model);
 }
 
+/* More pinned allocations over time than a client may hold at once. */
+static void test_pinned_churn(void)
+{
+	for (int i = 0; i < 5000; i++) {
+		unsigned char *p;
+		CHECK(cuMemAllocHost((void **)&p, 4096));
+		p[0] = (unsigned char)i;
+		CHECK(cuMemcpyHtoD(d0, p, 1));
+		CHECK(cuMemFreeHost(p));
+	}
+	printf("memcpy_all: 5000 pinned alloc/copy/free cycles OK\n");
+}
+
 static void test_queries(void)
 {
 	size_t free_b = 0, total_b = 0, size = 0;
@@ -239,6 +252,7 @@ int main(void)
 	test_registered();
 	test_unified();
 	test_memset();
+	test_pinned_churn();
 	test_queries();
 
 	CHECK(cuMemFreeHost(pin_src));
