@@ -41,29 +41,29 @@ static CUresult fetch_layout(uint64_t func, struct param_layout *out)
 	return CUDA_SUCCESS;
 }
 
-/* Returns the cached layout of func (valid until the process ends). */
-static CUresult layout_of(CUfunction f, const struct param_layout **out)
+static unsigned cache_slot(uint64_t id)
+{
+	return (unsigned)(id * 0x9E3779B97F4A7C15ull >> 52) & (PARAM_CACHE_SIZE - 1);
+}
+
+/* Returns func's layout with cache_lock held; the caller unlocks. */
+static CUresult lock_layout(CUfunction f, const struct param_layout **out)
 {
 	uint64_t id = handle_id(f);
-	unsigned i = (unsigned)(id * 0x9E3779B97F4A7C15ull >> 52) & (PARAM_CACHE_SIZE - 1);
-	struct param_layout fresh;
+	struct param_layout *slot = &cache[cache_slot(id)], fresh;
 	CUresult err;
 
 	pthread_mutex_lock(&cache_lock);
-	if (cache[i].func == id) {
-		*out = &cache[i];
+	while (slot->func != id) {
 		pthread_mutex_unlock(&cache_lock);
-		return CUDA_SUCCESS;
+		if ((err = fetch_layout(id, &fresh)))
+			return err;
+		pthread_mutex_lock(&cache_lock);
+		free(slot->offsets);
+		free(slot->sizes);
+		*slot = fresh;
 	}
-	pthread_mutex_unlock(&cache_lock);
-	if ((err = fetch_layout(id, &fresh)))
-		return err;
-	pthread_mutex_lock(&cache_lock);
-	free(cache[i].offsets);
-	free(cache[i].sizes);
-	cache[i] = fresh;
-	*out = &cache[i];
-	pthread_mutex_unlock(&cache_lock);
+	*out = slot;
 	return CUDA_SUCCESS;
 }
 
@@ -74,15 +74,18 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *
 
 	if (!func)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if ((err = layout_of(func, &l)))
+	if ((err = lock_layout(func, &l)))
 		return err;
-	if (paramIndex >= l->n)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (paramOffset)
-		*paramOffset = l->offsets[paramIndex];
-	if (paramSize)
-		*paramSize = l->sizes[paramIndex];
-	return CUDA_SUCCESS;
+	if (paramIndex >= l->n) {
+		err = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		if (paramOffset)
+			*paramOffset = l->offsets[paramIndex];
+		if (paramSize)
+			*paramSize = l->sizes[paramIndex];
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return err;
 }
 
 static CUresult pack_extra(void **extra, char *buf, unsigned *len)
@@ -115,16 +118,19 @@ CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsig
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!params)
 		return extra ? pack_extra(extra, buf, len) : CUDA_SUCCESS;
-	if ((err = layout_of(f, &l)))
+	if ((err = lock_layout(f, &l)))
 		return err;
-	for (unsigned i = 0; i < l->n; i++) {
-		if (l->offsets[i] + l->sizes[i] > CICADA_PARAMS_MAX || !params[i])
-			return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < l->n && !err; i++) {
+		if (l->offsets[i] + l->sizes[i] > CICADA_PARAMS_MAX || !params[i]) {
+			err = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
 		memcpy(buf + l->offsets[i], params[i], l->sizes[i]);
 		if (l->offsets[i] + l->sizes[i] > *len)
 			*len = l->offsets[i] + l->sizes[i];
 	}
-	return CUDA_SUCCESS;
+	pthread_mutex_unlock(&cache_lock);
+	return err;
 }
 
 static CUresult launch(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
