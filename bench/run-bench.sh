@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BIN=build/bench/cicada-bench SERVER=build/bin/gpu-server KDIR=build/tests/kernels
+. scripts/lib.sh
 MIB=${BENCH_MIB:-256} CPU=0
 [ "${1:-}" = --cpu ] && CPU=1
 for f in "$BIN" "$SERVER" build/lib/libcuda.so.1 "$KDIR"; do
@@ -45,14 +46,7 @@ start_server() {
 		--listen "tcp:127.0.0.1:$PORT" --token-file "$TMP/token" \
 		--cache-dir "$TMP/cache" >"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
-	for _ in $(seq 100); do
-		[ -S "$TMP/gpu.sock" ] && return 0
-		kill -0 "$SERVER_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "bench: gpu-server did not start:" >&2
-	cat "$TMP/server.log" >&2
-	exit 1
+	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench || exit 1
 }
 
 # run_mode MODE VAR=VALUE...: every subcommand in that environment.

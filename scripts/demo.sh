@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+. scripts/lib.sh
 TMP="" SERVER_PID=""
 
 cleanup() {
@@ -49,14 +50,7 @@ start_server() {
 	build/bin/gpu-server --listen "unix:$TMP/gpu.sock" --cache-dir "$TMP/cache" \
 		>"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
-	for _ in $(seq 100); do
-		[ -S "$TMP/gpu.sock" ] && return 0
-		kill -0 "$SERVER_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	echo "demo: gpu-server did not start:" >&2
-	cat "$TMP/server.log" >&2
-	exit 1
+	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" demo || exit 1
 }
 
 # run_program NAME LINES: runs it through the interposer, shows its output.

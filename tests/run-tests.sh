@@ -15,6 +15,7 @@ MODE=cpu
 [ "${1:-}" = "--gpu" ] && MODE=gpu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
+. scripts/lib.sh
 B=$ROOT/build
 PROGS=$B/tests/programs
 TOOLS=$B/tests/tools
@@ -55,9 +56,7 @@ start_server() {
 	SERVERS="$SERVERS $!"
 	eval "PID_$name=$!"
 	disown $!
-	for _ in $(seq 100); do [ -S "$T/$name.sock" ] && return 0; sleep 0.05; done
-	echo "run-tests: gpu-server did not start:"; cat "$T/$name.log"
-	return 1
+	wait_for_server $! "$T/$name.sock" "$T/$name.log" run-tests
 }
 
 # cicada_env TRANSPORT [SERVER]: the environment of a client of SERVER.
