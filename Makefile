@@ -17,13 +17,16 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
 all:
 
 include wire/wire.mk
+include snapshot-format/snapshot.mk
 include interposer/interposer.mk
 include gpu-server/gpu-server.mk
+include criu-plugin/criu-plugin.mk
 include tests/fakecuda/fakecuda.mk
 include tests/tests.mk
 include tests/fuzz/fuzz.mk
 include tests/tools/tools.mk
 include bench/bench.mk
+include tests/snapshot/snapshot-tests.mk
 
 deps:
 	bash scripts/install-deps.sh
@@ -51,3 +54,8 @@ clean:
 $(BUILD)/lib/deps/.stamp: scripts/bundle-deps.sh
 	bash scripts/bundle-deps.sh $(BUILD)/lib/deps && touch $@
 all: $(BUILD)/lib/deps/.stamp
+
+# CRIU and its libraries, for GPU nodes that have none (bin/criu wraps it).
+$(BUILD)/bin/criu: scripts/bundle-criu.sh
+	bash scripts/bundle-criu.sh $(BUILD)
+all: $(BUILD)/bin/criu

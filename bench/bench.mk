@@ -14,3 +14,15 @@ $(BUILD)/bench/%.o: bench/%.c bench/bench.h
 
 $(BENCH_BIN): $(BENCH_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
+
+# cr_native: NVIDIA's driver checkpoint of a native process, the baseline
+# of the checkpoint benchmark (bench/run-bench-cr.sh, `make bench-cr`).
+CR_NATIVE_BIN := $(BUILD)/bench/cr_native
+
+all: $(CR_NATIVE_BIN)
+
+$(CR_NATIVE_BIN): $(BUILD)/bench/cr_native.o
+	$(CC) $(CFLAGS) -o $@ $^ -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
+
+bench-cr:
+	bash bench/run-bench-cr.sh

@@ -96,6 +96,7 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r->v.v_val[0] = handle_put(w, H_CTX, ctx);
 	r->v.v_len = 1;
+	w->current_ctx = r->v.v_val[0];      /* cuCtxCreate makes it current */
 	return CUDA_SUCCESS;
 }
 
@@ -121,6 +122,20 @@ static size_t pointer_attr_size(unsigned attr)
 	}
 }
 
+/* The arena's allocations are sub-ranges of VMM chunks: their ranges come
+ * from the worker, the rest from the driver. */
+static CUresult pointer_attribute(struct worker *w, const pointer_attr_args *a, uint64_t *value)
+{
+	uint64_t base, size;
+
+	if ((a->attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || a->attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) &&
+	    !devmem_range(w, a->ptr, &base, &size)) {
+		*value = a->attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE ? size : base;
+		return CUDA_SUCCESS;
+	}
+	return cuPointerGetAttribute(value, (CUpointer_attribute)a->attr, (CUdeviceptr)a->ptr);
+}
+
 CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
 {
 	pointer_attr_args *a = args;
@@ -131,7 +146,7 @@ CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
 
 	if (!size)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = cuPointerGetAttribute(&value, (CUpointer_attribute)a->attr, (CUdeviceptr)a->ptr);
+	err = pointer_attribute(w, a, &value);
 	if (err)
 		return err;
 	if (a->attr == CU_POINTER_ATTRIBUTE_CONTEXT)

@@ -23,17 +23,35 @@ struct host_region {
 	unsigned flags;
 };
 
+struct devmem;
+struct replay_log;
+struct image_table;
+
 struct worker {
 	struct wire_stream stream;
 	struct shm_segment shm;
 	int sock;
 	char peer[128];
 	const char *cache_dir;
+	const char *run_dir;                 /* session sockets of detached workers */
 	CUresult pending;                    /* first error of a pipelined call */
 	struct handle_entry *handles;
 	unsigned nhandles, cap_handles;
 	struct host_region regions[MAX_HOST_REGIONS];
 	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
+	CUcontext base_ctx;                  /* device 0's primary, for copies */
+	struct devmem *devmem;
+	struct replay_log *replay;
+	struct image_table *images;          /* module images a snapshot brought */
+	uint64_t current_ctx;                /* the client's current context id */
+	uint64_t created;                    /* handle the running call created */
+	uint64_t call_parent;                /* set by hand calls that derive */
+	uint64_t replay_id;                  /* restore: id the next handle takes */
+	int replay_broken;
+	int regions_lost;                    /* restored: the client must share them again */
+	char ticket[CICADA_TICKET_LEN + 1];
+	int detach;                          /* the client asked to detach */
+	int session_fd;                      /* detached: listening session socket */
 	int exiting;
 };
 
@@ -42,10 +60,11 @@ struct worker {
 CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void **real);
 uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real);
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id);
+void handle_forget(struct worker *w, uint64_t id);
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id);
 
 /* The procedure table (generated). */
-enum { PROC_ASYNC = 1, PROC_SYNCPOINT = 2 };
+enum { PROC_ASYNC = 1, PROC_SYNCPOINT = 2, PROC_RECORD = 4, PROC_CREATES = 8 };
 
 typedef CUresult (*hand_fn)(struct worker *w, void *args, void *res);
 typedef CUresult (*scalar_fn)(struct worker *w, const uint64_t *in, uint64_t *out);
@@ -61,6 +80,7 @@ struct proc_desc {
 	scalar_fn scalar;
 	unsigned nin, nout;
 	unsigned flags;
+	int parent_arg;                      /* scalar input that is the parent handle */
 };
 
 extern const struct proc_desc server_procs[];
@@ -71,20 +91,73 @@ static inline uint64_t float_to_u64(float f)
 	return v.u;
 }
 
-/* primary.c: wrap_* calls named in calls.tbl */
+/* primary.c, devmem.c: wrap_* calls named in calls.tbl */
 void primary_note_warm(CUdevice dev);
-CUresult wrap_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
-CUresult wrap_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
-CUresult wrap_cuDevicePrimaryCtxReset_v2(CUdevice dev);
+CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevice dev);
+CUresult wrap_cuDevicePrimaryCtxGetState(struct worker *w, CUdevice dev, unsigned int *flags, int *active);
+CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev);
+CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize);
+CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr);
+CUresult wrap_cuMemAllocPitch_v2(struct worker *w, CUdeviceptr *dptr, size_t *pitch, size_t width,
+				 size_t height, unsigned int elem);
+CUresult wrap_cuMemGetAddressRange_v2(struct worker *w, CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+
+/* devmem.c: device memory in a fixed VMM arena (pointer-stable restore) */
+CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
+void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size);
+CUresult devmem_alloc(struct worker *w, uint64_t size, uint64_t *va);
+CUresult devmem_free(struct worker *w, uint64_t va);
+CUresult devmem_range(struct worker *w, uint64_t va, uint64_t *base, uint64_t *size);
+unsigned devmem_count(const struct worker *w, int chunks);
+void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, uint64_t *size);
+CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
+CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
+
+/* globals.c */
+void globals_track(struct worker *w, uint64_t id, void *handle, int library, const void *image, size_t size);
+
+/* replay.c: the replay log of state-changing calls */
+struct replay_entry {
+	uint64_t seq;
+	unsigned proc;
+	uint64_t handle, parent, ctx;
+	const void *args;
+	size_t len;
+};
+typedef int (*replay_fn)(void *ctx, const struct replay_entry *e);
+void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64_t parent);
+void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size);
+void replay_drop(struct worker *w, uint64_t id);
+unsigned replay_count(const struct worker *w);
+int replay_each(const struct worker *w, replay_fn fn, void *ctx);
+unsigned replay_globals(const struct worker *w, uint64_t *va, uint64_t *size, uint64_t *parent,
+			unsigned max);
 
 /* worker.c */
 #define ARGS_MAX 1024
-int worker_main(int control_fd, const char *cache_dir);
+int worker_main(int control_fd, const char *cache_dir, const char *run_dir);
 void worker_index_procs(void);
 int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_hdr *hdr,
 		  const struct proc_desc **desc, void *args);
 void worker_free_args(unsigned proc, const struct proc_desc *d, void *args);
 int worker_serve(struct worker *w);
+CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args, void *res,
+			uint64_t *scalar_out);
+const struct proc_desc *worker_proc(unsigned proc);
+
+/* session.c: what a handed-over connection is for, and detached life */
+int session_receive(int from, struct wire_buf *hello);
+void session_run(struct worker *w, int fd, struct wire_buf *hello);
+int session_pass(const char *run_dir, const char *ticket, int fd, const struct wire_buf *hello);
+int ticket_valid(const char *ticket);
+
+/* checkpoint.c, restore.c */
+int worker_quiesce(struct worker *w, char *err);
+int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err);
+int worker_restore(struct worker *w, int dirfd, const char *name, char *err);
+int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size);
+struct snap_memory_ops;
+void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
 
 /* modcache.c */
 int modcache_lookup(const char *dir, const image_hash *hash, void **image, size_t *size);

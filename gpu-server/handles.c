@@ -34,35 +34,57 @@ enum handle_kind handle_kind_of(struct worker *w, uint64_t id)
 	return w->handles[id - HANDLE_BASE].kind;
 }
 
-/* Registers real, or returns its existing id (primary contexts repeat). */
-uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
+/* Makes slot index exist (free entries fill any gap). */
+static int handle_reserve(struct worker *w, unsigned index)
 {
-	unsigned i, free_slot = w->nhandles;
-
-	for (i = 0; i < w->nhandles; i++) {
-		if (w->handles[i].kind == kind && w->handles[i].real == real)
-			return HANDLE_BASE + i;
-		if (w->handles[i].kind == H_FREE && free_slot == w->nhandles)
-			free_slot = i;
-	}
-	if (free_slot == w->nhandles) {
+	while (index >= w->nhandles) {
 		if (w->nhandles == w->cap_handles) {
 			unsigned cap = w->cap_handles ? 2 * w->cap_handles : 256;
 			struct handle_entry *n = realloc(w->handles, cap * sizeof(*n));
 			if (!n)
-				return 0;
+				return -1;
 			w->handles = n;
 			w->cap_handles = cap;
 		}
-		w->nhandles++;
+		w->handles[w->nhandles++] = (struct handle_entry){ H_FREE, NULL };
 	}
-	w->handles[free_slot].kind = kind;
-	w->handles[free_slot].real = real;
-	return HANDLE_BASE + free_slot;
+	return 0;
+}
+
+/* Registers real, or returns its existing id (primary contexts repeat).
+ * While a restore replays the log, the new entry takes the recorded id. */
+uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
+{
+	unsigned i, slot = w->nhandles;
+
+	for (i = 0; i < w->nhandles; i++) {
+		if (w->handles[i].kind == kind && w->handles[i].real == real)
+			return HANDLE_BASE + i;
+		if (w->handles[i].kind == H_FREE && slot == w->nhandles)
+			slot = i;
+	}
+	if (w->replay_id) {
+		slot = (unsigned)(w->replay_id - HANDLE_BASE);
+		if (w->replay_id < HANDLE_BASE || handle_reserve(w, slot) || w->handles[slot].kind != H_FREE)
+			return 0;
+		w->replay_id = 0;
+	} else if (handle_reserve(w, slot)) {
+		return 0;
+	}
+	w->handles[slot].kind = kind;
+	w->handles[slot].real = real;
+	w->created = HANDLE_BASE + slot;
+	return w->created;
+}
+
+void handle_forget(struct worker *w, uint64_t id)
+{
+	if (id >= HANDLE_BASE && id - HANDLE_BASE < w->nhandles)
+		w->handles[id - HANDLE_BASE].kind = H_FREE;
 }
 
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id)
 {
-	if (id >= HANDLE_BASE && id - HANDLE_BASE < w->nhandles)
-		w->handles[id - HANDLE_BASE].kind = H_FREE;
+	handle_forget(w, id);
+	replay_drop(w, id);
 }

@@ -39,6 +39,7 @@ struct server {
 	int nlisteners;
 	char token[CICADA_TOKEN_MAX + 1];
 	char cache_dir[1024];
+	char run_dir[1024];
 	int pool_size;
 	struct pool_worker idle[MAX_POOL];
 	int nidle;
@@ -66,7 +67,8 @@ static int spawn_worker(struct server *s)
 	pid = fork();
 	if (pid == 0) {
 		close(sv[0]);
-		execl("/proc/self/exe", "gpu-server", "--worker-fd", fdarg, "--cache-dir", s->cache_dir, (char *)NULL);
+		execl("/proc/self/exe", "gpu-server", "--worker-fd", fdarg, "--cache-dir", s->cache_dir,
+		      "--run-dir", s->run_dir, (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -190,7 +192,12 @@ static void *client_thread(void *arg)
 	}
 	tv.tv_sec = 0;
 	setsockopt(job->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (hand_over(job->srv, job->fd, &b)) {
+	if (h.op == OP_REATTACH || h.op == OP_CHECKPOINT || h.op == OP_RELEASE) {
+		if (!ticket_valid(h.ticket) || session_pass(job->srv->run_dir, h.ticket, job->fd, &b)) {
+			log_warn("refused connection from %s: no paused session %.8s", job->peer, h.ticket);
+			refuse(job->fd, &b, "no paused session with that ticket on this server");
+		}
+	} else if (hand_over(job->srv, job->fd, &b)) {
 		log_error("no worker available for %s", job->peer);
 		refuse(job->fd, &b, "no worker available");
 	}
@@ -260,11 +267,29 @@ static int serve(struct server *s)
 	}
 }
 
+/* Paused sessions listen here: private to the server's user. */
+static int make_run_dir(struct server *s)
+{
+	if (!s->run_dir[0]) {
+		snprintf(s->run_dir, sizeof(s->run_dir), "%s/cicada-run-XXXXXX",
+			 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		if (!mkdtemp(s->run_dir)) {
+			fprintf(stderr, "gpu-server: cannot create %s: %s\n", s->run_dir, strerror(errno));
+			return -1;
+		}
+	} else if ((mkdir(s->run_dir, 0700) && errno != EEXIST) || chmod(s->run_dir, 0700)) {
+		fprintf(stderr, "gpu-server: cannot use --run-dir %s: %s\n", s->run_dir, strerror(errno));
+		return -1;
+	}
+	log_info("paused sessions live in %s", s->run_dir);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: gpu-server --listen ADDR [--listen ADDR]... [--token-file FILE]\n"
-		"                  [--workers N] [--cache-dir DIR]\n"
+		"                  [--workers N] [--cache-dir DIR] [--run-dir DIR]\n"
 		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
 		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n");
 }
@@ -289,7 +314,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 	static const struct option opts[] = {
 		{ "listen", required_argument, 0, 'l' }, { "token-file", required_argument, 0, 't' },
 		{ "workers", required_argument, 0, 'w' }, { "cache-dir", required_argument, 0, 'c' },
-		{ "worker-fd", required_argument, 0, 'W' }, { "help", no_argument, 0, 'h' }, { 0 } };
+		{ "worker-fd", required_argument, 0, 'W' }, { "run-dir", required_argument, 0, 'r' },
+		{ "help", no_argument, 0, 'h' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0;
 
@@ -301,6 +327,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		case 'w': s->pool_size = atoi(optarg); break;
 		case 'c': snprintf(s->cache_dir, sizeof(s->cache_dir), "%s", optarg); break;
 		case 'W': *worker_fd = atoi(optarg); break;
+		case 'r': snprintf(s->run_dir, sizeof(s->run_dir), "%s", optarg); break;
 		default: usage(); return -1;
 		}
 	}
@@ -339,8 +366,10 @@ int main(int argc, char **argv)
 		return 2;
 	if (worker_fd >= 0) {
 		log_init("gpu-worker");
-		return worker_main(worker_fd, srv.cache_dir);
+		return worker_main(worker_fd, srv.cache_dir, srv.run_dir);
 	}
+	if (make_run_dir(&srv))
+		return 1;
 	signal(SIGCHLD, SIG_IGN);
 	if (mkdir(srv.cache_dir, 0700) && errno != EEXIST)
 		log_warn("cannot create module cache %s: %s", srv.cache_dir, strerror(errno));

@@ -6,22 +6,23 @@
 #include <string.h>
 #include "gpu-server.h"
 
-static CUresult load_image(struct worker *w, const module_load_args *a, const void *image, uint64_t *id)
+/* Loads an image; its variables are tracked for checkpoints. */
+static CUresult load_image(struct worker *w, const module_load_args *a, const void *image, size_t size,
+			   uint64_t *id)
 {
+	void *handle;
 	CUresult err;
 
-	if (a->library) {
-		CUlibrary lib;
-		err = cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0);
-		if (!err && !(*id = handle_put(w, H_LIBRARY, lib)))
-			err = CUDA_ERROR_OUT_OF_MEMORY;
-	} else {
-		CUmodule mod;
-		err = cuModuleLoadData(&mod, image);
-		if (!err && !(*id = handle_put(w, H_MODULE, mod)))
-			err = CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	return err;
+	if (a->library)
+		err = cuLibraryLoadData((CUlibrary *)&handle, image, NULL, NULL, 0, NULL, NULL, 0);
+	else
+		err = cuModuleLoadData((CUmodule *)&handle, image);
+	if (err)
+		return err;
+	if (!(*id = handle_put(w, a->library ? H_LIBRARY : H_MODULE, handle)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	globals_track(w, *id, handle, a->library, image, size);
+	return CUDA_SUCCESS;
 }
 
 static CUresult one_scalar(scalar_res *r, uint64_t v)
@@ -45,18 +46,20 @@ CUresult hand_module_load(struct worker *w, void *args, void *res)
 	CUresult err;
 
 	if (!size) {
-		if (modcache_lookup(w->cache_dir, &a->hash, &image, &size))
+		if (modcache_lookup(w->cache_dir, &a->hash, &image, &size) &&
+		    worker_image_find(w, &a->hash, &image, &size))
 			return CUDA_ERROR_NOT_FOUND;
 	} else {
 		image_hash_compute(image, size, &check);
 		if (check.lo != a->hash.lo || check.hi != a->hash.hi)
 			return CUDA_ERROR_INVALID_IMAGE;
 	}
-	err = load_image(w, a, image, &id);
+	err = load_image(w, a, image, size, &id);
 	if (!err && a->image.image_len)
 		modcache_store(w->cache_dir, &a->hash, image, size);
 	if (image != a->image.image_val)
 		free(image);
+	a->image.image_len = 0;              /* the replay log keeps the hash only */
 	return err ? err : one_scalar(res, id);
 }
 
@@ -70,6 +73,7 @@ CUresult hand_module_get_function(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_MODULE, a->handle, (void **)&mod)) ||
 	    (err = cuModuleGetFunction(&f, mod, a->name)))
 		return err;
+	w->call_parent = a->handle;
 	return one_scalar(res, handle_put(w, H_FUNCTION, f));
 }
 
@@ -83,6 +87,7 @@ CUresult hand_library_get_kernel(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_LIBRARY, a->handle, (void **)&lib)) ||
 	    (err = cuLibraryGetKernel(&k, lib, a->name)))
 		return err;
+	w->call_parent = a->handle;
 	return one_scalar(res, handle_put(w, H_KERNEL, k));
 }
 
@@ -98,6 +103,8 @@ CUresult hand_module_get_global(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_MODULE, a->handle, (void **)&mod)) ||
 	    (err = cuModuleGetGlobal(&ptr, &size, mod, a->name)))
 		return err;
+	w->call_parent = a->handle;
+	replay_note_global(w, a->handle, ptr, size);
 	r->ptr = ptr;
 	r->size = size;
 	return CUDA_SUCCESS;
@@ -115,6 +122,8 @@ CUresult hand_library_get_global(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_LIBRARY, a->handle, (void **)&lib)) ||
 	    (err = cuLibraryGetGlobal(&ptr, &size, lib, a->name)))
 		return err;
+	w->call_parent = a->handle;
+	replay_note_global(w, a->handle, ptr, size);
 	r->ptr = ptr;
 	r->size = size;
 	return CUDA_SUCCESS;

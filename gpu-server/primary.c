@@ -21,7 +21,7 @@ static int is_warm(CUdevice dev)
 	return dev >= 0 && dev < MAX_WARM_DEVICES && warm[dev];
 }
 
-CUresult wrap_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevice dev)
 {
 	CUresult err = cuDevicePrimaryCtxRetain(pctx, dev);
 
@@ -32,7 +32,7 @@ CUresult wrap_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	return err;
 }
 
-CUresult wrap_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+CUresult wrap_cuDevicePrimaryCtxGetState(struct worker *w, CUdevice dev, unsigned int *flags, int *active)
 {
 	CUresult err = cuDevicePrimaryCtxGetState(dev, flags, active);
 
@@ -41,7 +41,7 @@ CUresult wrap_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int 
 	return err;
 }
 
-CUresult wrap_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev)
 {
 	if (is_warm(dev)) {
 		cuDevicePrimaryCtxRelease(dev);

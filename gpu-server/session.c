@@ -1,12 +1,158 @@
 /*
- * session.c: the start of a client session in its worker: the protocol
- * version check, the shared-memory segment for local clients, and the
- * hello reply. The token was already checked by the gpu-server.
+ * session.c: what a connection handed to this worker is for, by the op of
+ * its hello: a client session (new, or reattaching after a pause), a
+ * checkpoint of the paused session, a restore into this fresh worker, or
+ * the end of a paused session. A paused ("detached") worker waits on its
+ * session socket, <run_dir>/<ticket>.sock, where the gpu-server passes it
+ * the connections that name its ticket. The token was already checked by
+ * the gpu-server.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include "gpu-server.h"
+#include "snapshot.h"
+
+#define DETACH_TIMEOUT_S 600
+
+struct handed {
+	int fd;
+	struct wire_call_hdr hdr;
+	hello_args h;
+	hello_res r;
+	char msg[WIRE_ERRLEN];
+};
+
+int ticket_valid(const char *t)
+{
+	size_t n = strspn(t, "0123456789abcdef");
+
+	return n == CICADA_TICKET_LEN && !t[n];
+}
+
+static void session_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s.sock", run_dir, ticket);
+}
+
+/* Reads a passed connection: its fd, then the length and bytes of its hello. */
+int session_receive(int from, struct wire_buf *hello)
+{
+	uint32_t len;
+	int fd = wire_recv_fd(from);
+
+	if (fd < 0)
+		return -1;
+	if (read(from, &len, 4) != 4 || len > 65536 || wire_buf_reserve(hello, len + 8)) {
+		close(fd);
+		return -1;
+	}
+	for (size_t got = 0; got < len;) {
+		ssize_t n = read(from, hello->data + got, len - got);
+		if (n <= 0) {
+			close(fd);
+			return -1;
+		}
+		got += n;
+	}
+	hello->len = len;
+	return fd;
+}
+
+/* The gpu-server's side: passes a connection to the detached worker. */
+int session_pass(const char *run_dir, const char *ticket, int fd, const struct wire_buf *hello)
+{
+	struct sockaddr_un sa;
+	uint32_t len = (uint32_t)hello->len;
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
+
+	session_path(run_dir, ticket, &sa);
+	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)) && !wire_send_fd(s, fd) &&
+	    write(s, &len, 4) == 4 && write(s, hello->data, len) == (ssize_t)len)
+		rc = 0;
+	if (s >= 0)
+		close(s);
+	return rc;
+}
+
+static int reply(struct handed *c)
+{
+	struct wire_stream st;
+	struct wire_buf out = { 0 };
+	int rc;
+
+	c->r.proto_version = CICADA_PROTO_VERSION;
+	c->r.worker_pid = (uint64_t)getpid();
+	c->r.message = c->msg;
+	if (!c->r.ticket)
+		c->r.ticket = "";
+	wire_stream_init(&st, c->fd);
+	rc = wire_encode_reply(&out, c->hdr.xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &c->r) ||
+	     wire_send_record(&st, &out) ? -1 : 0;
+	wire_buf_free(&out);
+	return rc;
+}
+
+static int refuse(struct handed *c, CUresult err, const char *why)
+{
+	if (why != c->msg)
+		snprintf(c->msg, sizeof(c->msg), "%s", why);
+	c->r.err = err;
+	log_warn("%s %s: %s", c->h.host ? c->h.host : "?", "refused", why);
+	return reply(c);
+}
+
+/* The session's ticket: random, made once, kept across pauses. */
+static int ticket_make(struct worker *w)
+{
+	unsigned char rnd[CICADA_TICKET_LEN / 2];
+
+	if (w->ticket[0])
+		return 0;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -1;
+	for (unsigned i = 0; i < sizeof(rnd); i++)
+		sprintf(w->ticket + 2 * i, "%02x", rnd[i]);
+	return 0;
+}
+
+static int session_listen(struct worker *w, int *lfd)
+{
+	struct sockaddr_un sa;
+
+	if (ticket_make(w))
+		return -1;
+	session_path(w->run_dir, w->ticket, &sa);
+	unlink(sa.sun_path);
+	*lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(*lfd, 8)) {
+		log_error("cannot listen on %s: %s", sa.sun_path, strerror(errno));
+		if (*lfd >= 0)
+			close(*lfd);
+		return -1;
+	}
+	return 0;
+}
+
+static void session_unlisten(struct worker *w, int lfd)
+{
+	struct sockaddr_un sa;
+
+	session_path(w->run_dir, w->ticket, &sa);
+	unlink(sa.sun_path);
+	close(lfd);
+}
 
 static int attach_shm(struct worker *w, const hello_args *h, char *err)
 {
@@ -29,53 +175,232 @@ static int attach_shm(struct worker *w, const hello_args *h, char *err)
 	return 0;
 }
 
-int worker_start_session(struct worker *w, struct wire_buf *hello)
+static void detach_shm(struct worker *w)
 {
-	struct wire_call_hdr hdr;
-	struct wire_buf out = { 0 };
-	hello_args h;
-	hello_res r;
-	char err[WIRE_ERRLEN] = "";
-	XDR x;
-	int rc = -1;
+	if (!w->shm.hdr)
+		return;
+	cuCtxSetCurrent(w->base_ctx);
+	cuMemHostUnregister((char *)w->shm.hdr + w->shm.hdr->staging_offset);
+	shm_segment_detach(&w->shm);
+}
 
-	memset(&h, 0, sizeof(h));
-	memset(&r, 0, sizeof(r));
-	if (wire_decode_call(hello, &hdr, &x, err))
+/* A client session, new or reattached. Returns 1 if it detached. */
+static int serve_client(struct worker *w, struct handed *c)
+{
+	int detached;
+
+	w->sock = c->fd;
+	wire_stream_init(&w->stream, c->fd);
+	snprintf(w->peer, sizeof(w->peer), "%s/%llu", c->h.host, (unsigned long long)c->h.pid);
+	if (c->h.want_shm && attach_shm(w, &c->h, c->msg)) {
+		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, c->msg);
+		return 0;
+	}
+	c->r.shm_ok = c->h.want_shm;
+	c->r.regions_lost = w->regions_lost;
+	if (reply(c)) {
+		detach_shm(w);
+		return 0;
+	}
+	w->regions_lost = 0;
+	log_info("client %s %s%s", w->peer, c->h.op == OP_REATTACH ? "reattached" : "connected",
+		 c->r.shm_ok ? " (shared memory)" : "");
+	if (c->r.shm_ok)
+		wire_stream_use_shm(&w->stream, &w->shm, 1);
+	w->detach = 0;
+	detached = worker_serve(w);
+	wire_stream_init(&w->stream, -1);
+	detach_shm(w);
+	w->sock = -1;
+	return detached;
+}
+
+/* Opens the directory a snapshot goes to or comes from: passed by the
+ * requester (local), or a private temporary one for a stream (remote). */
+static int snapshot_dir(struct worker *w, struct handed *c, char *tmp, size_t len)
+{
+	int dirfd;
+
+	tmp[0] = 0;
+	if (!c->h.stream)
+		return wire_recv_fd(c->fd);
+	snprintf(tmp, len, "%s/xfer-XXXXXX", w->run_dir);
+	if (!mkdtemp(tmp))
 		return -1;
-	if (hdr.proc != P_hello || !xdr_hello_args(&x, &h)) {
-		log_warn("client: malformed hello");
+	dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		rmdir(tmp);
+	return dirfd;
+}
+
+static void snapshot_dir_done(int dirfd, const char *tmp, const char *name)
+{
+	char err[SNAP_ERRLEN];
+
+	if (tmp[0]) {
+		snap_remove_dir(dirfd, name, err);
+		rmdir(tmp);
+	}
+	close(dirfd);
+}
+
+static int name_valid(const char *name)
+{
+	return name && name[0] && name[0] != '.' && strlen(name) < 200 &&
+	       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == strlen(name);
+}
+
+static void checkpoint(struct worker *w, struct handed *c)
+{
+	char tmp[PATH_MAX], err[SNAP_ERRLEN];
+	int dirfd = -1;
+
+	if (!name_valid(c->h.snapshot) || (dirfd = snapshot_dir(w, c, tmp, sizeof(tmp))) < 0) {
+		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
+		return;
+	}
+	if (worker_checkpoint(w, dirfd, c->h.snapshot, err)) {
+		refuse(c, CUDA_ERROR_UNKNOWN, err);
+	} else if (!reply(c) && c->h.stream && snap_send_dir(dirfd, c->h.snapshot, c->fd, err)) {
+		log_error("sending snapshot %s: %s", c->h.snapshot, err);
+	}
+	snapshot_dir_done(dirfd, tmp, c->h.snapshot);
+}
+
+/* Restores into this fresh worker; on failure the worker is spent. */
+static int restore(struct worker *w, struct handed *c, int *lfd)
+{
+	char tmp[PATH_MAX], err[SNAP_ERRLEN];
+	int dirfd = -1, rc = -1;
+
+	if (!name_valid(c->h.snapshot) || (dirfd = snapshot_dir(w, c, tmp, sizeof(tmp))) < 0) {
+		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
+		return -1;
+	}
+	if (c->h.stream && snap_recv_dir(c->fd, dirfd, c->h.snapshot, err))
+		refuse(c, CUDA_ERROR_INVALID_VALUE, err);
+	else if (worker_restore(w, dirfd, c->h.snapshot, err))
+		refuse(c, CUDA_ERROR_INVALID_IMAGE, err);
+	else if (session_listen(w, lfd))
+		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, "cannot create the session socket");
+	else {
+		c->r.ticket = w->ticket;
+		rc = reply(c);
+		log_info("restored snapshot %s as session %.8s", c->h.snapshot, w->ticket);
+	}
+	snapshot_dir_done(dirfd, tmp, c->h.snapshot);
+	return rc;
+}
+
+static int decode_hello(struct handed *c, struct wire_buf *hello)
+{
+	XDR x;
+	char err[WIRE_ERRLEN];
+
+	memset(&c->h, 0, sizeof(c->h));
+	if (wire_decode_call(hello, &c->hdr, &x, err))
+		return -1;
+	if (c->hdr.proc != P_hello || !xdr_hello_args(&x, &c->h)) {
 		xdr_destroy(&x);
-		xdr_free((xdrproc_t)xdr_hello_args, (char *)&h);
 		return -1;
 	}
 	xdr_destroy(&x);
-	snprintf(w->peer, sizeof(w->peer), "%s/%llu", h.host, (unsigned long long)h.pid);
-	r.proto_version = CICADA_PROTO_VERSION;
-	r.worker_pid = (uint64_t)getpid();
-	r.message = err;
-	if (h.proto_version != CICADA_PROTO_VERSION) {
-		snprintf(err, sizeof(err), "protocol version %u is not supported (server speaks %u)",
-			 h.proto_version, CICADA_PROTO_VERSION);
-		r.err = CUDA_ERROR_NOT_SUPPORTED;
-	} else if (h.want_shm && attach_shm(w, &h, err)) {
-		r.err = CUDA_ERROR_OPERATING_SYSTEM;
-	} else {
-		r.shm_ok = h.want_shm;
-		rc = 0;
+	return 0;
+}
+
+/* Waits on the session socket for the next connection naming our ticket. */
+static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello)
+{
+	const char *env = getenv("CICADA_DETACH_TIMEOUT");
+	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S;
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	int conn, fd;
+
+	if (poll(&p, 1, timeout * 1000) <= 0) {
+		log_warn("session %.8s: nobody came back within %d s; ending it", w->ticket, timeout);
+		return -1;
 	}
-	if (rc)
-		log_warn("client %s refused: %s", w->peer, err);
-	else
-		log_info("client %s connected%s", w->peer, r.shm_ok ? " (shared memory)" : "");
-	if (wire_encode_reply(&out, hdr.xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r) ||
-	    wire_send_record(&w->stream, &out))
-		rc = -1;
-	wire_buf_free(&out);
-	xdr_free((xdrproc_t)xdr_hello_args, (char *)&h);
-	if (rc == 0 && r.shm_ok)
-		wire_stream_use_shm(&w->stream, &w->shm, 1);
-	return rc;
+	if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+		return -1;
+	fd = session_receive(conn, hello);
+	close(conn);
+	return fd;
+}
+
+/* One handed connection: returns 1 to stay (detached), 0 to exit. */
+static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd)
+{
+	struct handed c = { .fd = fd };
+	int fresh = !w->ticket[0], stay = 0;
+
+	if (decode_hello(&c, hello)) {
+		log_warn("handed connection without a valid hello");
+		close(fd);
+		return !fresh;
+	}
+	if (c.h.proto_version != CICADA_PROTO_VERSION) {
+		snprintf(c.msg, sizeof(c.msg), "protocol version %u is not supported (server speaks %u)",
+			 c.h.proto_version, CICADA_PROTO_VERSION);
+		refuse(&c, CUDA_ERROR_NOT_SUPPORTED, c.msg);
+	} else if ((c.h.op == OP_CONNECT || c.h.op == OP_RESTORE) != fresh ||
+		   (!fresh && strcmp(c.h.ticket, w->ticket))) {
+		refuse(&c, CUDA_ERROR_INVALID_VALUE, "this request does not fit the worker's session");
+		stay = !fresh;
+	} else if (c.h.op == OP_CONNECT || c.h.op == OP_REATTACH) {
+		if (!fresh)
+			session_unlisten(w, *lfd);
+		*lfd = w->session_fd = -1;
+		stay = serve_client(w, &c);
+		*lfd = w->session_fd;            /* opened by the detach */
+	} else if (c.h.op == OP_CHECKPOINT) {
+		checkpoint(w, &c);
+		stay = 1;
+	} else if (c.h.op == OP_RESTORE) {
+		stay = !restore(w, &c, lfd);
+	} else if (c.h.op == OP_RELEASE) {
+		reply(&c);
+		log_info("session %.8s released", w->ticket);
+		session_unlisten(w, *lfd);
+		*lfd = -1;
+	} else {
+		refuse(&c, CUDA_ERROR_INVALID_VALUE, "unknown request");
+		stay = !fresh;
+	}
+	xdr_free((xdrproc_t)xdr_hello_args, (char *)&c.h);
+	close(fd);
+	return stay;
+}
+
+void session_run(struct worker *w, int fd, struct wire_buf *hello)
+{
+	int lfd = -1;
+
+	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
+		fd = wait_handed(w, lfd, hello);
+	if (lfd >= 0)
+		session_unlisten(w, lfd);
+}
+
+/* The client pauses: the device finishes its work, the session gets a
+ * ticket, and the worker waits, detached, for what comes next. */
+CUresult hand_detach(struct worker *w, void *args, void *res)
+{
+	name_res *r = res;
+	char err[WIRE_ERRLEN];
+
+	if (worker_quiesce(w, err)) {
+		log_error("client %s: cannot pause: %s", w->peer, err);
+		return CUDA_ERROR_UNKNOWN;
+	}
+	/* The socket listens before the ticket leaves: the plugin's next
+	 * request may come at once. */
+	if (w->session_fd < 0 && session_listen(w, &w->session_fd))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (!(r->name = strdup(w->ticket)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	w->detach = 1;
+	log_info("client %s paused (session %.8s)", w->peer, w->ticket);
+	return CUDA_SUCCESS;
 }
 
 CUresult hand_hello(struct worker *w, void *args, void *res)

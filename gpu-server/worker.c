@@ -34,13 +34,15 @@ static int worker_prepare(struct worker *w)
 	if ((err = cuInit(0)) || (err = cuDeviceGet(&dev, 0)) ||
 	    (err = cuDevicePrimaryCtxRetain(&ctx, dev)) || (err = cuCtxSetCurrent(ctx)) ||
 	    (err = cuMemAllocHost(&w->scratch_in, CICADA_CHUNK_MAX)) ||
-	    (err = cuMemAllocHost(&w->scratch_out, CICADA_CHUNK_MAX))) {
+	    (err = cuMemAllocHost(&w->scratch_out, CICADA_CHUNK_MAX)) ||
+	    (err = devmem_init(w, 0, 0))) {
 		const char *name = "?";
 		cuGetErrorName(err, &name);
 		log_error("worker cannot initialise CUDA: %s", name);
 		return -1;
 	}
 	primary_note_warm(dev);
+	w->base_ctx = ctx;
 	return 0;
 }
 
@@ -105,7 +107,7 @@ int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_
 		log_warn("client %s: malformed message (%s); dropping it", w->peer, err);
 		return -1;
 	}
-	d = hdr->proc < MAX_PROC ? proc_index[hdr->proc] : NULL;
+	d = worker_proc(hdr->proc);
 	if (!d || d->args_size > ARGS_MAX) {
 		log_warn("client %s: unknown procedure %u; dropping it", w->peer, hdr->proc);
 		xdr_destroy(&x);
@@ -124,10 +126,47 @@ int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_
 	return 0;
 }
 
+const struct proc_desc *worker_proc(unsigned proc)
+{
+	return proc < MAX_PROC ? proc_index[proc] : NULL;
+}
+
 void worker_free_args(unsigned proc, const struct proc_desc *d, void *args)
 {
 	release_args(proc, args);
 	xdr_free(d->xargs, (char *)args);
+}
+
+/* What a successful call changes in the worker itself. */
+static void after_call(struct worker *w, const struct proc_desc *d, void *args)
+{
+	scalars *a = args;
+	uint64_t parent = w->call_parent;
+
+	if (d->proc == P_cuCtxSetCurrent && a->v.v_len == 1)
+		w->current_ctx = a->v.v_val[0];
+	if (!(d->flags & PROC_RECORD))
+		return;
+	if (d->scalar && d->parent_arg >= 0)
+		parent = a->v.v_val[d->parent_arg];
+	replay_note(w, d, args, parent);
+}
+
+/* Runs a decoded call (from the client, or replayed from a snapshot). */
+CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args, void *res,
+			uint64_t *scalar_out)
+{
+	CUresult rc;
+
+	w->created = 0;
+	w->call_parent = 0;
+	if (d->scalar)
+		rc = run_scalar(w, d, (scalars *)args, (scalar_res *)res, scalar_out);
+	else
+		rc = d->hand(w, args, res);
+	if (rc == CUDA_SUCCESS)
+		after_call(w, d, args);
+	return rc;
 }
 
 /* Executes one call record; -1 drops the connection. */
@@ -146,10 +185,7 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		return -1;
 	memset(&res, 0, sizeof(res));
 	log_debug("%s", d->name);
-	if (d->scalar)
-		rc = run_scalar(w, d, (scalars *)&args, (scalar_res *)&res, scalar_out);
-	else
-		rc = d->hand(w, &args, &res);
+	rc = worker_execute(w, d, &args, &res, scalar_out);
 	worker_free_args(hdr.proc, d, &args);
 	if (d->flags & PROC_ASYNC) {
 		set_pending(w, rc);
@@ -167,13 +203,14 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		release_res(hdr.proc, &res);
 		xdr_free(d->xres, (char *)&res);
 	}
-	return st;
+	return st ? st : w->detach;
 }
 
+/* Serves the client until it goes away (0) or detaches (1). */
 int worker_serve(struct worker *w)
 {
 	struct wire_buf in = { 0 }, out = { 0 };
-	int rc;
+	int rc, result = 0;
 
 	for (;;) {
 		rc = wire_recv_record(&w->stream, &in, WIRE_MAX_RECORD);
@@ -185,41 +222,17 @@ int worker_serve(struct worker *w)
 			log_warn("client %s: oversized message; dropping it", w->peer);
 			break;
 		}
-		if (dispatch(w, &in, &out))
+		if ((rc = dispatch(w, &in, &out))) {
+			result = rc > 0;
 			break;
+		}
 	}
 	wire_buf_free(&in);
 	wire_buf_free(&out);
-	return 0;
+	return result;
 }
 
-/* Receives the client socket and its hello record from the gpu-server. */
-static int receive_client(int control_fd, struct wire_buf *hello)
-{
-	uint32_t len;
-	int fd = wire_recv_fd(control_fd);
-
-	if (fd < 0)
-		return -1;
-	if (read(control_fd, &len, 4) != 4 || len > 65536 || wire_buf_reserve(hello, len + 8)) {
-		close(fd);
-		return -1;
-	}
-	for (size_t got = 0; got < len;) {
-		ssize_t n = read(control_fd, hello->data + got, len - got);
-		if (n <= 0) {
-			close(fd);
-			return -1;
-		}
-		got += n;
-	}
-	hello->len = len;
-	return fd;
-}
-
-int worker_start_session(struct worker *w, struct wire_buf *hello);
-
-int worker_main(int control_fd, const char *cache_dir)
+int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 {
 	static struct worker w;
 	struct wire_buf hello = { 0 };
@@ -228,19 +241,19 @@ int worker_main(int control_fd, const char *cache_dir)
 
 	worker_index_procs();
 	w.cache_dir = cache_dir;
+	w.run_dir = run_dir;
 	w.shm.fd = -1;
+	w.sock = -1;
+	w.session_fd = -1;
 	if (worker_prepare(&w))
 		return 1;
 	if (write(control_fd, &ready, 1) != 1)
 		return 1;
-	fd = receive_client(control_fd, &hello);
+	fd = session_receive(control_fd, &hello);
 	close(control_fd);
 	if (fd < 0)
 		return 1;
-	w.sock = fd;
-	wire_stream_init(&w.stream, fd);
-	if (worker_start_session(&w, &hello) == 0)
-		worker_serve(&w);
+	session_run(&w, fd, &hello);
 	wire_buf_free(&hello);
 	return 0;
 }

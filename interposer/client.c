@@ -6,6 +6,11 @@
  * Calls are serialised on the connection; pipelined ones return at once.
  * If the server cannot be reached or goes away, one line says so on
  * stderr and every call from then on fails quickly.
+ *
+ * For a checkpoint the session can be paused: the worker finishes the
+ * device's work and keeps the state under a ticket, and the connection
+ * closes (whatever it was, so CRIU has no socket to carry). Resuming dials
+ * a server, possibly another, and reattaches to the ticket's worker.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,9 +22,11 @@
 #define STAGING_SLOTS 8
 #define STAGING_SLOT_SIZE (4u << 20)
 
+enum { ST_NEW = 0, ST_CONNECTED = 1, ST_PAUSED = 2, ST_FAILED = -1 };
+
 struct client {
 	pthread_mutex_t lock;
-	int state;                           /* 0 new, 1 connected, -1 failed */
+	int state;
 	CUresult fail_err;
 	char addr_text[300];
 	struct wire_stream stream;
@@ -66,10 +73,11 @@ static size_t read_token(char *buf, size_t len)
 	return n;
 }
 
-static CUresult say_hello(void)
+static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
 {
 	char token[CICADA_TOKEN_MAX], host[64] = "";
-	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)getpid() };
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)getpid(),
+			 .op = op, .ticket = (char *)ticket, .snapshot = "" };
 	hello_res r;
 	char err[WIRE_ERRLEN];
 
@@ -96,8 +104,9 @@ static CUresult say_hello(void)
 		xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
 		return cl.fail_err;
 	}
-	log_info("connected to %s (worker %llu%s)", cl.addr_text, (unsigned long long)r.worker_pid,
-		 r.shm_ok ? ", shared memory" : "");
+	log_info("%s %s (worker %llu%s)", op == OP_REATTACH ? "reattached to" : "connected to", cl.addr_text,
+		 (unsigned long long)r.worker_pid, r.shm_ok ? ", shared memory" : "");
+	*regions_lost = (int)r.regions_lost;
 	if (r.shm_ok)
 		wire_stream_use_shm(&cl.stream, &cl.shm, 0);
 	else if (cl.use_shm)
@@ -106,16 +115,14 @@ static CUresult say_hello(void)
 	return CUDA_SUCCESS;
 }
 
-static CUresult connect_locked(void)
+/* Dials text and says hello with op; the connection becomes the session's. */
+static CUresult dial_locked(const char *text, hello_op op, const char *ticket, int *regions_lost)
 {
-	const char *text = getenv("CICADA_SERVER"), *shm = getenv("CICADA_SHM");
+	const char *shm = getenv("CICADA_SHM");
 	struct wire_addr addr;
 	char err[WIRE_ERRLEN];
 	int fd;
 
-	log_init("cicada");
-	if (!text)
-		text = "unix:/run/cicada/gpu.sock";
 	snprintf(cl.addr_text, sizeof(cl.addr_text), "%s", text);
 	if (wire_parse_addr(text, &addr, err))
 		return fail(CUDA_ERROR_NO_DEVICE, "CICADA_SERVER=%s: %s", err);
@@ -125,25 +132,98 @@ static CUresult connect_locked(void)
 			    strrchr(err, ':') + 2 : err);
 	wire_stream_init(&cl.stream, fd);
 	cl.use_shm = addr.kind == WIRE_UNIX && !(shm && !strcmp(shm, "0"));
-	cl.scratch = malloc(CICADA_CHUNK_MAX);
-	if (!cl.scratch)
+	if (!cl.scratch && !(cl.scratch = malloc(CICADA_CHUNK_MAX)))
 		return fail(CUDA_ERROR_OUT_OF_MEMORY, "%s: %s", "out of memory");
-	if (say_hello())
+	if (say_hello(op, ticket, regions_lost))
 		return cl.fail_err;
-	cl.state = 1;
+	cl.state = ST_CONNECTED;
+	cl.server_ctx_known = 0;
 	return CUDA_SUCCESS;
+}
+
+static CUresult connect_locked(void)
+{
+	const char *text = getenv("CICADA_SERVER");
+	int lost;
+
+	log_init("cicada");
+	if (dial_locked(text ? text : "unix:/run/cicada/gpu.sock", OP_CONNECT, "", &lost))
+		return cl.fail_err;
+	control_start();
+	return CUDA_SUCCESS;
+}
+
+static void close_link(void)
+{
+	close(cl.stream.fd);
+	wire_stream_init(&cl.stream, -1);
+	if (cl.use_shm)
+		shm_segment_detach(&cl.shm);
+	cl.use_shm = 0;
+}
+
+/* Pauses the session for a checkpoint. The caller holds the client lock,
+ * and keeps holding it (every other thread waits) until client_resume. */
+int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err)
+{
+	uint64_t none = 0;
+	scalars a = { { 0, &none } };
+	name_res r = { 0 };
+	CUresult rc;
+
+	if (cl.state != ST_CONNECTED) {
+		snprintf(err, WIRE_ERRLEN, cl.state == ST_NEW ? "no GPU session yet" : "the GPU session is lost");
+		return cl.state == ST_NEW ? 1 : -1;
+	}
+	rc = client_call_locked(P_detach, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
+	if (rc || !r.name) {
+		snprintf(err, WIRE_ERRLEN, "the gpu-server could not pause the session (error %d)", (int)rc);
+		xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+		return -1;
+	}
+	snprintf(ticket, tlen, "%s", r.name);
+	snprintf(server, slen, "%s", cl.addr_text);
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+	close_link();
+	cl.state = ST_PAUSED;
+	return 0;
+}
+
+/* Reattaches a paused session, through server, to the worker of ticket. */
+int client_resume(const char *server, const char *ticket, char *err)
+{
+	int regions_lost = 0;
+
+	if (cl.state != ST_PAUSED)
+		return 0;
+	if (dial_locked(server, OP_REATTACH, ticket, &regions_lost)) {
+		snprintf(err, WIRE_ERRLEN, "cannot reattach the GPU session at %s", server);
+		return -1;
+	}
+	if (regions_lost && hostmem_share_again()) {
+		snprintf(err, WIRE_ERRLEN, "cannot share pinned memory with the restored worker");
+		return -1;
+	}
+	return 0;
+}
+
+/* The token this process presents (the plugin needs it to reach the
+ * server on the process's behalf). */
+size_t client_token(char *buf, size_t len)
+{
+	return read_token(buf, len);
 }
 
 CUresult client_connect(void)
 {
 	CUresult err;
 
-	if (cl.state == 1)
+	if (cl.state == ST_CONNECTED)
 		return CUDA_SUCCESS;
 	pthread_mutex_lock(&cl.lock);
-	if (cl.state == 0)
+	if (cl.state == ST_NEW)
 		connect_locked();
-	err = cl.state == 1 ? CUDA_SUCCESS : cl.fail_err;
+	err = cl.state == ST_CONNECTED ? CUDA_SUCCESS : cl.fail_err;
 	pthread_mutex_unlock(&cl.lock);
 	return err;
 }
@@ -176,7 +256,7 @@ void *client_scratch(void)
 /* The server went away: say so once, and fail every call from now on. */
 CUresult client_lost(const char *why)
 {
-	if (cl.state == 1)
+	if (cl.state == ST_CONNECTED)
 		fail(CUDA_ERROR_DEVICE_UNAVAILABLE, "lost the connection to gpu-server at %s: %s", why);
 	return cl.fail_err;
 }
@@ -205,7 +285,7 @@ CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_
 	CUresult rc;
 	uint32_t xid;
 
-	if (cl.state != 1)
+	if (cl.state != ST_CONNECTED)
 		return cl.fail_err;
 	if ((rc = sync_context(proc)))
 		return rc;

@@ -121,16 +121,13 @@ static void put_region_id(unsigned id)
 	pthread_mutex_unlock(&hm_lock);
 }
 
-/* Shares a fresh memfd region with the worker; fills h->device_ptr. */
-static CUresult share_region(struct host_alloc *h, int fd)
+/* Shares region h->region (a memfd) with the worker; fills h->device_ptr. */
+static CUresult share_region_id(struct host_alloc *h, int fd)
 {
-	host_region_args a = { .size = h->size, .flags = h->flags };
+	host_region_args a = { .region = h->region, .size = h->size, .flags = h->flags };
 	host_region_res r = { 0 };
 	CUresult err;
 
-	a.region = h->region = take_region_id();
-	if (!a.region)
-		return CUDA_ERROR_OUT_OF_MEMORY;
 	client_lock();
 	if (wire_send_fd(client_socket(), fd))
 		err = client_lost("cannot pass a memory region");
@@ -139,7 +136,16 @@ static CUresult share_region(struct host_alloc *h, int fd)
 					 (xdrproc_t)xdr_host_region_res, &r);
 	client_unlock();
 	h->device_ptr = r.device_ptr;
-	if (err)
+	return err;
+}
+
+static CUresult share_region(struct host_alloc *h, int fd)
+{
+	CUresult err;
+
+	if (!(h->region = take_region_id()))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = share_region_id(h, fd)))
 		put_region_id(h->region);
 	return err;
 }
@@ -161,6 +167,35 @@ out:
 	if (fd >= 0)
 		close(fd);
 	return err;
+}
+
+/* A restored worker has none of our pinned regions: each gets a fresh
+ * memfd with the same bytes, mapped over the old pages (same addresses),
+ * and is shared again under its old id. */
+int hostmem_share_again(void)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < nhosts && !rc; i++) {
+		struct host_alloc *h = &hosts[i];
+		CUdeviceptr old = h->device_ptr;
+		int fd;
+
+		if (!h->region)
+			continue;
+		fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
+		rc = -1;
+		if (fd >= 0 && !ftruncate(fd, h->size) && pwrite(fd, h->base, h->size, 0) == (ssize_t)h->size &&
+		    mmap(h->base, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == h->base)
+			rc = share_region_id(h, fd) ? -1 : 0;
+		if (fd >= 0)
+			close(fd);
+		if (!rc && old && h->device_ptr != old)
+			log_warn("mapped pinned memory at %p has a new device address after the restore", h->base);
+	}
+	pthread_mutex_unlock(&hm_lock);
+	return rc;
 }
 
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)

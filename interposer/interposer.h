@@ -26,6 +26,12 @@ struct shm_segment *client_shm(void);
 int client_socket(void);
 CUresult client_lost(const char *why);
 void *client_scratch(void);
+int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err);
+int client_resume(const char *server, const char *ticket, char *err);
+size_t client_token(char *buf, size_t len);
+
+/* control.c: the control socket the CRIU plugin pauses and resumes through */
+void control_start(void);
 
 /* context.c: the calling thread's current context */
 CUcontext ctx_current(void);
@@ -41,6 +47,7 @@ int hostmem_find(const void *ptr, size_t size, struct host_range *out);
 int hostmem_is_device(CUdeviceptr ptr);
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);
 void devmem_note_free(CUdeviceptr ptr);
+int hostmem_share_again(void);
 
 /* copy.c, copy_pool.c */
 void copy_parallel(void *dst, const void *src, size_t len);

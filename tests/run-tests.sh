@@ -20,6 +20,7 @@ B=$ROOT/build
 PROGS=$B/tests/programs
 TOOLS=$B/tests/tools
 export CICADA_KERNELS=$B/tests/kernels
+. tests/cr/cr-tests.sh
 T=$(mktemp -d /tmp/cicada-test.XXXXXX)
 PORT=$((20000 + $$ % 20000))
 PASS=0
@@ -35,6 +36,8 @@ fi
 cleanup() {
 	for p in $SERVERS; do kill -9 "$p" 2>/dev/null; done
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
+	pkill -9 -f "$PROGS/cr_pattern" 2>/dev/null
+	ip netns del "cicada-node-$$" 2>/dev/null
 	rm -rf "$T"
 }
 trap cleanup EXIT
@@ -182,5 +185,6 @@ test_malformed
 test_server_death shm
 test_server_death tcp
 test_client_isolation
+run_cr_tests
 echo "$PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]

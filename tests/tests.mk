@@ -6,13 +6,13 @@
 TESTS_KDIR := $(BUILD)/tests/kernels
 TESTS_PDIR := $(BUILD)/tests/programs
 
-TESTS_KERNEL_NAMES := kernels_a kernels_b
+TESTS_KERNEL_NAMES := kernels_a kernels_b kernels_cr
 TESTS_KERNELS := $(foreach k,$(TESTS_KERNEL_NAMES),\
 	$(TESTS_KDIR)/$(k).cubin $(TESTS_KDIR)/$(k).ptx $(TESTS_KDIR)/$(k).fatbin)
 
 TESTS_CUDA_PROGS := vecadd_cubin vecadd_ptx vecadd_library multi_module \
 	memcpy_all streams_events launch_1000 device_query context_ops errors_app \
-	zero_copy
+	zero_copy cr_pattern cr_hold
 TESTS_CUDA_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_CUDA_PROGS))
 TESTS_BINS := $(TESTS_CUDA_BINS) $(TESTS_PDIR)/dlopen_app
 
@@ -43,6 +43,11 @@ $(TESTS_PDIR)/%.o: tests/programs/%.c tests/programs/common.h
 
 $(TESTS_CUDA_BINS): $(TESTS_PDIR)/%: $(TESTS_PDIR)/%.o $(TESTS_PDIR)/common.o
 	$(CC) $(CFLAGS) -o $@ $^ $(TESTS_LDCUDA)
+
+# The checkpoint/restore programs share cr_common.c.
+TESTS_CR_BINS := $(TESTS_PDIR)/cr_pattern $(TESTS_PDIR)/cr_hold
+$(TESTS_CR_BINS): $(TESTS_PDIR)/cr_common.o
+$(TESTS_CR_BINS:%=%.o) $(TESTS_PDIR)/cr_common.o: tests/programs/cr_common.h
 
 $(TESTS_PDIR)/dlopen_app: $(TESTS_PDIR)/dlopen_app.o $(TESTS_PDIR)/common.o
 	$(CC) $(CFLAGS) -o $@ $^ -ldl

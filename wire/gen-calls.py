@@ -43,6 +43,7 @@ class Call:
         self.syncpoint = "syncpoint" in flags
         self.hand = "hand" in flags
         self.wrap = "wrap" in flags
+        self.record = "record" in flags
         if self.hand:
             self.args, self.res = [s.strip() for s in self.sig.split("->")]
             self.async_ = self.res == "void"
@@ -54,6 +55,9 @@ class Call:
             self.params = [Param(p) for p in self.sig.split(",") if p.strip()]
         self.ins = [p for p in self.params if not p.out]
         self.outs = [p for p in self.params if p.out]
+        self.creates = "creates" in flags or any(p.handle for p in self.outs)
+        hin = [i for i, p in enumerate(self.ins) if p.handle]
+        self.parent_arg = hin[0] if hin else -1
         assert len(self.ins) <= 8 and len(self.outs) <= 8, self.name
 
     @property
@@ -158,7 +162,10 @@ def gen_server(calls):
             else:
                 out.append("\t%s = %s;\n" % (p.name, from_u64(p.type, "in[%d]" % i, False)))
         args = ", ".join(("&" if p.out else "") + p.name for p in c.params)
-        out.append("\terr = %s%s(%s);\n" % ("wrap_" if c.wrap else "", c.name, args))
+        if c.wrap:
+            out.append("\terr = wrap_%s(w%s);\n" % (c.name, ", " + args if args else ""))
+        else:
+            out.append("\terr = %s(%s);\n" % (c.name, args))
         out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
         for i, p in enumerate(c.outs):
             if p.handle:
@@ -179,17 +186,21 @@ def gen_server(calls):
             flags.append("PROC_ASYNC")
         if c.syncpoint:
             flags.append("PROC_SYNCPOINT")
+        if c.record:
+            flags.append("PROC_RECORD")
+        if c.creates:
+            flags.append("PROC_CREATES")
         flags = " | ".join(flags) or "0"
         if c.hand:
             xres = "NULL" if c.async_ else "(xdrproc_t)xdr_%s" % c.res
             rsize = "0" if c.async_ else "sizeof(%s)" % c.res
-            out.append('\t{ %s, "%s", (xdrproc_t)xdr_%s, sizeof(%s), %s, %s, hand_%s, NULL, 0, 0, %s },\n'
+            out.append('\t{ %s, "%s", (xdrproc_t)xdr_%s, sizeof(%s), %s, %s, hand_%s, NULL, 0, 0, %s, -1 },\n'
                        % (c.proc_macro, c.name, c.args, c.args, xres, rsize, c.name, flags))
         else:
             xres = "NULL" if c.async_ else "(xdrproc_t)xdr_scalar_res"
             rsize = "0" if c.async_ else "sizeof(scalar_res)"
-            out.append('\t{ %s, "%s", (xdrproc_t)xdr_scalars, sizeof(scalars), %s, %s, NULL, h_%s, %d, %d, %s },\n'
-                       % (c.proc_macro, c.name, xres, rsize, c.name, len(c.ins), len(c.outs), flags))
+            out.append('\t{ %s, "%s", (xdrproc_t)xdr_scalars, sizeof(scalars), %s, %s, NULL, h_%s, %d, %d, %s, %d },\n'
+                       % (c.proc_macro, c.name, xres, rsize, c.name, len(c.ins), len(c.outs), flags, c.parent_arg))
     out.append("\t{ 0 }\n};\n")
     return "".join(out)
 

@@ -119,6 +119,95 @@ static void add_global(const struct fc_launch *l)
 	}
 }
 
+/*
+ * Module CR (kernels_cr.cu): the checkpoint/restore test kernels.  The
+ * element-wise ones are grid-stride loops on the GPU, which visit every
+ * index below n exactly once whatever the grid; their twins visit them
+ * in order, which gives the same memory (and, for checksum, the same sum:
+ * the additions wrap mod 2^64 and commute).
+ */
+struct cr_node {
+	struct cr_node *next;
+	unsigned value;
+	unsigned pad;
+};
+
+static unsigned cr_mix(unsigned x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	x *= 0x846ca68bu;
+	x ^= x >> 16;
+	return x;
+}
+
+static void fill_pattern(const struct fc_launch *l)
+{
+	unsigned *p = ARG(l, 0, unsigned *);
+	unsigned long long n = ARG(l, 1, unsigned long long), i;
+	unsigned seed = ARG(l, 2, unsigned), mode = ARG(l, 3, unsigned);
+
+	for (i = 0; i < n; i++)
+		p[i] = mode ? (unsigned)(i & 0xffff) * seed
+			    : cr_mix((unsigned)(i ^ (i >> 32)) ^ seed);
+}
+
+static void step_pattern(const struct fc_launch *l)
+{
+	unsigned *p = ARG(l, 0, unsigned *);
+	unsigned long long n = ARG(l, 1, unsigned long long), i;
+	unsigned step = ARG(l, 2, unsigned);
+
+	for (i = 0; i < n; i++)
+		p[i] = p[i] * 2654435761u + step;
+}
+
+static void build_list(const struct fc_launch *l)
+{
+	struct cr_node *nodes = ARG(l, 0, struct cr_node *);
+	unsigned n = ARG(l, 1, unsigned);
+	unsigned long long i;
+
+	for (i = 0; i < n; i++) {
+		nodes[i].next = &nodes[(i * 21 + 7) % n];
+		nodes[i].value = (unsigned)i * 3 + 1;
+		nodes[i].pad = 0;
+	}
+}
+
+static void walk_list(const struct fc_launch *l)
+{
+	struct cr_node *p = ARG(l, 0, struct cr_node *);
+	unsigned hops = ARG(l, 1, unsigned), h;
+	unsigned long long *out = ARG(l, 2, unsigned long long *), sum = 0;
+
+	for (h = 0; h < hops; h++) {
+		p = p->next;
+		sum += p->value;
+	}
+	*out = sum;
+}
+
+static void count_step(const struct fc_launch *l)
+{
+	unsigned long long *g_steps = fc_global(l, "g_steps");
+
+	if (g_steps)
+		*g_steps += 1;
+}
+
+static void checksum(const struct fc_launch *l)
+{
+	const unsigned *p = ARG(l, 0, const unsigned *);
+	unsigned long long n = ARG(l, 1, unsigned long long), i;
+	unsigned long long *out = ARG(l, 2, unsigned long long *), sum = 0;
+
+	for (i = 0; i < n; i++)
+		sum += (unsigned long long)p[i] * (i | 1);
+	*out += sum;
+}
+
 static const struct fc_kernel kernels[] = {
 	{ "vec_add", 4, { PTR, PTR, PTR, sizeof(int) }, vec_add },
 	{ "scale", 3, { PTR, sizeof(float), sizeof(int) }, scale },
@@ -128,12 +217,22 @@ static const struct fc_kernel kernels[] = {
 	{ "inc_u32", 2, { PTR, sizeof(int) }, inc_u32 },
 	{ "read_global", 1, { PTR }, read_global },
 	{ "add_global", 1, { sizeof(int) }, add_global },
+	{ "fill_pattern", 4, { PTR, sizeof(unsigned long long), sizeof(unsigned), sizeof(unsigned) },
+	  fill_pattern },
+	{ "step_pattern", 3, { PTR, sizeof(unsigned long long), sizeof(unsigned) }, step_pattern },
+	{ "build_list", 2, { PTR, sizeof(unsigned) }, build_list },
+	{ "walk_list", 3, { PTR, sizeof(unsigned), PTR }, walk_list },
+	{ "count_step", 0, { 0 }, count_step },
+	{ "checksum", 3, { PTR, sizeof(unsigned long long), PTR }, checksum },
 };
 
 static const int g_table_init[4] = { 1, 2, 3, 4 };
 
+static const unsigned long long g_steps_init;
+
 static const struct fc_global globals[] = {
 	{ "g_table", sizeof(g_table_init), g_table_init },
+	{ "g_steps", sizeof(g_steps_init), &g_steps_init },
 };
 
 const struct fc_kernel *fc_kernel_at(int i)

@@ -10,7 +10,9 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <elf.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include "fakecuda.h"
 
@@ -83,7 +85,6 @@ static void module_free(void *p)
 	}
 	for (i = 0; m->globals && i < m->nglobals; i++) {
 		fc_range_del((uintptr_t)m->globals[i], FC_MEM_GLOBAL, NULL);
-		free(m->globals[i]);
 	}
 	free(m->funcs);
 	free(m->globals);
@@ -109,17 +110,44 @@ static struct func *func_new(const struct fc_kernel *k, struct module *m)
 	return f;
 }
 
+/* Module variables live in a heap of their own at a fixed address, filled
+ * in load order, so the same loads in a new process give the same
+ * addresses (as a GPU's fresh address space does). Never reused. */
+#define GLOBALS_BASE 0x100000000000ull
+#define GLOBALS_SIZE (64ull << 20)
+
+static void *globals_take(size_t size)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char *heap;
+	static size_t used;
+	void *p = NULL;
+
+	pthread_mutex_lock(&lock);
+	if (!heap) {
+		heap = mmap((void *)GLOBALS_BASE, GLOBALS_SIZE, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+		if (heap == MAP_FAILED)
+			heap = NULL;
+	}
+	size = (size + 255) & ~(size_t)255;
+	if (heap && size <= GLOBALS_SIZE - used) {
+		p = heap + used;
+		used += size;
+	}
+	pthread_mutex_unlock(&lock);
+	return p;
+}
+
 static void *global_new(const struct fc_global *g, struct fc_ctx *ctx)
 {
-	void *p;
+	void *p = globals_take(g->size);
 
-	if (posix_memalign(&p, 256, g->size))
+	if (!p)
 		return NULL;
 	memcpy(p, g->init, g->size);
-	if (fc_range_add((uintptr_t)p, g->size, FC_MEM_GLOBAL, ctx, 1)) {
-		free(p);
+	if (fc_range_add((uintptr_t)p, g->size, FC_MEM_GLOBAL, ctx, 1))
 		return NULL;
-	}
 	return p;
 }
 

@@ -1,0 +1,43 @@
+/*
+ * cicada-criu.h: the inside of Cicada's CRIU plugin (cicada.so). plugin.c
+ * holds the hooks; pause.c talks to the application's control socket;
+ * request.c asks a gpu-server to checkpoint, restore or release a
+ * session; session_file.c keeps, in CRIU's image directory, what a
+ * restore needs to know about each process's session.
+ */
+#ifndef CICADA_CRIU_H
+#define CICADA_CRIU_H
+
+#include <stddef.h>
+#include "wire.h"
+
+#define TOKEN_HEX_MAX (2 * CICADA_TOKEN_MAX + 1)
+
+/* One process's GPU session, as the plugin knows it. */
+struct gpu_session {
+	int pid;
+	int ctl;                             /* connection to its control socket */
+	char ticket[CICADA_TICKET_LEN + 1];
+	char server[300];
+	char token_hex[TOKEN_HEX_MAX];
+};
+
+/* criu's own logger (exported by the criu binary). */
+void print_on_level(unsigned int level, const char *format, ...);
+#define plugin_error(fmt, ...) print_on_level(1, "cicada: " fmt "\n", ##__VA_ARGS__)
+#define plugin_info(fmt, ...) print_on_level(3, "cicada: " fmt "\n", ##__VA_ARGS__)
+
+/* pause.c */
+int session_pause(struct gpu_session *s, char *err);
+int session_send_resume(struct gpu_session *s, char *err);
+
+/* request.c */
+int server_request(const struct gpu_session *s, hello_op op, int dirfd, char *ticket_out, char *err);
+
+/* session_file.c */
+void snapshot_name(int pid, char *buf, size_t len);
+int session_file_write(int dirfd, const struct gpu_session *s, char *err);
+int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *err);
+int session_file_pid(const char *name);
+
+#endif

@@ -1,0 +1,21 @@
+# criu-plugin.mk: cicada.so, Cicada's CRIU plugin, alone in its own
+# directory ($(BUILD)/lib/criu) for criu's -L. It exports only the plugin
+# descriptor, so its code never binds to criu's same-named symbols.
+
+PLUGIN_SRCS := criu-plugin/plugin.c criu-plugin/pause.c criu-plugin/request.c criu-plugin/session_file.c
+PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/%.o)
+PLUGIN_SO   := $(BUILD)/lib/criu/cicada.so
+CRIU_INCLUDE ?= /usr/local/include
+
+$(BUILD)/criu-plugin/%.o: criu-plugin/%.c criu-plugin/cicada-criu.h wire/wire.h $(GEN)/cicada.h \
+		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -I$(CRIU_INCLUDE) $(SNAPSHOT_CFLAGS) -c $< -o $@
+
+$(PLUGIN_SO): $(PLUGIN_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB) criu-plugin/exports.map
+	@mkdir -p $(@D)
+	$(CC) -shared -pthread -o $@ $(PLUGIN_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB) \
+		-Wl,--version-script=criu-plugin/exports.map -Wl,-Bsymbolic \
+		-Wl,-rpath,'$$ORIGIN/../deps' -ltirpc $(SNAPSHOT_LDLIBS)
+
+all: $(PLUGIN_SO)

@@ -1,0 +1,87 @@
+/*
+ * pause.c: the plugin's side of the application's control socket
+ * ("\0cicada-ctl.<pid>", see interposer/control.c). A pause leaves the
+ * connection open: its end (our exit, or a crash of criu) resumes the
+ * application where it was, unless a RESUME came first.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "cicada-criu.h"
+
+static int read_line(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static int dial_control(int pid)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-ctl.%d", pid);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* 1: paused; 0: not a Cicada process (or one without a GPU session);
+ * -1: it is one, and it could not be paused. */
+int session_pause(struct gpu_session *s, char *err)
+{
+	char line[2 * TOKEN_HEX_MAX + 512];
+
+	s->ctl = dial_control(s->pid);
+	if (s->ctl < 0)
+		return 0;
+	if (send(s->ctl, "PAUSE\n", 6, MSG_NOSIGNAL) != 6 || read_line(s->ctl, line, sizeof(line))) {
+		snprintf(err, WIRE_ERRLEN, "process %d did not answer the pause request", s->pid);
+		goto fail;
+	}
+	if (!strcmp(line, "IDLE")) {
+		close(s->ctl);
+		s->ctl = -1;
+		return 0;
+	}
+	if (sscanf(line, "PAUSED %32s %299s %512s", s->ticket, s->server, s->token_hex) != 3) {
+		snprintf(err, WIRE_ERRLEN, "process %d: %s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
+		goto fail;
+	}
+	return 1;
+fail:
+	close(s->ctl);
+	s->ctl = -1;
+	return -1;
+}
+
+/* Tells the (restored) process where its session lives now. Its threads
+ * are still stopped: the line waits in the socket until they run. */
+int session_send_resume(struct gpu_session *s, char *err)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "RESUME %s %s\n", s->ticket, s->server);
+
+	if (send(s->ctl, line, (size_t)n, MSG_NOSIGNAL) != n) {
+		snprintf(err, WIRE_ERRLEN, "cannot tell process %d to resume: %s", s->pid, strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,317 @@
+/*
+ * plugin.c: Cicada's CRIU plugin (cicada.so, loaded with -L). It moves the
+ * GPU state of Cicada clients through a checkpoint:
+ *
+ *   dump     PAUSE_DEVICES       pause the process's session (its worker
+ *                                finishes the device's work and detaches)
+ *            CHECKPOINT_DEVICES  the worker writes the snapshot into
+ *                                CRIU's image directory
+ *            DUMP_UNIX_SK        the control connection is ours to redo
+ *            exit                resume (failure or --leave-running), or
+ *                                end the paused session (the process dies)
+ *   restore  init                every snapshot is restored into a new
+ *                                worker before any process is created
+ *            RESTORE_UNIX_SK     a new control connection, to us
+ *            RESUME_DEVICES_LATE tell the process where its session is now
+ *            exit                on failure, end the restored sessions
+ *
+ * Restores go to CICADA_RESTORE_SERVER if set (another node, say), else to
+ * the server the process used; CICADA_TOKEN_FILE gives its token.
+ */
+#include <criu/criu-plugin.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "cicada-criu.h"
+
+#define MAX_SESSIONS 256
+#define RESUME_WAIT_MS 10000
+
+static struct {
+	int off;                             /* pre-dump: nothing to do */
+	int leave_running;
+	struct gpu_session s[MAX_SESSIONS];
+	int n;
+	int listen_fd;                       /* restore: control connections */
+	int main_pid;
+} plugin = { .listen_fd = -1 };
+
+static struct gpu_session *find(int pid)
+{
+	for (int i = 0; i < plugin.n; i++)
+		if (plugin.s[i].pid == pid)
+			return &plugin.s[i];
+	return NULL;
+}
+
+static void fail_line(const char *err)
+{
+	plugin_error("%s", err);
+	fprintf(stderr, "cicada: %s\n", err);
+}
+
+/* --leave-running is criu's option; its state is internal, its command line is not. */
+static int leaving_running(void)
+{
+	char buf[8192];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+		const char *a = buf + i;
+		if (!strcmp(a, "--leave-running") || (a[0] == '-' && a[1] != '-' && strchr(a, 'R') &&
+						      strspn(a + 1, "vR") == strlen(a + 1)))
+			return 1;
+	}
+	return 0;
+}
+
+static void token_override(struct gpu_session *s)
+{
+	const char *path = getenv("CICADA_TOKEN_FILE");
+	char token[CICADA_TOKEN_MAX];
+	size_t n = 0;
+	FILE *f = path ? fopen(path, "r") : NULL;
+
+	if (!f)
+		return;
+	n = fread(token, 1, sizeof(token), f);
+	fclose(f);
+	while (n && (token[n - 1] == '\n' || token[n - 1] == ' ' || token[n - 1] == '\r'))
+		n--;
+	for (size_t i = 0; i < n; i++)
+		sprintf(s->token_hex + 2 * i, "%02x", (unsigned char)token[i]);
+	if (!n)
+		snprintf(s->token_hex, sizeof(s->token_hex), "-");
+}
+
+static void release_all(void)
+{
+	char err[WIRE_ERRLEN];
+
+	for (int i = 0; i < plugin.n; i++)
+		if (plugin.s[i].ticket[0] && server_request(&plugin.s[i], OP_RELEASE, -1, NULL, err))
+			plugin_error("ending session of process %d: %s", plugin.s[i].pid, err);
+}
+
+static int listen_for_children(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int n;
+
+	plugin.main_pid = getpid();
+	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-criu.%d", plugin.main_pid);
+	plugin.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (plugin.listen_fd < 0 ||
+	    bind(plugin.listen_fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
+	    listen(plugin.listen_fd, MAX_SESSIONS)) {
+		fail_line("cannot create the plugin's control socket");
+		return -1;
+	}
+	return 0;
+}
+
+/* Restores every snapshot in the image directory, or none. */
+static int restore_all(void)
+{
+	int dirfd = criu_get_image_dir(), scan = dup(dirfd);
+	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+	const char *target = getenv("CICADA_RESTORE_SERVER");
+	char err[WIRE_ERRLEN];
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return -1;
+	while (!rc && (e = readdir(d)) && plugin.n < MAX_SESSIONS) {
+		struct gpu_session *s = &plugin.s[plugin.n];
+		if (session_file_pid(e->d_name) < 0)
+			continue;
+		if (session_file_read(dirfd, e->d_name, s, err)) {
+			rc = -1;
+			break;
+		}
+		if (target)
+			snprintf(s->server, sizeof(s->server), "%s", target);
+		token_override(s);
+		plugin_info("restoring the GPU state of process %d on %s", s->pid, s->server);
+		s->ticket[0] = 0;
+		if ((rc = server_request(s, OP_RESTORE, dirfd, s->ticket, err)))
+			break;
+		plugin.n++;
+	}
+	closedir(d);
+	if (rc) {
+		fail_line(err);
+		release_all();
+	}
+	return rc;
+}
+
+static int cicada_init(int stage)
+{
+	log_init("cicada-criu");
+	if (stage == CR_PLUGIN_STAGE__PRE_DUMP) {
+		plugin.off = 1;
+		return 0;
+	}
+	if (stage == CR_PLUGIN_STAGE__DUMP) {
+		plugin.leave_running = leaving_running();
+		return 0;
+	}
+	return listen_for_children() || restore_all() ? -1 : 0;
+}
+
+static void cicada_exit(int stage, int ret)
+{
+	char err[WIRE_ERRLEN];
+
+	for (int i = 0; i < plugin.n; i++) {
+		struct gpu_session *s = &plugin.s[i];
+		if (stage == CR_PLUGIN_STAGE__DUMP && ret == 0 && !plugin.leave_running &&
+		    server_request(s, OP_RELEASE, -1, NULL, err))
+			plugin_error("ending session of process %d: %s", s->pid, err);
+		if (stage == CR_PLUGIN_STAGE__RESTORE && ret != 0 &&
+		    server_request(s, OP_RELEASE, -1, NULL, err))
+			plugin_error("ending session of process %d: %s", s->pid, err);
+		if (s->ctl >= 0)
+			close(s->ctl);       /* a paused process resumes where it was */
+		s->ctl = -1;
+	}
+	if (plugin.listen_fd >= 0)
+		close(plugin.listen_fd);
+	plugin.n = 0;
+}
+
+static int cicada_pause_devices(int pid)
+{
+	struct gpu_session *s = &plugin.s[plugin.n];
+	char err[WIRE_ERRLEN];
+	int rc;
+
+	if (plugin.off || find(pid))
+		return 0;
+	if (plugin.n == MAX_SESSIONS) {
+		fail_line("too many GPU processes in one dump");
+		return -1;
+	}
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	rc = session_pause(s, err);
+	if (rc < 0) {
+		fail_line(err);
+		return -1;
+	}
+	if (rc > 0) {
+		plugin_info("process %d paused (session on %s)", pid, s->server);
+		plugin.n++;
+	}
+	return 0;
+}
+
+static int cicada_checkpoint_devices(int pid)
+{
+	struct gpu_session *s = find(pid);
+	int dirfd = criu_get_image_dir();
+	char err[WIRE_ERRLEN];
+
+	if (plugin.off || !s)
+		return 0;
+	if (server_request(s, OP_CHECKPOINT, dirfd, NULL, err) || session_file_write(dirfd, s, err)) {
+		fail_line(err);
+		return -1;
+	}
+	plugin_info("GPU state of process %d written", pid);
+	return 0;
+}
+
+/* Only our control connections: their local name is the process's
+ * control socket. */
+static int cicada_dump_unix_sk(int fd, int id)
+{
+	struct sockaddr_un sa;
+	socklen_t len = sizeof(sa);
+
+	if (getsockname(fd, (struct sockaddr *)&sa, &len) || len <= offsetof(struct sockaddr_un, sun_path) + 1 ||
+	    sa.sun_path[0] || strncmp(sa.sun_path + 1, "cicada-ctl.", 11))
+		return -ENOTSUP;
+	return 0;
+}
+
+/* Runs in the process being restored: a new connection to criu, which
+ * learns from the first line whose it is. */
+static int cicada_restore_unix_sk(int id)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-criu.%d", plugin.main_pid);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	char line[32];
+	int len = snprintf(line, sizeof(line), "%d\n", (int)getpid());
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
+	    write(fd, line, (size_t)len) != len) {
+		close(fd);
+		return -ECONNREFUSED;
+	}
+	return fd;
+}
+
+/* Accepts restored processes' connections until pid's arrives. */
+static int connection_of(int pid)
+{
+	struct pollfd p = { .fd = plugin.listen_fd, .events = POLLIN };
+	struct gpu_session *s = find(pid);
+
+	while (s && s->ctl < 0 && poll(&p, 1, RESUME_WAIT_MS) == 1) {
+		char line[32];
+		int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC), n = 0;
+		struct gpu_session *owner;
+
+		while (fd >= 0 && n < (int)sizeof(line) - 1 && read(fd, line + n, 1) == 1 && line[n] != '\n')
+			n++;
+		line[n] = 0;
+		owner = fd >= 0 ? find(atoi(line)) : NULL;
+		if (owner && owner->ctl < 0)
+			owner->ctl = fd;
+		else if (fd >= 0)
+			close(fd);
+	}
+	return s ? s->ctl : -1;
+}
+
+static int cicada_resume_devices_late(int pid)
+{
+	struct gpu_session *s = find(pid);
+	char err[WIRE_ERRLEN];
+
+	if (!s)
+		return 0;
+	if (connection_of(pid) < 0) {
+		fail_line("a restored process never connected to the plugin");
+		return -1;
+	}
+	if (session_send_resume(s, err)) {
+		fail_line(err);
+		return -1;
+	}
+	plugin_info("process %d resumes on %s", pid, s->server);
+	return 0;
+}
+
+CR_PLUGIN_REGISTER("cicada", cicada_init, cicada_exit)
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__PAUSE_DEVICES, cicada_pause_devices)
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__CHECKPOINT_DEVICES, cicada_checkpoint_devices)
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__DUMP_UNIX_SK, cicada_dump_unix_sk)
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__RESTORE_UNIX_SK, cicada_restore_unix_sk)
+CR_PLUGIN_REGISTER_HOOK(CR_PLUGIN_HOOK__RESUME_DEVICES_LATE, cicada_resume_devices_late)

@@ -1,0 +1,80 @@
+/*
+ * request.c: asks a gpu-server, on behalf of a process, to checkpoint its
+ * paused session, to restore a snapshot into a new worker, or to end a
+ * session. A local server (unix socket) gets CRIU's image directory as an
+ * open descriptor and reads or writes the snapshot itself; a remote one
+ * (TCP) sends or receives the snapshot over the connection.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "cicada-criu.h"
+#include "snapshot.h"
+
+static size_t token_from_hex(const char *hex, char *out, size_t len)
+{
+	size_t n = 0;
+	unsigned v;
+
+	if (!strcmp(hex, "-"))
+		return 0;
+	while (n < len && hex[2 * n] && sscanf(hex + 2 * n, "%2x", &v) == 1)
+		out[n++] = (char)v;
+	return n;
+}
+
+static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd, int stream,
+		    char *ticket_out, char *err)
+{
+	char token[CICADA_TOKEN_MAX], name[64], host[64] = "criu";
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)s->pid, .host = host,
+			 .op = op, .ticket = (char *)s->ticket, .snapshot = name, .stream = (unsigned)stream };
+	hello_res r;
+	struct wire_stream st;
+	struct wire_buf buf = { 0 };
+	int rc = -1;
+
+	memset(&r, 0, sizeof(r));
+	snapshot_name(s->pid, name, sizeof(name));
+	h.token.token_val = token;
+	h.token.token_len = (unsigned)token_from_hex(s->token_hex, token, sizeof(token));
+	wire_stream_init(&st, fd);
+	if (wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf) ||
+	    (op != OP_RELEASE && !stream && wire_send_fd(fd, dirfd))) {
+		snprintf(err, WIRE_ERRLEN, "cannot send the request to %s", s->server);
+		goto out;
+	}
+	if (op == OP_RESTORE && stream && snap_send_dir(dirfd, name, fd, err))
+		goto out;
+	if (wire_recv_record(&st, &buf, 65536) || wire_decode_reply(&buf, 1, (xdrproc_t)xdr_hello_res, &r, err)) {
+		snprintf(err, WIRE_ERRLEN, "gpu-server at %s closed the connection", s->server);
+		goto out;
+	}
+	if (r.err) {
+		snprintf(err, WIRE_ERRLEN, "gpu-server at %s: %s", s->server, r.message);
+		goto out;
+	}
+	if (op == OP_CHECKPOINT && stream && snap_recv_dir(fd, dirfd, name, err))
+		goto out;
+	if (ticket_out)
+		snprintf(ticket_out, CICADA_TICKET_LEN + 1, "%s", r.ticket);
+	rc = 0;
+out:
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	wire_buf_free(&buf);
+	return rc;
+}
+
+int server_request(const struct gpu_session *s, hello_op op, int dirfd, char *ticket_out, char *err)
+{
+	struct wire_addr addr;
+	int fd, rc;
+
+	if (wire_parse_addr(s->server, &addr, err))
+		return -1;
+	if ((fd = wire_dial(&addr, err)) < 0)
+		return -1;
+	rc = exchange(fd, s, op, dirfd, addr.kind == WIRE_TCP, ticket_out, err);
+	close(fd);
+	return rc;
+}

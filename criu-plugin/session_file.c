@@ -1,0 +1,80 @@
+/*
+ * session_file.c: one small text file per process in CRIU's image
+ * directory, cicada-session-<pid>.txt, holding the server, ticket and
+ * token of its GPU session at checkpoint time; its snapshot lives next to
+ * it as cicada-gpu-<pid>/. A restore reads these to know what to restore.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cicada-criu.h"
+
+#define FILE_PREFIX "cicada-session-"
+#define FILE_SUFFIX ".txt"
+
+void snapshot_name(int pid, char *buf, size_t len)
+{
+	snprintf(buf, len, "cicada-gpu-%d", pid);
+}
+
+int session_file_write(int dirfd, const struct gpu_session *s, char *err)
+{
+	char name[64], tmp[80];
+	FILE *f;
+	int fd;
+
+	snprintf(name, sizeof(name), FILE_PREFIX "%d" FILE_SUFFIX, s->pid);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", tmp);
+		return -1;
+	}
+	fprintf(f, "server %s\nticket %s\ntoken %s\n", s->server, s->ticket, s->token_hex);
+	if (fclose(f) || renameat(dirfd, tmp, dirfd, name)) {
+		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* The pid a session file names, or -1 if name is not one. */
+int session_file_pid(const char *name)
+{
+	size_t pl = strlen(FILE_PREFIX), n = strlen(name);
+	char *end;
+	long pid;
+
+	if (strncmp(name, FILE_PREFIX, pl) || n < pl + 5 || strcmp(name + n - 4, FILE_SUFFIX))
+		return -1;
+	pid = strtol(name + pl, &end, 10);
+	return end == name + n - 4 && pid > 0 && pid < (1 << 22) ? (int)pid : -1;
+}
+
+int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *err)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	int got;
+
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, WIRE_ERRLEN, "cannot read %s", name);
+		return -1;
+	}
+	memset(s, 0, sizeof(*s));
+	s->ctl = -1;
+	s->pid = session_file_pid(name);
+	got = fscanf(f, "server %299s ticket %32s token %512s", s->server, s->ticket, s->token_hex);
+	fclose(f);
+	if (got != 3) {
+		snprintf(err, WIRE_ERRLEN, "%s is malformed", name);
+		return -1;
+	}
+	return 0;
+}

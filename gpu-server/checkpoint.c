@@ -1,0 +1,275 @@
+/*
+ * checkpoint.c: writes a paused session's GPU state as a snapshot: the
+ * replay log, the device allocations and chunks of the arena, the module
+ * globals the client looked up, the module images, and the device memory
+ * (snapshot-format/ compresses and checksums it, in parallel).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "gpu-server.h"
+#include "snapshot.h"
+
+/* Finishes all device work of every context the client has. */
+int worker_quiesce(struct worker *w, char *err)
+{
+	CUcontext ctx;
+	CUresult rc;
+
+	for (unsigned i = 0; i < w->nhandles; i++) {
+		if (w->handles[i].kind != H_CTX)
+			continue;
+		ctx = w->handles[i].real;
+		if ((rc = cuCtxPushCurrent(ctx)))
+			goto fail;
+		rc = cuCtxSynchronize();
+		cuCtxPopCurrent(&ctx);
+		if (rc && w->pending == CUDA_SUCCESS)
+			w->pending = rc;             /* reported to the client later */
+	}
+	return 0;
+fail:
+	snprintf(err, WIRE_ERRLEN, "cannot synchronise a context (error %d)", (int)rc);
+	return -1;
+}
+
+/* --- device memory moves for snapshot-format --- */
+
+static void *mem_alloc_host(void *ctx, size_t size)
+{
+	struct worker *w = ctx;
+	void *p = NULL;
+
+	cuCtxSetCurrent(w->base_ctx);
+	return cuMemAllocHost(&p, size) ? NULL : p;
+}
+
+static void mem_free_host(void *ctx, void *buf, size_t size)
+{
+	cuMemFreeHost(buf);
+}
+
+static int mem_read(void *ctx, uint64_t va, void *buf, size_t size)
+{
+	struct worker *w = ctx;
+
+	cuCtxSetCurrent(w->base_ctx);
+	return cuMemcpyDtoH(buf, (CUdeviceptr)va, size) ? -1 : 0;
+}
+
+static int mem_write(void *ctx, uint64_t va, const void *buf, size_t size)
+{
+	struct worker *w = ctx;
+
+	cuCtxSetCurrent(w->base_ctx);
+	return cuMemcpyHtoD((CUdeviceptr)va, buf, size) ? -1 : 0;
+}
+
+void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops)
+{
+	*ops = (struct snap_memory_ops){ w, mem_alloc_host, mem_free_host, mem_read, mem_write };
+}
+
+/* --- the manifest --- */
+
+struct building {
+	struct worker *w;
+	Cicada__Manifest *m;
+	struct snap_writer *wr;
+	char *err;
+};
+
+static int add_image(struct building *b, const struct replay_entry *e)
+{
+	module_load_args a;
+	void *image;
+	size_t size;
+	XDR x;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	xdrmem_create(&x, (char *)e->args, (unsigned)e->len, XDR_DECODE);
+	rc = xdr_module_load_args(&x, &a) ? 0 : -1;
+	xdr_destroy(&x);
+	if (!rc && modcache_lookup(b->w->cache_dir, &a.hash, &image, &size) &&
+	    worker_image_find(b->w, &a.hash, &image, &size)) {
+		snprintf(b->err, SNAP_ERRLEN, "module image %016llx%016llx is in no cache",
+			 (unsigned long long)a.hash.hi, (unsigned long long)a.hash.lo);
+		rc = -1;
+	} else if (!rc) {
+		rc = snap_write_image(b->wr, a.hash.lo, a.hash.hi, image, size, b->err);
+		free(image);
+	}
+	xdr_free((xdrproc_t)xdr_module_load_args, (char *)&a);
+	return rc;
+}
+
+static int add_record(void *ctx, const struct replay_entry *e)
+{
+	struct building *b = ctx;
+	Cicada__Record *r = calloc(1, sizeof(*r));
+	const struct proc_desc *d = worker_proc(e->proc);
+
+	if (!r)
+		return -1;
+	cicada__record__init(r);
+	b->m->records[b->m->n_records++] = r;
+	r->seq = e->seq;
+	r->proc = e->proc;
+	r->has_handle = r->has_parent = r->has_ctx = r->has_args = 1;
+	r->handle = e->handle;
+	r->parent = e->parent;
+	r->ctx = e->ctx;
+	r->args.data = (uint8_t *)e->args;
+	r->args.len = e->len;
+	r->name = (char *)(d ? d->name : "?");
+	return e->proc == P_module_load ? add_image(b, e) : 0;
+}
+
+static void gpu_info(Cicada__Gpu *g, char *name, size_t len, CUuuid *uuid)
+{
+	CUdevice dev = 0;
+	size_t total = 0;
+
+	cicada__gpu__init(g);
+	cuDeviceGetName(name, (int)len, dev);
+	cuDeviceGetUuid(uuid, dev);
+	cuDriverGetVersion(&g->driver_version);
+	cuDeviceTotalMem(&total, dev);
+	cuDeviceGetAttribute(&g->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+	cuDeviceGetAttribute(&g->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+	g->name = name;
+	g->uuid.data = (uint8_t *)uuid->bytes;
+	g->uuid.len = sizeof(uuid->bytes);
+	g->total_memory = total;
+	g->has_uuid = g->has_driver_version = g->has_total_memory = 1;
+	g->has_cc_major = g->has_cc_minor = 1;
+}
+
+/* Arena allocations and chunks, module globals, and the memory ranges
+ * whose bytes the snapshot keeps (chunks, then globals). */
+static int add_memory(struct building *b, struct snap_range *ranges, Cicada__Allocation *allocs,
+		      Cicada__Chunk *chunks, Cicada__Global *globals, size_t nglobals)
+{
+	struct worker *w = b->w;
+	Cicada__Manifest *m = b->m;
+	uint64_t *va = calloc(nglobals + 1, 3 * sizeof(uint64_t));
+	size_t n = 0;
+
+	if (!va)
+		return -1;
+	for (unsigned i = 0; i < m->n_allocations; i++) {
+		cicada__allocation__init(&allocs[i]);
+		devmem_get(w, 0, i, &allocs[i].va, &allocs[i].size);
+		m->allocations[i] = &allocs[i];
+	}
+	for (unsigned i = 0; i < m->n_chunks; i++, n++) {
+		cicada__chunk__init(&chunks[i]);
+		devmem_get(w, 1, i, &chunks[i].va, &chunks[i].size);
+		m->chunks[i] = &chunks[i];
+		ranges[n] = (struct snap_range){ chunks[i].va, chunks[i].size };
+	}
+	replay_globals(w, va, va + nglobals, va + 2 * nglobals, (unsigned)nglobals);
+	for (size_t i = 0; i < nglobals; i++, n++) {
+		cicada__global__init(&globals[i]);
+		globals[i].va = va[i];
+		globals[i].size = va[nglobals + i];
+		globals[i].parent = va[2 * nglobals + i];
+		m->globals[i] = &globals[i];
+		ranges[n] = (struct snap_range){ va[i], va[nglobals + i] };
+	}
+	free(va);
+	return 0;
+}
+
+struct manifest_parts {
+	Cicada__Manifest m;
+	Cicada__Gpu gpu;
+	char gpu_name[256];
+	CUuuid uuid;
+	Cicada__Allocation *allocs;
+	Cicada__Chunk *chunks;
+	Cicada__Global *globals;
+	struct snap_range *ranges;
+};
+
+static void parts_free(struct manifest_parts *p)
+{
+	for (size_t i = 0; p->m.records && i < p->m.n_records; i++)
+		free(p->m.records[i]);
+	free(p->m.records);
+	free(p->m.allocations);
+	free(p->m.chunks);
+	free(p->m.globals);
+	free(p->allocs);
+	free(p->chunks);
+	free(p->globals);
+	free(p->ranges);
+}
+
+static int parts_alloc(struct worker *w, struct manifest_parts *p, size_t nglobals)
+{
+	size_t nrec = replay_count(w), na = devmem_count(w, 0), nc = devmem_count(w, 1);
+
+	p->m.records = calloc(nrec + 1, sizeof(*p->m.records));
+	p->m.allocations = calloc(na + 1, sizeof(*p->m.allocations));
+	p->m.chunks = calloc(nc + 1, sizeof(*p->m.chunks));
+	p->m.globals = calloc(nglobals + 1, sizeof(*p->m.globals));
+	p->allocs = calloc(na + 1, sizeof(*p->allocs));
+	p->chunks = calloc(nc + 1, sizeof(*p->chunks));
+	p->globals = calloc(nglobals + 1, sizeof(*p->globals));
+	p->ranges = calloc(nc + nglobals + 1, sizeof(*p->ranges));
+	p->m.n_allocations = na;
+	p->m.n_chunks = nc;
+	p->m.n_globals = nglobals;
+	return p->m.records && p->m.allocations && p->m.chunks && p->m.globals && p->allocs &&
+	       p->chunks && p->globals && p->ranges ? 0 : -1;
+}
+
+int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
+{
+	struct manifest_parts p;
+	struct building b = { w, &p.m, NULL, err };
+	struct snap_memory_ops ops;
+	size_t nglobals = replay_globals(w, NULL, NULL, NULL, 0);
+	struct timespec t0, t1;
+	int rc = -1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	memset(&p, 0, sizeof(p));
+	cicada__manifest__init(&p.m);
+	if (w->replay_broken) {
+		snprintf(err, SNAP_ERRLEN, "the replay log is incomplete (the worker ran out of memory)");
+		return -1;
+	}
+	if (worker_quiesce(w, err))
+		return -1;
+	if (parts_alloc(w, &p, nglobals)) {
+		snprintf(err, SNAP_ERRLEN, "out of memory");
+		goto out;
+	}
+	gpu_info(&p.gpu, p.gpu_name, sizeof(p.gpu_name), &p.uuid);
+	p.m.gpu = &p.gpu;
+	devmem_arena(w, &p.m.arena_va, &p.m.arena_size);
+	p.m.current_ctx = w->current_ctx;
+	p.m.has_arena_va = p.m.has_arena_size = p.m.has_current_ctx = 1;
+	worker_memory_ops(w, &ops);
+	if (!(b.wr = snap_writer_begin(dirfd, name, err)))
+		goto out;
+	if (replay_each(w, add_record, &b) || add_memory(&b, p.ranges, p.allocs, p.chunks, p.globals, nglobals) ||
+	    snap_write_memory(b.wr, p.ranges, p.m.n_chunks + nglobals, &ops, err)) {
+		if (!err[0])
+			snprintf(err, SNAP_ERRLEN, "out of memory");
+		snap_writer_abort(b.wr);
+		goto out;
+	}
+	rc = snap_writer_commit(b.wr, &p.m, err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!rc)
+		log_info("checkpoint %s: %zu records, %zu allocations, %.3f s", name, p.m.n_records,
+			 p.m.n_allocations, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+out:
+	cuCtxSetCurrent(w->base_ctx);
+	parts_free(&p);
+	return rc;
+}

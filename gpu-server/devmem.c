@@ -1,0 +1,434 @@
+/*
+ * devmem.c: the client's device memory. Every allocation lives in one
+ * virtual address arena that the worker reserves at a fixed device address
+ * and backs with physical memory through the VMM API (cuMemCreate,
+ * cuMemMap). A restoring worker reserves the same arena and maps the same
+ * chunks, so every allocation comes back at its old address and pointers
+ * stored anywhere stay valid.
+ *
+ * A chunk is one physical allocation. Requests of half a granule or more
+ * get a chunk of their own; smaller ones share granule-sized chunks,
+ * carved in 256-byte units (the driver's own alignment).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "gpu-server.h"
+
+#define UNIT 256u
+#define ARENA_BASE 0x200000000000ull         /* 32 TiB: clear of host mappings */
+#define ARENA_SIZE (1ull << 40)
+
+struct chunk {
+	uint64_t va, size;
+	CUmemGenericAllocationHandle handle;
+	uint64_t *units;                     /* shared chunks: bitmap of used units */
+	unsigned used;                       /* allocations in the chunk */
+};
+
+struct alloc {
+	uint64_t va, size;
+};
+
+struct devmem {
+	uint64_t base, size, gran;
+	CUdevice dev;
+	struct chunk *chunks;                /* sorted by va */
+	unsigned nchunks, cap_chunks;
+	struct alloc *allocs;                /* sorted by va */
+	unsigned nallocs, cap_allocs;
+};
+
+static int grow(void **arr, unsigned *cap, unsigned n, size_t elem)
+{
+	unsigned c = *cap ? *cap * 2 : 64;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	if (!(p = realloc(*arr, (size_t)c * elem)))
+		return -1;
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+static CUmemAllocationProp chunk_prop(CUdevice dev)
+{
+	CUmemAllocationProp p = { 0 };
+
+	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.location.id = dev;
+	return p;
+}
+
+/* Reserves the arena at base (0: the default address). */
+CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size)
+{
+	struct devmem *m = w->devmem;
+	CUmemAllocationProp prop;
+	CUdeviceptr got;
+	CUresult err;
+
+	if (!m && !(m = w->devmem = calloc(1, sizeof(*m))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (m->base) {
+		if (m->base == base && m->size == size)
+			return CUDA_SUCCESS;
+		if (m->nchunks)
+			return CUDA_ERROR_INVALID_VALUE;
+		cuMemAddressFree(m->base, m->size);
+		m->base = 0;
+	}
+	if ((err = cuCtxGetDevice(&m->dev)))
+		return err;
+	prop = chunk_prop(m->dev);
+	if ((err = cuMemGetAllocationGranularity(&m->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
+		return err;
+	base = base ? base : ARENA_BASE;
+	size = size ? size : ARENA_SIZE;
+	if ((err = cuMemAddressReserve(&got, size, m->gran, base, 0)))
+		return err;
+	if (got != base) {
+		cuMemAddressFree(got, size);
+		log_error("device address range 0x%llx is taken on this GPU",
+			  (unsigned long long)base);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	m->base = base;
+	m->size = size;
+	return CUDA_SUCCESS;
+}
+
+void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size)
+{
+	*base = w->devmem ? w->devmem->base : 0;
+	*size = w->devmem ? w->devmem->size : 0;
+}
+
+/* Creates and maps physical memory at va. */
+static CUresult chunk_map(struct devmem *m, struct chunk *c)
+{
+	CUmemAllocationProp prop = chunk_prop(m->dev);
+	CUmemAccessDesc access = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUresult err = cuMemCreate(&c->handle, c->size, &prop, 0);
+
+	if (err)
+		return err;
+	if ((err = cuMemMap(c->va, c->size, 0, c->handle, 0))) {
+		cuMemRelease(c->handle);
+		return err;
+	}
+	if ((err = cuMemSetAccess(c->va, c->size, &access, 1))) {
+		cuMemUnmap(c->va, c->size);
+		cuMemRelease(c->handle);
+	}
+	return err;
+}
+
+/* Lowest free arena address for size bytes, or 0. */
+static uint64_t find_gap(struct devmem *m, uint64_t size, unsigned *at)
+{
+	uint64_t va = m->base;
+	unsigned i;
+
+	for (i = 0; i < m->nchunks && m->chunks[i].va - va < size; i++)
+		va = m->chunks[i].va + m->chunks[i].size;
+	*at = i;
+	return va + size <= m->base + m->size ? va : 0;
+}
+
+static unsigned chunk_index(struct devmem *m, uint64_t va)
+{
+	unsigned lo = 0, hi = m->nchunks;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (m->chunks[mid].va <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;                           /* first chunk above va */
+}
+
+/* Adds a mapped chunk at va (a fresh one, or one being restored). */
+static CUresult chunk_add(struct devmem *m, uint64_t va, uint64_t size, int shared, struct chunk **out)
+{
+	struct chunk c = { .va = va, .size = size };
+	unsigned at = chunk_index(m, va);
+	CUresult err;
+
+	if (grow((void **)&m->chunks, &m->cap_chunks, m->nchunks, sizeof(c)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (shared && !(c.units = calloc(size / UNIT / 64, sizeof(uint64_t))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = chunk_map(m, &c))) {
+		free(c.units);
+		return err;
+	}
+	memmove(&m->chunks[at + 1], &m->chunks[at], (m->nchunks - at) * sizeof(c));
+	m->chunks[at] = c;
+	m->nchunks++;
+	*out = &m->chunks[at];
+	return CUDA_SUCCESS;
+}
+
+static void chunk_remove(struct devmem *m, unsigned i)
+{
+	struct chunk *c = &m->chunks[i];
+
+	cuMemUnmap(c->va, c->size);
+	cuMemRelease(c->handle);
+	free(c->units);
+	memmove(c, c + 1, (m->nchunks - i - 1) * sizeof(*c));
+	m->nchunks--;
+}
+
+static struct chunk *chunk_of(struct devmem *m, uint64_t va)
+{
+	unsigned i = chunk_index(m, va);
+
+	if (i == 0 || va - m->chunks[i - 1].va >= m->chunks[i - 1].size)
+		return NULL;
+	return &m->chunks[i - 1];
+}
+
+/* Finds n free units in a shared chunk; returns the first or -1. */
+static long units_find(const struct chunk *c, unsigned n)
+{
+	unsigned total = (unsigned)(c->size / UNIT), run = 0;
+
+	for (unsigned u = 0; u < total; u++) {
+		run = (c->units[u / 64] >> (u % 64)) & 1 ? 0 : run + 1;
+		if (run == n)
+			return (long)(u + 1 - n);
+	}
+	return -1;
+}
+
+static void units_mark(struct chunk *c, uint64_t va, uint64_t size, int used)
+{
+	unsigned first = (unsigned)((va - c->va) / UNIT), n = (unsigned)((size + UNIT - 1) / UNIT);
+
+	for (unsigned u = first; u < first + n; u++)
+		if (used)
+			c->units[u / 64] |= 1ull << (u % 64);
+		else
+			c->units[u / 64] &= ~(1ull << (u % 64));
+	c->used += used ? 1 : -1;
+}
+
+static CUresult alloc_small(struct devmem *m, uint64_t size, uint64_t *va)
+{
+	unsigned n = (unsigned)((size + UNIT - 1) / UNIT), at;
+	struct chunk *c = NULL;
+	long u = -1;
+	CUresult err;
+
+	for (unsigned i = 0; i < m->nchunks && u < 0; i++)
+		if (m->chunks[i].units && (u = units_find(&m->chunks[i], n)) >= 0)
+			c = &m->chunks[i];
+	if (u < 0) {
+		uint64_t base = find_gap(m, m->gran, &at);
+		if (!base)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		if ((err = chunk_add(m, base, m->gran, 1, &c)))
+			return err;
+		u = 0;
+	}
+	*va = c->va + (uint64_t)u * UNIT;
+	units_mark(c, *va, size, 1);
+	return CUDA_SUCCESS;
+}
+
+static CUresult alloc_large(struct devmem *m, uint64_t size, uint64_t *va)
+{
+	uint64_t rounded = (size + m->gran - 1) / m->gran * m->gran;
+	struct chunk *c;
+	unsigned at;
+	CUresult err;
+
+	if (!(*va = find_gap(m, rounded, &at)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = chunk_add(m, *va, rounded, 0, &c)))
+		return err;
+	c->used = 1;
+	return CUDA_SUCCESS;
+}
+
+static unsigned alloc_index(struct devmem *m, uint64_t va)
+{
+	unsigned lo = 0, hi = m->nallocs;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (m->allocs[mid].va <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static CUresult alloc_note(struct devmem *m, uint64_t va, uint64_t size)
+{
+	unsigned at = alloc_index(m, va);
+
+	if (grow((void **)&m->allocs, &m->cap_allocs, m->nallocs, sizeof(*m->allocs)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memmove(&m->allocs[at + 1], &m->allocs[at], (m->nallocs - at) * sizeof(*m->allocs));
+	m->allocs[at] = (struct alloc){ va, size };
+	m->nallocs++;
+	return CUDA_SUCCESS;
+}
+
+CUresult devmem_alloc(struct worker *w, uint64_t size, uint64_t *va)
+{
+	struct devmem *m = w->devmem;
+	CUresult err;
+
+	if (!size)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!m || !m->base)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	err = size < m->gran / 2 ? alloc_small(m, size, va) : alloc_large(m, size, va);
+	if (!err && (err = alloc_note(m, *va, size)))
+		devmem_free(w, *va);
+	return err;
+}
+
+/* Finds the allocation holding va: its index, or -1. */
+static long alloc_find(struct devmem *m, uint64_t va)
+{
+	unsigned i = alloc_index(m, va);
+
+	if (i == 0 || va - m->allocs[i - 1].va >= m->allocs[i - 1].size)
+		return -1;
+	return (long)i - 1;
+}
+
+CUresult devmem_free(struct worker *w, uint64_t va)
+{
+	struct devmem *m = w->devmem;
+	long i = m ? alloc_find(m, va) : -1;
+	struct chunk *c;
+
+	if (i < 0 || m->allocs[i].va != va)
+		return CUDA_ERROR_INVALID_VALUE;
+	c = chunk_of(m, va);
+	if (c->units)
+		units_mark(c, va, m->allocs[i].size, 0);
+	else
+		c->used = 0;
+	if (!c->used)
+		chunk_remove(m, (unsigned)(c - m->chunks));
+	memmove(&m->allocs[i], &m->allocs[i + 1], (m->nallocs - i - 1) * sizeof(*m->allocs));
+	m->nallocs--;
+	return CUDA_SUCCESS;
+}
+
+CUresult devmem_range(struct worker *w, uint64_t va, uint64_t *base, uint64_t *size)
+{
+	long i = w->devmem ? alloc_find(w->devmem, va) : -1;
+
+	if (i < 0)
+		return CUDA_ERROR_NOT_FOUND;
+	*base = w->devmem->allocs[i].va;
+	*size = w->devmem->allocs[i].size;
+	return CUDA_SUCCESS;
+}
+
+/* --- snapshot support --- */
+
+unsigned devmem_count(const struct worker *w, int chunks)
+{
+	const struct devmem *m = w->devmem;
+
+	return !m ? 0 : chunks ? m->nchunks : m->nallocs;
+}
+
+/* The i-th chunk (chunks) or allocation: address and size. */
+void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, uint64_t *size)
+{
+	const struct devmem *m = w->devmem;
+
+	*va = chunks ? m->chunks[i].va : m->allocs[i].va;
+	*size = chunks ? m->chunks[i].size : m->allocs[i].size;
+}
+
+/* Maps a chunk of a snapshot at its old address. */
+CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size)
+{
+	struct devmem *m = w->devmem;
+	struct chunk *c;
+	unsigned at;
+
+	if (!m || va < m->base || size > m->size || va - m->base > m->size - size ||
+	    size % m->gran || chunk_of(m, va) || chunk_of(m, va + size - 1))
+		return CUDA_ERROR_INVALID_VALUE;
+	at = chunk_index(m, va);
+	if (at < m->nchunks && m->chunks[at].va < va + size)
+		return CUDA_ERROR_INVALID_VALUE;
+	return chunk_add(m, va, size, size == m->gran, &c);
+}
+
+/* Re-enters an allocation of a snapshot into its (restored) chunk. A
+ * granule-sized chunk holds either one allocation or small ones. */
+CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size)
+{
+	struct devmem *m = w->devmem;
+	struct chunk *c = m ? chunk_of(m, va) : NULL;
+
+	if (!c || !size || size > c->size - (va - c->va) || alloc_find(m, va) >= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (size >= m->gran / 2) {
+		free(c->units);
+		c->units = NULL;
+		c->used = 1;
+	} else if (c->units) {
+		units_mark(c, va, size, 1);
+	}
+	return alloc_note(m, va, size);
+}
+
+/* --- the driver calls calls.tbl routes here --- */
+
+CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize)
+{
+	uint64_t va;
+	CUresult err = devmem_alloc(w, bytesize, &va);
+
+	if (!err)
+		*dptr = (CUdeviceptr)va;
+	return err;
+}
+
+CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr)
+{
+	return devmem_free(w, dptr);
+}
+
+/* Rows aligned like the driver's own (512 bytes on current GPUs). */
+CUresult wrap_cuMemAllocPitch_v2(struct worker *w, CUdeviceptr *dptr, size_t *pitch, size_t width,
+				 size_t height, unsigned int elem)
+{
+	size_t p = (width + 511) / 512 * 512;
+
+	if (!width || !height || (elem != 4 && elem != 8 && elem != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	*pitch = p;
+	return wrap_cuMemAlloc_v2(w, dptr, p * height);
+}
+
+/* Arena allocations answer for themselves; module globals ask the driver. */
+CUresult wrap_cuMemGetAddressRange_v2(struct worker *w, CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	uint64_t base, size;
+
+	if (devmem_range(w, dptr, &base, &size))
+		return cuMemGetAddressRange(pbase, psize, dptr);
+	*pbase = (CUdeviceptr)base;
+	*psize = (size_t)size;
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,174 @@
+/*
+ * replay.c: the worker's replay log. Calls marked 'record' in calls.tbl
+ * are kept, with their XDR arguments, while what they created or changed
+ * lives: destroying a handle drops its records, and those of the handles
+ * made from it (a module's functions), so the log stays compact. A
+ * restoring worker replays the log in order; each call that created a
+ * handle binds the same handle id again, so the client's handles stay
+ * valid. Module globals the client looked up are tracked here too: their
+ * memory is part of a snapshot.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "gpu-server.h"
+
+struct record {
+	struct record *next;
+	uint64_t seq, handle, parent, ctx;
+	unsigned proc;
+	size_t len;
+	char args[];
+};
+
+struct global {
+	uint64_t parent, va, size;
+};
+
+struct replay_log {
+	struct record *head, **tail;
+	uint64_t seq;
+	struct global *globals;
+	unsigned nglobals, cap_globals;
+};
+
+static struct replay_log *log_of(struct worker *w)
+{
+	if (!w->replay && (w->replay = calloc(1, sizeof(*w->replay))))
+		w->replay->tail = &w->replay->head;
+	return w->replay;
+}
+
+/* Encodes args with xargs into a new record. */
+static struct record *record_new(xdrproc_t xargs, void *args)
+{
+	struct record *r;
+	XDR x;
+	unsigned len;
+
+	len = (unsigned)xdr_sizeof(xargs, args);
+	if (!(r = calloc(1, sizeof(*r) + len)))
+		return NULL;
+	xdrmem_create(&x, r->args, len, XDR_ENCODE);
+	if (!xargs(&x, args)) {
+		xdr_destroy(&x);
+		free(r);
+		return NULL;
+	}
+	r->len = xdr_getpos(&x);
+	xdr_destroy(&x);
+	return r;
+}
+
+/* Keeps a successful call. The parent is the handle it derives from (its
+ * first handle argument), else the context it was made in. */
+void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64_t parent)
+{
+	struct replay_log *l = log_of(w);
+	struct record *r;
+
+	if ((d->flags & PROC_CREATES) && !w->created)
+		return;                      /* an existing handle came back */
+	if (!l || !(r = record_new(d->xargs, args))) {
+		log_error("cannot record %s: out of memory; checkpoints will fail", d->name);
+		w->replay_broken = 1;
+		return;
+	}
+	r->seq = ++l->seq;
+	r->proc = d->proc;
+	r->handle = (d->flags & PROC_CREATES) ? w->created : 0;
+	r->ctx = w->current_ctx;
+	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
+	*l->tail = r;
+	l->tail = &r->next;
+}
+
+void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size)
+{
+	struct replay_log *l = log_of(w);
+	struct global *g;
+
+	if (!l)
+		return;
+	for (unsigned i = 0; i < l->nglobals; i++)
+		if (l->globals[i].va == va)
+			return;
+	if (l->nglobals == l->cap_globals) {
+		unsigned cap = l->cap_globals ? 2 * l->cap_globals : 32;
+		if (!(g = realloc(l->globals, cap * sizeof(*g))))
+			return;
+		l->globals = g;
+		l->cap_globals = cap;
+	}
+	l->globals[l->nglobals++] = (struct global){ parent, va, size };
+}
+
+/* Forgets everything made from handle id, recursively. */
+void replay_drop(struct worker *w, uint64_t id)
+{
+	struct replay_log *l = w->replay;
+	struct record **p, *r;
+	uint64_t child;
+
+	if (!l || !id)
+		return;
+	for (unsigned i = 0; i < l->nglobals;)
+		if (l->globals[i].parent == id)
+			l->globals[i] = l->globals[--l->nglobals];
+		else
+			i++;
+	for (p = &l->head; (r = *p);) {
+		if (r->handle != id && r->parent != id) {
+			p = &r->next;
+			continue;
+		}
+		*p = r->next;
+		child = r->handle != id ? r->handle : 0;
+		free(r);
+		if (child) {
+			handle_forget(w, child);
+			replay_drop(w, child);
+			p = &l->head;                /* the list changed under us */
+		}
+	}
+	l->tail = &l->head;
+	for (r = l->head; r; r = r->next)
+		l->tail = &r->next;
+	if (w->current_ctx == id)
+		w->current_ctx = 0;
+}
+
+/* --- snapshot support: the live log and globals --- */
+
+unsigned replay_count(const struct worker *w)
+{
+	unsigned n = 0;
+
+	for (const struct record *r = w->replay ? w->replay->head : NULL; r; r = r->next)
+		n++;
+	return n;
+}
+
+/* Calls fn for each live record, oldest first. */
+int replay_each(const struct worker *w, replay_fn fn, void *ctx)
+{
+	for (const struct record *r = w->replay ? w->replay->head : NULL; r; r = r->next) {
+		struct replay_entry e = { r->seq, r->proc, r->handle, r->parent, r->ctx, r->args, r->len };
+		if (fn(ctx, &e))
+			return -1;
+	}
+	return 0;
+}
+
+unsigned replay_globals(const struct worker *w, uint64_t *va, uint64_t *size, uint64_t *parent,
+			unsigned max)
+{
+	const struct replay_log *l = w->replay;
+	unsigned n = l ? l->nglobals : 0;
+
+	for (unsigned i = 0; i < n && i < max; i++) {
+		va[i] = l->globals[i].va;
+		size[i] = l->globals[i].size;
+		parent[i] = l->globals[i].parent;
+	}
+	return n;
+}

@@ -1,0 +1,197 @@
+/*
+ * restore.c: rebuilds a session from a snapshot in a fresh worker. The
+ * arena is reserved at its old address and every chunk mapped where it
+ * was; the replay log runs in order, each call binding the handle id it
+ * had; the module globals must come back at their old addresses; then
+ * device memory is written back, every piece checked. Any failure leaves
+ * nothing usable behind: the worker reports one line and exits.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "gpu-server.h"
+#include "snapshot.h"
+
+struct image {
+	image_hash hash;
+	void *data;
+	size_t size;
+};
+
+struct image_table {
+	struct image *v;
+	size_t n;
+};
+
+/* Module images that came with a snapshot (the local cache may lack them). */
+int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size)
+{
+	struct image_table *t = w->images;
+
+	for (size_t i = 0; t && i < t->n; i++) {
+		if (t->v[i].hash.lo != hash->lo || t->v[i].hash.hi != hash->hi)
+			continue;
+		if (!(*data = malloc(t->v[i].size)))
+			return -1;
+		memcpy(*data, t->v[i].data, t->v[i].size);
+		*size = t->v[i].size;
+		return 0;
+	}
+	return -1;
+}
+
+static int load_images(struct worker *w, struct snap_reader *r, const Cicada__Manifest *m, char *err)
+{
+	struct image_table *t = calloc(1, sizeof(*t));
+
+	if (!t || !(t->v = calloc(m->n_images + 1, sizeof(*t->v)))) {
+		free(t);
+		snprintf(err, SNAP_ERRLEN, "out of memory");
+		return -1;
+	}
+	w->images = t;
+	for (size_t i = 0; i < m->n_images; i++, t->n++) {
+		struct image *im = &t->v[i];
+		im->hash.lo = m->images[i]->hash_lo;
+		im->hash.hi = m->images[i]->hash_hi;
+		if (snap_read_image(r, i, &im->data, &im->size, err))
+			return -1;
+	}
+	return 0;
+}
+
+static int check_room(const Cicada__Manifest *m, char *err)
+{
+	size_t free_b = 0, total = 0;
+	uint64_t need = 0;
+
+	for (size_t i = 0; i < m->n_chunks; i++)
+		need += m->chunks[i]->size;
+	if (cuMemGetInfo(&free_b, &total))
+		return 0;
+	if (need <= free_b)
+		return 0;
+	snprintf(err, SNAP_ERRLEN, "the snapshot needs %.2f GiB of device memory; this GPU has %.2f GiB free",
+		 need / 1073741824.0, free_b / 1073741824.0);
+	return -1;
+}
+
+static int map_memory(struct worker *w, const Cicada__Manifest *m, char *err)
+{
+	CUresult rc;
+
+	if ((rc = devmem_init(w, m->arena_va, m->arena_size))) {
+		snprintf(err, SNAP_ERRLEN, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
+			 (unsigned long long)m->arena_va, (unsigned long long)(m->arena_va + m->arena_size), rc);
+		return -1;
+	}
+	for (size_t i = 0; i < m->n_chunks; i++)
+		if ((rc = devmem_restore_chunk(w, m->chunks[i]->va, m->chunks[i]->size))) {
+			snprintf(err, SNAP_ERRLEN, "cannot map device memory at 0x%llx (%llu bytes): error %d",
+				 (unsigned long long)m->chunks[i]->va, (unsigned long long)m->chunks[i]->size, rc);
+			return -1;
+		}
+	for (size_t i = 0; i < m->n_allocations; i++)
+		if (devmem_restore_alloc(w, m->allocations[i]->va, m->allocations[i]->size)) {
+			snprintf(err, SNAP_ERRLEN, "allocation at 0x%llx does not fit the snapshot's chunks",
+				 (unsigned long long)m->allocations[i]->va);
+			return -1;
+		}
+	return 0;
+}
+
+/* Replays one record; the call it made must bind the recorded handle. */
+static int replay_one(struct worker *w, const Cicada__Record *rec, char *err)
+{
+	const struct proc_desc *d = worker_proc(rec->proc);
+	union { char c[ARGS_MAX]; uint64_t align; } args, res;
+	uint64_t out[CICADA_SCALARS_MAX];
+	CUcontext ctx;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+	XDR x;
+
+	if (!d || !(d->flags & PROC_RECORD) || d->args_size > ARGS_MAX)
+		goto fail;
+	if (rec->ctx && !handle_get(w, H_CTX, rec->ctx, (void **)&ctx) && cuCtxSetCurrent(ctx) == CUDA_SUCCESS)
+		w->current_ctx = rec->ctx;
+	memset(&args, 0, sizeof(args));
+	memset(&res, 0, sizeof(res));
+	xdrmem_create(&x, (char *)rec->args.data, (unsigned)rec->args.len, XDR_DECODE);
+	if (d->xargs(&x, &args)) {
+		w->replay_id = rec->handle;
+		rc = worker_execute(w, d, &args, &res, out);
+		if (!rc && w->replay_id)
+			rc = CUDA_ERROR_INVALID_HANDLE;
+		w->replay_id = 0;
+	}
+	xdr_destroy(&x);
+	xdr_free(d->xargs, (char *)&args);
+	if (!d->scalar && d->xres)
+		xdr_free(d->xres, (char *)&res);
+	if (!rc)
+		return 0;
+fail:
+	snprintf(err, SNAP_ERRLEN, "replaying call %llu (%s) failed with error %d",
+		 (unsigned long long)rec->seq, d ? d->name : "unknown procedure", (int)rc);
+	return -1;
+}
+
+/* Module globals must sit where the client's pointers say. */
+static int check_globals(struct worker *w, const Cicada__Manifest *m, char *err)
+{
+	size_t n = replay_globals(w, NULL, NULL, NULL, 0);
+	uint64_t *v = calloc(3 * n + 1, sizeof(uint64_t));
+
+	if (!v)
+		return -1;
+	replay_globals(w, v, v + n, v + 2 * n, (unsigned)n);
+	for (size_t i = 0; i < m->n_globals; i++) {
+		size_t j = 0;
+		while (j < n && (v[j] != m->globals[i]->va || v[n + j] != m->globals[i]->size))
+			j++;
+		if (j == n) {
+			snprintf(err, SNAP_ERRLEN, "module global at 0x%llx did not come back at its address",
+				 (unsigned long long)m->globals[i]->va);
+			free(v);
+			return -1;
+		}
+	}
+	free(v);
+	return 0;
+}
+
+static int restore_from(struct worker *w, struct snap_reader *r, char *err)
+{
+	const Cicada__Manifest *m = snap_reader_manifest(r);
+	struct snap_memory_ops ops;
+	CUcontext ctx;
+
+	if (check_room(m, err) || load_images(w, r, m, err) || map_memory(w, m, err))
+		return -1;
+	for (size_t i = 0; i < m->n_records; i++)
+		if (replay_one(w, m->records[i], err))
+			return -1;
+	if (check_globals(w, m, err))
+		return -1;
+	worker_memory_ops(w, &ops);
+	if (snap_read_memory(r, &ops, err))
+		return -1;
+	w->current_ctx = m->current_ctx;
+	if (m->current_ctx && !handle_get(w, H_CTX, m->current_ctx, (void **)&ctx))
+		cuCtxSetCurrent(ctx);
+	w->regions_lost = 1;
+	return 0;
+}
+
+int worker_restore(struct worker *w, int dirfd, const char *name, char *err)
+{
+	struct snap_reader *r = snap_reader_open(dirfd, name, err);
+	int rc;
+
+	if (!r)
+		return -1;
+	rc = restore_from(w, r, err);
+	snap_reader_close(r);
+	if (rc)
+		log_error("restore of %s failed: %s", name, err);
+	return rc;
+}

@@ -1,0 +1,169 @@
+/*
+ * control.c: the control socket through which Cicada's CRIU plugin pauses
+ * the process's GPU session before a checkpoint and resumes it after, on
+ * the same worker or on a restored one anywhere. It is the abstract unix
+ * socket "\0cicada-ctl.<pid>", served by one thread that sleeps in
+ * accept() and answers only root or the process's own user.
+ *
+ * Requests and answers are text lines:
+ *   PAUSE                   -> PAUSED <ticket> <server> <token-hex>
+ *                              | IDLE (no GPU session) | ERROR <reason>
+ *   RESUME <ticket> <server> -> RESUMED | ERROR <reason>
+ * While paused, the thread holds the client lock, so every CUDA call
+ * waits. The pause ends with RESUME or when the plugin's connection
+ * closes: that resumes the session where it was, so a checkpoint that
+ * fails or is killed costs the program nothing. After a restore, CRIU's
+ * plugin hands this thread a new connection in place of the old one
+ * (DUMP_UNIX_SK/RESTORE_UNIX_SK), and the RESUME names the new worker.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "interposer.h"
+
+#define LINE_MAX_LEN 1024
+
+static int read_line(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static void say(int fd, const char *line)
+{
+	send(fd, line, strlen(line), MSG_NOSIGNAL);
+}
+
+static void token_hex(char *out, size_t len)
+{
+	char token[CICADA_TOKEN_MAX];
+	size_t n = client_token(token, sizeof(token));
+
+	if (!n || 2 * n + 1 > len) {
+		snprintf(out, len, "-");
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", (unsigned char)token[i]);
+}
+
+/* Paused: waits for RESUME (or the end of the connection), then resumes. */
+static void paused(int fd, const char *ticket, const char *server)
+{
+	char line[LINE_MAX_LEN], t[128], s[600], err[WIRE_ERRLEN];
+	int got = read_line(fd, line, sizeof(line)) == 0 &&
+		  sscanf(line, "RESUME %127s %599s", t, s) == 2;
+
+	if (!got) {
+		snprintf(t, sizeof(t), "%s", ticket);
+		snprintf(s, sizeof(s), "%s", server);
+		log_info("checkpoint ended; resuming the GPU session at %s", s);
+	}
+	if (client_resume(s, t, err)) {
+		log_error("%s", err);
+		if (got)
+			say(fd, "ERROR cannot reattach\n");
+		return;
+	}
+	if (got)
+		say(fd, "RESUMED\n");
+}
+
+static void serve_one(int fd)
+{
+	char line[LINE_MAX_LEN], ticket[CICADA_TICKET_LEN + 8], server[300], err[WIRE_ERRLEN];
+	char out[2 * CICADA_TOKEN_MAX + 700], token[2 * CICADA_TOKEN_MAX + 2];
+	int rc;
+
+	if (read_line(fd, line, sizeof(line)) || strcmp(line, "PAUSE")) {
+		say(fd, "ERROR unknown request\n");
+		return;
+	}
+	client_lock();
+	rc = client_pause(ticket, sizeof(ticket), server, sizeof(server), err);
+	if (rc) {
+		snprintf(out, sizeof(out), rc > 0 ? "IDLE\n" : "ERROR %s\n", err);
+		say(fd, out);
+	} else {
+		token_hex(token, sizeof(token));
+		snprintf(out, sizeof(out), "PAUSED %s %s %s\n", ticket, server, token);
+		say(fd, out);
+		paused(fd, ticket, server);
+	}
+	client_unlock();
+}
+
+static int peer_allowed(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) &&
+	       (cred.uid == 0 || cred.uid == getuid());
+}
+
+static void *control_thread(void *arg)
+{
+	int lfd = (int)(intptr_t)arg;
+
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			log_warn("control socket: %s; checkpoints are off", strerror(errno));
+			return NULL;
+		}
+		if (peer_allowed(fd))
+			serve_one(fd);
+		close(fd);
+	}
+}
+
+void control_start(void)
+{
+	static int started;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	socklen_t len;
+	sigset_t all;
+	pthread_t t;
+	int fd;
+
+	if (started)
+		return;
+	started = 1;
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+			  snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-ctl.%d", (int)getpid()));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 4)) {
+		log_warn("no control socket (%s): this process cannot be checkpointed", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	/* The application's signals go to its own threads, never this one. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &all);
+	if (pthread_create(&t, NULL, control_thread, (void *)(intptr_t)fd))
+		close(fd);
+	else
+		pthread_detach(t);
+	pthread_sigmask(SIG_SETMASK, &all, NULL);
+}

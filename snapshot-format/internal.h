@@ -1,0 +1,84 @@
+/*
+ * internal.h: what the snapshot library's files share and nothing else
+ * sees: file names, limits, the writer and reader, and small helpers for
+ * errors, whole-file I/O, directories and the tuning knobs.
+ */
+#ifndef CICADA_SNAPSHOT_INTERNAL_H
+#define CICADA_SNAPSHOT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <sys/types.h>
+#include "snapshot.h"
+
+#define SNAP_MAGIC "CICADAGS"
+#define SNAP_HEADER_SIZE 32u
+#define SNAP_MANIFEST_NAME "manifest"
+#define SNAP_DATA_NAME "device-memory.img"
+#define SNAP_NAME_MAX 64                  /* longest file name in a snapshot */
+#define SNAP_PATH_MAX (SNAP_NAME_LEN + 40) /* a snapshot's (temporary) name */
+#define SNAP_MANIFEST_MAX (256u << 20)
+#define SNAP_IMAGE_MAX (1ull << 32)
+#define SNAP_MAX_IMAGES 65536u
+#define SNAP_MAX_ENTRIES (1u << 24)       /* records, allocations, ..., pieces */
+#define SNAP_MAX_THREADS 256              /* and so data files */
+
+struct snap_image {
+	Cicada__ModuleImage mi;
+	char file[SNAP_NAME_MAX];
+};
+
+/* A data file being written, by one thread at a time. */
+struct snap_data {
+	int fd;
+	uint64_t size;
+};
+
+struct snap_writer {
+	int dirfd;                        /* where the snapshot goes */
+	int fd;                           /* the temporary snapshot directory */
+	char name[SNAP_PATH_MAX];
+	char tmpname[SNAP_PATH_MAX];
+	struct snap_data data[SNAP_MAX_THREADS];   /* one per writing thread */
+	unsigned n_data;                  /* created so far */
+	struct snap_image *images;
+	size_t n_images;
+	Cicada__Piece *pieces;
+	size_t n_pieces;
+};
+
+struct snap_reader {
+	int fd;                           /* the snapshot directory */
+	int datafd[SNAP_MAX_THREADS];     /* one per data file */
+	unsigned n_data;                  /* opened so far */
+	Cicada__Manifest *m;
+};
+
+/* util.c */
+int snap_fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t snap_get_le(const uint8_t *p, int n);
+void snap_put_le(uint8_t *p, uint64_t v, int n);
+const char *snap_size_str(char *buf, size_t len, uint64_t n);
+int snap_write_all(int fd, const void *buf, size_t len);
+int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *len, char *err);
+int snap_write_file(int dirfd, const char *name, const void *buf, size_t len, char *err);
+int snap_rmtree(int dirfd, const char *name);
+const char *snap_dir_name(const char *name, char *err);
+int snap_make_tmpdir(int dirfd, const char *name, char *tmpname, char *err);
+int snap_install(int dirfd, const char *tmpname, const char *name, char *err);
+int snap_open_dir(int dirfd, const char *name, char *err);
+int snap_name_ok(const char *name);
+void snap_image_name(char *buf, uint64_t hash_lo, uint64_t hash_hi);
+void snap_data_name(char *buf, size_t k);
+int snap_threads(size_t jobs);
+int snap_zstd_level(void);
+
+/* manifest.c */
+int snap_manifest_check(const Cicada__Manifest *m, char *err);
+uint8_t *snap_manifest_pack(const Cicada__Manifest *m, size_t *len, char *err);
+
+/* memory.c: ops NULL only checks the pieces */
+int snap_pieces_read(struct snap_reader *r, const struct snap_memory_ops *ops, char *err);
+
+#endif

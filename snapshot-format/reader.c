@@ -1,0 +1,139 @@
+/*
+ * reader.c: opening a snapshot: the manifest is read, checked and
+ * validated, and the files it names are checked to exist with the sizes
+ * it gives; contents are read (and their checksums checked) on demand.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include "internal.h"
+
+/* Opens the data files, each at least as long as the manifest says. */
+static int open_data(struct snap_reader *r, char *err)
+{
+	const Cicada__Manifest *m = r->m;
+	char name[SNAP_NAME_MAX];
+	struct stat st;
+	int fd;
+
+	for (size_t k = 0; k < m->n_data_sizes; k++) {
+		snap_data_name(name, k);
+		fd = openat(r->fd, name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st)) {
+			snap_fail(err, "%s: %s", name, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		r->datafd[r->n_data++] = fd;
+		if ((uint64_t)st.st_size < m->data_sizes[k])
+			return snap_fail(err, "%s truncated (%lld of %llu bytes)", name,
+					 (long long)st.st_size, (unsigned long long)m->data_sizes[k]);
+	}
+	return 0;
+}
+
+static int stat_images(struct snap_reader *r, char *err)
+{
+	struct stat st;
+
+	for (size_t i = 0; i < r->m->n_images; i++) {
+		const Cicada__ModuleImage *im = r->m->images[i];
+
+		if (fstatat(r->fd, im->file, &st, AT_SYMLINK_NOFOLLOW))
+			return snap_fail(err, "%s: %s", im->file, strerror(errno));
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != im->size)
+			return snap_fail(err, "%s: %lld bytes, the manifest says %llu", im->file,
+					 (long long)st.st_size, (unsigned long long)im->size);
+	}
+	return 0;
+}
+
+static int load_manifest(struct snap_reader *r, const char *name, char *err)
+{
+	void *buf;
+	size_t len;
+
+	if (faccessat(r->fd, SNAP_MANIFEST_NAME, F_OK, 0) && errno == ENOENT)
+		return snap_fail(err, "no Cicada GPU snapshot here (no %s/ and no %s)",
+				 name, SNAP_MANIFEST_NAME);
+	if (snap_read_file(r->fd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err))
+		return -1;
+	r->m = snap_manifest_parse(buf, len, err);
+	free(buf);
+	return r->m ? 0 : -1;
+}
+
+struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err)
+{
+	struct snap_reader *r;
+
+	if (!(name = snap_dir_name(name, err)))
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		snap_fail(err, "out of memory for a snapshot reader");
+		return NULL;
+	}
+	r->fd = snap_open_dir(dirfd, name, err);
+	if (r->fd < 0 || load_manifest(r, name, err) || open_data(r, err) || stat_images(r, err)) {
+		snap_reader_close(r);
+		return NULL;
+	}
+	return r;
+}
+
+const Cicada__Manifest *snap_reader_manifest(const struct snap_reader *r)
+{
+	return r->m;
+}
+
+int snap_read_image(struct snap_reader *r, size_t index, void **data, size_t *size, char *err)
+{
+	const Cicada__ModuleImage *im;
+
+	if (index >= r->m->n_images)
+		return snap_fail(err, "no module image %zu (the snapshot has %zu)", index, r->m->n_images);
+	im = r->m->images[index];
+	if (snap_read_file(r->fd, im->file, im->size, data, size, err))
+		return -1;
+	if (*size == im->size && XXH3_64bits(*data, *size) == im->checksum)
+		return 0;
+	free(*data);
+	*data = NULL;
+	if (*size != im->size)
+		return snap_fail(err, "%s truncated (%zu of %llu bytes)", im->file, *size,
+				 (unsigned long long)im->size);
+	return snap_fail(err, "%s: checksum mismatch: corrupted", im->file);
+}
+
+int snap_verify(struct snap_reader *r, char *err)
+{
+	void *data;
+	size_t size;
+
+	if (snap_pieces_read(r, NULL, err))
+		return -1;
+	for (size_t i = 0; i < r->m->n_images; i++) {
+		if (snap_read_image(r, i, &data, &size, err))
+			return -1;
+		free(data);
+	}
+	return 0;
+}
+
+void snap_reader_close(struct snap_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		close(r->fd);
+	for (unsigned k = 0; k < r->n_data; k++)
+		close(r->datafd[k]);
+	snap_manifest_free(r->m);
+	free(r);
+}

@@ -1,0 +1,118 @@
+/*
+ * snapshot.h: the public interface of Cicada's GPU snapshot format.
+ *
+ * A snapshot is a directory inside CRIU's image directory, named by the
+ * caller (one per process, say cicada-gpu-<pid>; NULL means SNAP_DIR_NAME):
+ *   manifest           fixed header (magic, format version, length,
+ *                      checksum) followed by a protobuf-c Cicada__Manifest
+ *   device-memory.img  device memory as zstd-compressed pieces, each with
+ *                      its own XXH3-64 checksum (listed in the manifest);
+ *                      device-memory-<k>.img, one per further writing thread
+ *   module-<hash>.bin  module images, one per content hash
+ *
+ * Writers build everything in a temporary sibling directory and rename it
+ * into place only when complete, so a failed or killed checkpoint leaves
+ * the previous snapshot intact. Every function returns 0 (or a pointer)
+ * on success and -1 (or NULL) with a one-line reason in err on failure.
+ */
+#ifndef CICADA_SNAPSHOT_H
+#define CICADA_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "manifest.pb-c.h"
+
+#define SNAP_FORMAT_VERSION 1
+#define SNAP_DIR_NAME "cicada-gpu"        /* the default snapshot name */
+#define SNAP_NAME_LEN 200                 /* longest snapshot name */
+#define SNAP_ERRLEN 256
+#define SNAP_PIECE_SIZE (8u << 20)        /* device bytes per piece */
+#ifndef CICADA_VERSION
+#define CICADA_VERSION "0.1"
+#endif
+#define SNAP_PRODUCER "cicada " CICADA_VERSION   /* the manifest's producer */
+
+/* How the library moves device memory: supplied by the gpu-server's
+ * worker (or by tests). read and write are called from several threads
+ * at once, each with its own host buffer from alloc_host. */
+struct snap_memory_ops {
+	void *ctx;
+	void *(*alloc_host)(void *ctx, size_t size);
+	void (*free_host)(void *ctx, void *buf, size_t size);
+	int (*read)(void *ctx, uint64_t va, void *buf, size_t size);
+	int (*write)(void *ctx, uint64_t va, const void *buf, size_t size);
+};
+
+struct snap_range {
+	uint64_t va;
+	uint64_t size;
+};
+
+/* --- writing --- */
+struct snap_writer;
+
+/* Starts the snapshot name (NULL: SNAP_DIR_NAME; a plain file name of at
+ * most SNAP_NAME_LEN characters, not starting with '.') under dirfd
+ * (CRIU's image directory), in a temporary directory <name>.tmp.<pid>.<n>
+ * (a stale one of that name is removed). Device memory is moved by
+ * CICADA_SNAPSHOT_THREADS threads (default: online CPUs, at most 16) and
+ * compressed at zstd level CICADA_ZSTD_LEVEL (default 1). After a failed
+ * write the caller calls snap_writer_abort. */
+struct snap_writer *snap_writer_begin(int dirfd, const char *name, char *err);
+/* Stores a module image once per hash. */
+int snap_write_image(struct snap_writer *w, uint64_t hash_lo, uint64_t hash_hi,
+		     const void *data, size_t size, char *err);
+/* Stores the device memory of the given ranges, in parallel, as pieces
+ * of at most SNAP_PIECE_SIZE; ranges must not overlap (commit checks). */
+int snap_write_memory(struct snap_writer *w, const struct snap_range *ranges, size_t n,
+		      const struct snap_memory_ops *ops, char *err);
+/* Completes m (version, producer, time, images, pieces, data file), writes
+ * the manifest and renames the snapshot into place, replacing an older
+ * one atomically. Frees w either way, and validates m as a reader would
+ * before writing it (records must be in increasing seq order).
+ * Ownership: the caller builds m (CICADA__MANIFEST__INIT, its own gpu,
+ * records, allocations, chunks, globals) and frees what it put there. It leaves
+ * producer, images, pieces and data_file unset: commit points them at
+ * the library's memory only while writing and resets them to NULL/0
+ * before returning; format_version, created_unix_ns and data_size stay. */
+int snap_writer_commit(struct snap_writer *w, Cicada__Manifest *m, char *err);
+/* Discards an unfinished snapshot. */
+void snap_writer_abort(struct snap_writer *w);
+
+/* --- reading --- */
+struct snap_reader;
+
+/* Opens the snapshot name (NULL: SNAP_DIR_NAME) under dirfd or, if dirfd
+ * holds no such directory, dirfd itself as the snapshot. The manifest is
+ * read, its checksum and version checked, and its contents validated
+ * (sizes, offsets, names); the data file and images are checked to exist
+ * with the sizes it gives; nothing else is read yet. */
+struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err);
+const Cicada__Manifest *snap_reader_manifest(const struct snap_reader *r);
+/* Reads image index into a malloc'd buffer (the caller frees it), size
+ * and checksum verified. */
+int snap_read_image(struct snap_reader *r, size_t index, void **data, size_t *size, char *err);
+/* Writes every piece back to device memory, in parallel, each checksum
+ * verified before its bytes are written. */
+int snap_read_memory(struct snap_reader *r, const struct snap_memory_ops *ops, char *err);
+/* Checks every piece's and image's checksum without touching a device. */
+int snap_verify(struct snap_reader *r, char *err);
+void snap_reader_close(struct snap_reader *r);
+
+/* Parses and validates a manifest file's bytes (header included); free
+ * the result with snap_manifest_free. Safe on any input. */
+Cicada__Manifest *snap_manifest_parse(const void *buf, size_t len, char *err);
+void snap_manifest_free(Cicada__Manifest *m);
+
+/* --- moving a snapshot over a connection (remote gpu-servers) --- */
+/* Sends the snapshot name under dirfd (found as by snap_reader_open) over
+ * fd, each file framed and the whole stream checksummed; the receiver
+ * writes it as name under its dirfd with the same temporary-then-rename
+ * rule, after the end marker and the received manifest check out. */
+int snap_send_dir(int dirfd, const char *name, int fd, char *err);
+int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
+/* Removes the snapshot name under dirfd (for temporary copies); a missing
+ * one is not an error. */
+int snap_remove_dir(int dirfd, const char *name, char *err);
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * util.c: the snapshot library's small helpers: one-line errors, whole
+ * reads and writes, the temporary-directory-then-rename rule, the strict
+ * set of file names, and the thread and compression knobs.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+#include "internal.h"
+
+int snap_fail(char *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, SNAP_ERRLEN, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+uint64_t snap_get_le(const uint8_t *p, int n)
+{
+	uint64_t v = 0;
+
+	while (n--)
+		v = v << 8 | p[n];
+	return v;
+}
+
+void snap_put_le(uint8_t *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+/* "8 MiB", "1.5 GiB", "123 bytes". */
+const char *snap_size_str(char *buf, size_t len, uint64_t n)
+{
+	static const char *units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	int u = 0;
+
+	while (u < 5 && n >> (10 * (u + 1)))
+		u++;
+	if (n % (1ull << (10 * u)) == 0)
+		snprintf(buf, len, "%llu %s", (unsigned long long)(n >> (10 * u)), units[u]);
+	else
+		snprintf(buf, len, "%.1f %s", (double)n / (double)(1ull << (10 * u)), units[u]);
+	return buf;
+}
+
+int snap_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+/* Reads up to len bytes at off; fewer only at end of file. */
+ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		got += n;
+	}
+	return (ssize_t)got;
+}
+
+int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *len, char *err)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	ssize_t n = -1;
+
+	*buf = NULL;
+	if (fd < 0)
+		return snap_fail(err, "%s: %s", name, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+		close(fd);
+		return snap_fail(err, "%s: not a regular file of at most %zu bytes", name, max);
+	}
+	*buf = malloc(st.st_size ? st.st_size : 1);
+	if (*buf)
+		n = snap_pread_full(fd, *buf, st.st_size, 0);
+	close(fd);
+	if (n == st.st_size) {
+		*len = n;
+		return 0;
+	}
+	free(*buf);
+	*buf = NULL;
+	return snap_fail(err, "%s: %s", name, n < 0 ? strerror(errno) : "changed while read");
+}
+
+int snap_write_file(int dirfd, const char *name, const void *buf, size_t len, char *err)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0 || snap_write_all(fd, buf, len)) {
+		snap_fail(err, "writing %s: %s", name, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Removes name under dirfd and everything below it; never follows links. */
+int snap_rmtree(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0)
+		return unlinkat(dirfd, name, 0);
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -1;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    unlinkat(fd, e->d_name, 0) && errno == EISDIR)
+			snap_rmtree(fd, e->d_name);
+	closedir(d);
+	return unlinkat(dirfd, name, AT_REMOVEDIR);
+}
+
+/* The snapshot's directory name: name, or SNAP_DIR_NAME for NULL; NULL
+ * if name is not a plain file name. */
+const char *snap_dir_name(const char *name, char *err)
+{
+	if (!name)
+		return SNAP_DIR_NAME;
+	if (name[0] && name[0] != '.' && !strchr(name, '/') && strlen(name) <= SNAP_NAME_LEN)
+		return name;
+	snap_fail(err, "'%.40s' is not a valid snapshot name", name);
+	return NULL;
+}
+
+/* Creates <name>.tmp.<pid>.<n> under dirfd (replacing a stale one), puts
+ * its name in tmpname (SNAP_PATH_MAX) and returns a descriptor for it. */
+int snap_make_tmpdir(int dirfd, const char *name, char *tmpname, char *err)
+{
+	static atomic_uint counter;
+	int fd;
+
+	snprintf(tmpname, SNAP_PATH_MAX, "%s.tmp.%d.%u", name, (int)getpid(),
+		 atomic_fetch_add(&counter, 1));
+	snap_rmtree(dirfd, tmpname);
+	if (mkdirat(dirfd, tmpname, 0700))
+		return snap_fail(err, "creating %s: %s", tmpname, strerror(errno));
+	fd = openat(dirfd, tmpname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		snap_fail(err, "opening %s: %s", tmpname, strerror(errno));
+		unlinkat(dirfd, tmpname, AT_REMOVEDIR);
+	}
+	return fd;
+}
+
+/* Renames tmpname to name, atomically replacing an older snapshot; file
+ * systems without renameat2 flags get a short window with no snapshot
+ * (never a partial one). */
+int snap_install(int dirfd, const char *tmpname, const char *name, char *err)
+{
+	char old[SNAP_PATH_MAX];
+
+	if (!renameat2(dirfd, tmpname, dirfd, name, RENAME_NOREPLACE))
+		return 0;
+	if (errno == EEXIST && !renameat2(dirfd, tmpname, dirfd, name, RENAME_EXCHANGE)) {
+		snap_rmtree(dirfd, tmpname);
+		return 0;
+	}
+	if (errno != EINVAL)
+		return snap_fail(err, "renaming %s into place: %s", tmpname, strerror(errno));
+	snprintf(old, sizeof(old), "%s.old.%d", name, (int)getpid());
+	if (renameat(dirfd, name, dirfd, old) && errno != ENOENT)
+		return snap_fail(err, "moving the old snapshot aside: %s", strerror(errno));
+	if (renameat(dirfd, tmpname, dirfd, name))
+		return snap_fail(err, "renaming %s into place: %s", tmpname, strerror(errno));
+	snap_rmtree(dirfd, old);
+	return 0;
+}
+
+/* The snapshot directory: name under dirfd, else dirfd itself. */
+int snap_open_dir(int dirfd, const char *name, char *err)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 && errno == ENOENT)
+		fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		snap_fail(err, "opening the snapshot directory: %s", strerror(errno));
+	return fd;
+}
+
+void snap_image_name(char *buf, uint64_t hash_lo, uint64_t hash_hi)
+{
+	snprintf(buf, SNAP_NAME_MAX, "module-%016llx%016llx.bin",
+		 (unsigned long long)hash_hi, (unsigned long long)hash_lo);
+}
+
+/* Data file k: device-memory.img, then device-memory-<k>.img. */
+void snap_data_name(char *buf, size_t k)
+{
+	if (k)
+		snprintf(buf, SNAP_NAME_MAX, "device-memory-%zu.img", k);
+	else
+		snprintf(buf, SNAP_NAME_MAX, "%s", SNAP_DATA_NAME);
+}
+
+/* manifest, a data file name or module-<32 lower-case hex>.bin. */
+int snap_name_ok(const char *name)
+{
+	char data[SNAP_NAME_MAX];
+	unsigned k;
+	size_t i;
+
+	if (!strcmp(name, SNAP_MANIFEST_NAME) || !strcmp(name, SNAP_DATA_NAME))
+		return 1;
+	if (sscanf(name, "device-memory-%3u.img", &k) == 1 && k && k < SNAP_MAX_THREADS) {
+		snap_data_name(data, k);
+		return !strcmp(name, data);
+	}
+	if (strlen(name) != 43 || strncmp(name, "module-", 7) || strcmp(name + 39, ".bin"))
+		return 0;
+	for (i = 7; i < 39; i++)
+		if (!strchr("0123456789abcdef", name[i]))
+			return 0;
+	return 1;
+}
+
+static long env_long(const char *name, long lo, long hi, long dflt)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return dflt;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	return *end || errno || v < lo || v > hi ? dflt : v;
+}
+
+/* CICADA_SNAPSHOT_THREADS, else online CPUs up to 16; never more than jobs. */
+int snap_threads(size_t jobs)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long n = env_long("CICADA_SNAPSHOT_THREADS", 1, SNAP_MAX_THREADS,
+			  cpus < 1 ? 1 : cpus > 16 ? 16 : cpus);
+
+	return (size_t)n > jobs ? (int)(jobs ? jobs : 1) : (int)n;
+}
+
+int snap_zstd_level(void)
+{
+	return (int)env_long("CICADA_ZSTD_LEVEL", ZSTD_minCLevel(), ZSTD_maxCLevel(), 1);
+}

@@ -1,0 +1,230 @@
+# cr-tests.sh: checkpoint/restart tests with the real CRIU and Cicada's
+# plugin, sourced by tests/run-tests.sh (which defines ok/bad/check,
+# start_server, cicada_env, $T, $B, $PROGS, $PORT and $DRIVER_ENV).
+#
+# The test program, cr_pattern, keeps device memory with a known pattern,
+# a linked list built on the GPU and a module global, and prints a
+# checksum after every step. A run that is checkpointed and restored must
+# print exactly what an uninterrupted run prints.
+
+CRIU=${CRIU:-$(command -v criu || echo /usr/local/sbin/criu)}
+[ -x "$B/bin/criu" ] && CRIU=$B/bin/criu
+PLUGIN_DIR=$B/lib/criu
+CR_MIB=${CICADA_CR_MIB:-64}
+CR_STEPS=10
+CR_STEP_MS=150
+CR_ARGS="$CICADA_KERNELS $CR_MIB $CR_STEPS $CR_STEP_MS"
+CR_N=0
+
+# wait_for LINE FILE SECONDS: waits until FILE has a line matching LINE.
+wait_for() {
+	for _ in $(seq $(($3 * 20))); do
+		grep -q "$1" "$2" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# cr_launch TRANSPORT SERVER: starts cr_pattern through Cicada as its own
+# session leader, output in $T/cr.N.out; sets CR_PID and CR_OUT.
+cr_launch() {
+	CR_N=$((CR_N + 1))
+	CR_OUT=$T/cr.$CR_N.out
+	env $(cicada_env "$1" "$2") setsid "$PROGS/cr_pattern" $CR_ARGS </dev/null >"$CR_OUT" 2>"$CR_OUT.err" &
+	CR_PID=$!
+	disown $CR_PID
+	wait_for "^step 2 " "$CR_OUT" 60
+}
+
+# cr_dump DIR [criu options]: checkpoints $CR_PID into DIR.
+cr_dump() {
+	local dir=$1; shift
+	mkdir -p "$dir"
+	"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 "$@" 2>>"$dir/criu.err"
+}
+
+# cr_restore DIR [env...]: restores DIR; criu stays in the background as
+# the restored process's parent (and reaper). Fails if criu does.
+cr_restore() {
+	local dir=$1; shift
+	${CRIU_NS:-} env "$@" "$CRIU" restore -D "$dir" -L "$PLUGIN_DIR" -o restore.log -v4 2>>"$dir/criu.err" &
+	local criu=$!
+	disown $criu
+	for _ in $(seq 1200); do
+		grep -q "Restore finished successfully" "$dir/restore.log" 2>/dev/null && return 0
+		kill -0 $criu 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# cr_finished: the (restored) program ran to its end; output matches.
+cr_finished() {
+	wait_for "^done" "$CR_OUT" 120 || return 1
+	for _ in $(seq 100); do kill -0 "$CR_PID" 2>/dev/null || break; sleep 0.05; done
+	cmp -s "$T/cr.native" "$CR_OUT"
+}
+
+cr_show_failure() {
+	diff "$T/cr.native" "$CR_OUT" | head -5
+	tail -3 "$CR_OUT.err"
+	for f in "$1"/criu.err; do [ -s "$f" ] && tail -5 "$f"; done
+	grep -h "Error\|cicada:" "$1"/dump.log "$1"/restore.log 2>/dev/null | tail -5
+}
+
+cr_case() {
+	local what=$1 dir=$2; shift 2
+	if "$@"; then ok "$what"; else bad "$what"; cr_show_failure "$dir"; fi
+}
+
+# Dump mid-run, restore: same output as a run never interrupted.
+cr_dump_restore() {
+	local tr=$1 dir=$T/ckpt.$1
+	cr_launch "$tr" main || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" || return 1
+	cr_finished
+}
+
+# The original server is killed between dump and restore; a new server
+# (new workers, new run directory) takes the snapshot.
+cr_server_killed() {
+	local dir=$T/ckpt.killed
+	start_server victim $((PORT + 2)) || return 1
+	cr_launch shm victim || return 1
+	cr_dump "$dir" || return 1
+	kill -9 "$PID_victim"
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-victim" 2>/dev/null
+	start_server heir $((PORT + 3)) || return 1
+	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/heir.sock" || return 1
+	cr_finished && grep -q "restored snapshot" "$T/heir.log"
+}
+
+# Another node: a network namespace with its own loopback and its own
+# gpu-server, reached over TCP; the snapshot travels over the connection.
+cr_other_node() {
+	local ns=cicada-node-$$ dir=$T/ckpt.node port=$((PORT + 4))
+	ip netns add "$ns" || return 1
+	ip -n "$ns" link set lo up
+	ip netns exec "$ns" env $DRIVER_ENV "$B/bin/gpu-server" --listen "unix:$T/node.sock" \
+		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-node" \
+		--workers 1 >>"$T/node.log" 2>&1 &
+	local node=$!
+	SERVERS="$SERVERS $node"
+	disown $node
+	wait_for_server $node "$T/node.sock" "$T/node.log" cr-tests || return 1
+	cr_launch tcp main || return 1
+	cr_dump "$dir" || return 1
+	CRIU_NS="ip netns exec $ns" cr_restore "$dir" CICADA_RESTORE_SERVER="tcp:127.0.0.1:$port" \
+		CICADA_TOKEN_FILE="$T/token" || return 1
+	cr_finished && grep -q "restored snapshot" "$T/node.log"
+}
+
+# --leave-running, twice (periodic checkpoints), then a final dump and a
+# restore of that; then the restored process is checkpointed and
+# restored again.
+cr_periodic() {
+	local dir=$T/ckpt.periodic
+	cr_launch shm main || return 1
+	cr_dump "$dir.1" --leave-running || return 1
+	cr_dump "$dir.2" --leave-running || return 1
+	wait_for "^step 5 " "$CR_OUT" 60 || return 1
+	cr_dump "$dir.3" || return 1
+	cr_restore "$dir.3" || return 1
+	wait_for "^step 7 " "$CR_OUT" 60 || return 1
+	cr_dump "$dir.4" || return 1
+	cr_restore "$dir.4" || return 1
+	cr_finished && "$B/bin/gpu-snapshot" verify "$dir.1" >/dev/null
+}
+
+# A dump that dies after the GPU state was written (criu killed by its own
+# action script): the program carries on; the snapshot stays whole.
+cr_killed_dump() {
+	local dir=$T/ckpt.killed-dump
+	printf '#!/bin/sh\n[ "$CRTOOLS_SCRIPT_ACTION" = post-dump ] && kill -9 $PPID\nexit 0\n' >"$T/kill-criu.sh"
+	chmod +x "$T/kill-criu.sh"
+	cr_launch shm main || return 1
+	(cr_dump "$dir" --action-script "$T/kill-criu.sh") 2>/dev/null
+	cr_finished && "$B/bin/gpu-snapshot" verify "$dir" >/dev/null
+}
+
+# Corruption and version mismatch: restore refuses with one clear line,
+# and no process is left behind.
+cr_refusals() {
+	local dir=$T/ckpt.refuse snap
+	cr_launch shm main || return 1
+	cr_dump "$dir" --leave-running || return 1
+	kill -9 "$CR_PID"
+	snap=$(ls -d "$dir"/cicada-gpu-*)
+	cp -a "$dir" "$dir.corrupt"
+	cp -a "$dir" "$dir.version"
+	local img=$dir.corrupt/$(basename "$snap")/device-memory.img
+	printf '\xff\xfe' | dd of="$img" bs=1 seek=$(($(stat -c %s "$img") / 2)) conv=notrunc 2>/dev/null
+	printf '\x09' | dd of="$dir.version/$(basename "$snap")/manifest" bs=1 seek=8 conv=notrunc 2>/dev/null
+	cr_restore "$dir.corrupt" && return 1
+	grep -q "^cicada: .*checksum" "$dir.corrupt/criu.err" || return 1
+	! kill -0 "$CR_PID" 2>/dev/null || return 1
+	cr_restore "$dir.version" && return 1
+	grep -q "^cicada: .*version 9 is not supported" "$dir.version/criu.err" || return 1
+	! kill -0 "$CR_PID" 2>/dev/null
+}
+
+# GPU only: a program holding GIB GiB of device memory with a known
+# pattern is checkpointed (images on tmpfs) and restored; the pattern must
+# be intact. Prints the times.
+cr_size() {
+	local gib=$1 dir=/dev/shm/cicada-cr-$$-$1 go=$T/go.$1 out=$T/hold.$1.out t0 t1 t2
+	rm -rf "$dir" "$go"
+	env $(cicada_env shm main) setsid "$PROGS/cr_hold" "$CICADA_KERNELS" $((gib * 1024)) "$go" \
+		</dev/null >"$out" 2>"$out.err" &
+	CR_PID=$!
+	disown $CR_PID
+	CR_OUT=$out
+	wait_for "^ready" "$out" 300 || return 1
+	t0=$(date +%s.%N)
+	cr_dump "$dir" || return 1
+	t1=$(date +%s.%N)
+	cr_restore "$dir" || return 1
+	t2=$(date +%s.%N)
+	echo "     $gib GiB: checkpoint $(awk "BEGIN { print $t1 - $t0 }") s, restore $(awk "BEGIN { print $t2 - $t1 }") s," \
+		"image $(du -sh "$dir" | cut -f1)"
+	touch "$go"
+	wait_for "^verified" "$out" 300
+	local rc=$?
+	rm -rf "$dir"
+	return $rc
+}
+
+run_cr_sizes() {
+	local free
+	for gib in ${CICADA_CR_GIB:-1 8 32}; do
+		free=$(df -k /dev/shm | awk 'NR == 2 { print int($4 / 1048576) }')
+		if [ "$free" -le "$gib" ]; then
+			bad "$gib GiB checkpoint: only $free GiB free on /dev/shm"
+			continue
+		fi
+		cr_case "$gib GiB of device memory checkpointed and restored intact" "/dev/shm/cicada-cr-$$-$gib" \
+			cr_size "$gib"
+	done
+}
+
+run_cr_tests() {
+	if ! "$CRIU" check >/dev/null 2>&1; then
+		bad "criu check fails here ($CRIU); checkpoint tests skipped"
+		return
+	fi
+	env $DRIVER_ENV timeout 120 "$PROGS/cr_pattern" $CR_ARGS >"$T/cr.native" 2>"$T/cr.native.err" ||
+		{ bad "cr_pattern natively"; tail -3 "$T/cr.native.err"; return; }
+	cr_case "checkpoint mid-run and restore (shared memory): output identical" "$T/ckpt.shm" cr_dump_restore shm
+	cr_case "checkpoint mid-run and restore (unix socket): output identical" "$T/ckpt.unix" cr_dump_restore unix
+	cr_case "checkpoint mid-run and restore (TCP): output identical" "$T/ckpt.tcp" cr_dump_restore tcp
+	cr_case "restore after the original server was killed" "$T/ckpt.killed" cr_server_killed
+	cr_case "restore on another node (network namespace, TCP)" "$T/ckpt.node" cr_other_node
+	cr_case "--leave-running twice, then dump, restore, and dump the restored process" \
+		"$T/ckpt.periodic.4" cr_periodic
+	cr_case "a dump killed part-way: the program goes on, the snapshot is whole" \
+		"$T/ckpt.killed-dump" cr_killed_dump
+	cr_case "corrupted and wrong-version snapshots are refused with one line" "$T/ckpt.refuse" cr_refusals
+	[ "$MODE" = gpu ] && run_cr_sizes
+	ip netns del "cicada-node-$$" 2>/dev/null
+}

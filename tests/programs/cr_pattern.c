@@ -1,0 +1,180 @@
+/*
+ * cr_pattern: the application that the checkpoint/restore tests dump and
+ * restore with CRIU while it runs.
+ *
+ *   cr_pattern KERNELS_DIR MIB STEPS [STEP_MS]
+ *
+ * Allocates MIB MiB of device memory as pieces of at most 512 MiB (two at
+ * least) plus three small allocations (4 KiB to 64 KiB), fills each piece
+ * half with a hash and half with a compressible pattern, and builds a
+ * linked list of device pointers in its own allocation. Then, for each
+ * step: updates every piece in place, counts the step in the __device__
+ * global g_steps, prints a checksum of all pieces and sleeps STEP_MS
+ * milliseconds (default 200): the window in which a test checkpoints it.
+ * Last it walks the list and reads g_steps back. The output holds no
+ * addresses and no timings, so a run that was dumped and restored at any
+ * point prints byte for byte what an undisturbed run prints.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "cr_common.h"
+
+#define MAX_PIECE	(512UL << 20)
+#define MAX_PIECES	1024
+#define LIST_NODES	100000u	/* 2^5 * 5^5: build_list makes one cycle */
+#define LIST_HOPS	1000000u
+
+/* Must match struct node of kernels_cr.cu. */
+struct node {
+	CUdeviceptr next;
+	unsigned value;
+	unsigned pad;
+};
+
+static const size_t small_sizes[] = { 4096, 10000, 65536 };
+#define NSMALL (int)(sizeof(small_sizes) / sizeof(small_sizes[0]))
+
+static struct cr_kernels k;
+static struct cr_piece pieces[MAX_PIECES + NSMALL];
+static int npieces, nbig;
+static CUdeviceptr list, sums;
+
+static void print_line(const char *fmt, unsigned long long v)
+{
+	printf(fmt, v);
+	fflush(stdout);
+}
+
+static void plan(unsigned long mib)
+{
+	nbig = cr_plan(pieces, MAX_PIECES, (size_t)mib << 20, MAX_PIECE, 2);
+	for (int i = 0; i < NSMALL; i++) {
+		pieces[nbig + i].bytes = small_sizes[i];
+		pieces[nbig + i].seed = 0x85ebca6bu * (unsigned)(nbig + i + 1);
+	}
+	npieces = nbig + NSMALL;
+}
+
+static unsigned long long words(const struct cr_piece *p)
+{
+	return p->bytes / sizeof(unsigned);
+}
+
+/* First half hash (incompressible), second half a repeating pattern. */
+static void fill_all(void)
+{
+	for (int i = 0; i < npieces; i++) {
+		unsigned long long n = words(&pieces[i]), half = n / 2;
+
+		cr_fill(&k, pieces[i].ptr, half, pieces[i].seed, 0);
+		cr_fill(&k, pieces[i].ptr + half * sizeof(unsigned), n - half,
+			pieces[i].seed | 1, 1);
+	}
+}
+
+static void build(void)
+{
+	unsigned n = LIST_NODES;
+	void *args[] = { &list, &n };
+
+	CHECK(cuMemAlloc(&list, (size_t)n * sizeof(struct node)));
+	CHECK(cuLaunchKernel(k.build, (n + BLOCK - 1) / BLOCK, 1, 1, BLOCK, 1, 1,
+			     0, NULL, args, NULL));
+}
+
+static void count_step(void)
+{
+	CHECK(cuLaunchKernel(k.count, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+}
+
+/* One checksum per piece, folded on the host in piece order (FNV-1a). */
+static unsigned long long checksum_all(void)
+{
+	unsigned long long *h = xmalloc(npieces * sizeof(*h));
+	unsigned long long fold = 0xcbf29ce484222325ULL;
+
+	CHECK(cuMemsetD8(sums, 0, npieces * sizeof(*h)));
+	for (int i = 0; i < npieces; i++)
+		cr_checksum(&k, pieces[i].ptr, words(&pieces[i]),
+			    sums + i * sizeof(*h));
+	CHECK(cuMemcpyDtoH(h, sums, npieces * sizeof(*h)));
+	for (int i = 0; i < npieces; i++)
+		fold = (fold ^ h[i]) * 0x100000001b3ULL;
+	free(h);
+	return fold;
+}
+
+static void run_step(unsigned step)
+{
+	for (int i = 0; i < npieces; i++)
+		cr_step(&k, pieces[i].ptr, words(&pieces[i]), step);
+	count_step();
+	CHECK(cuCtxSynchronize());
+	printf("step %u checksum 0x%016llx\n", step, checksum_all());
+	fflush(stdout);
+}
+
+static unsigned long long walk(void)
+{
+	unsigned hops = LIST_HOPS;
+	unsigned long long sum;
+	void *args[] = { &list, &hops, &sums };
+
+	CHECK(cuLaunchKernel(k.walk, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuMemcpyDtoH(&sum, sums, sizeof(sum)));
+	return sum;
+}
+
+static unsigned long long global_steps(void)
+{
+	unsigned long long v;
+	CUdeviceptr g;
+	size_t size;
+
+	CHECK(cuModuleGetGlobal(&g, &size, k.mod, "g_steps"));
+	if (size != sizeof(v))
+		fail("g_steps is %zu bytes, want %zu", size, sizeof(v));
+	CHECK(cuMemcpyDtoH(&v, g, sizeof(v)));
+	return v;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long mib, steps, step_ms = 200;
+
+	start("cr_pattern");
+	if (argc < 4 || argc > 5)
+		fail("usage: cr_pattern KERNELS_DIR MIB STEPS [STEP_MS]");
+	mib = parse_count(argv[2], "MIB", 1);
+	steps = parse_count(argv[3], "STEPS", 0);
+	if (argc == 5)
+		step_ms = parse_count(argv[4], "STEP_MS", 0);
+
+	cr_open(&k, argv[1]);
+	plan(mib);
+	cr_alloc(pieces, npieces);
+	CHECK(cuMemAlloc(&sums, npieces * sizeof(unsigned long long)));
+	fill_all();
+	build();
+	CHECK(cuCtxSynchronize());
+	printf("cr_pattern: %lu MiB in %d pieces + %d small, list of %u nodes\n",
+	       mib, nbig, NSMALL, LIST_NODES);
+	fflush(stdout);
+
+	for (unsigned long s = 1; s <= steps; s++) {
+		run_step((unsigned)s);
+		sleep_ms(step_ms);
+	}
+	print_line("list sum %llu\n", walk());
+	print_line("global steps %llu\n", global_steps());
+
+	cr_free(pieces, npieces);
+	CHECK(cuMemFree(list));
+	CHECK(cuMemFree(sums));
+	cr_close(&k);
+	printf("done\n");
+	fflush(stdout);
+	return 0;
+}

@@ -1,0 +1,942 @@
+/*
+ * test_snapshot.c: tests of the snapshot library on host buffers standing
+ * in for device memory: round trips, image dedup, verification, refusal
+ * of corrupted snapshots and manifests, atomic replacement, aborted
+ * writers, and moving a snapshot over a socketpair. Prints "PASS name" or
+ * "FAIL name: reason" per case, then "N passed, M failed".
+ * "test_snapshot sample DIR" writes the sample snapshot under DIR (for
+ * test_cli.sh) and exits.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "internal.h"
+
+#define MiB (1u << 20)
+#define NREGIONS 4
+#define SNAP "cicada-gpu/"
+
+struct region {
+	uint64_t va;
+	size_t size;
+	uint8_t *mem;
+};
+
+/* The fake device: a few regions; fail_read makes every read fail. */
+struct device {
+	struct region r[NREGIONS];
+	int fail_read;
+};
+
+static char why[1024];
+static char base[64] = "/tmp/cicada-snaptest.XXXXXX";
+static int basefd;
+static const uint8_t image_a[] = "\x7f" "ELF fake cubin A, not really a module";
+static uint8_t image_b[100000];
+
+#define CHECK(cond, ...) do { if (!(cond)) { snprintf(why, sizeof(why), __VA_ARGS__); return why; } } while (0)
+
+/* --- the fake device --- */
+
+static uint8_t *dev_at(struct device *d, uint64_t va, size_t size)
+{
+	for (int i = 0; i < NREGIONS; i++)
+		if (va >= d->r[i].va && va + size <= d->r[i].va + d->r[i].size)
+			return d->r[i].mem + (va - d->r[i].va);
+	return NULL;
+}
+
+static void *host_alloc(void *ctx, size_t size)
+{
+	return malloc(size);
+}
+
+static void host_free(void *ctx, void *buf, size_t size)
+{
+	free(buf);
+}
+
+static int dev_read(void *ctx, uint64_t va, void *buf, size_t size)
+{
+	struct device *d = ctx;
+	uint8_t *p = dev_at(d, va, size);
+
+	if (!p || d->fail_read)
+		return -1;
+	memcpy(buf, p, size);
+	return 0;
+}
+
+static int dev_write(void *ctx, uint64_t va, const void *buf, size_t size)
+{
+	uint8_t *p = dev_at(ctx, va, size);
+
+	if (!p)
+		return -1;
+	memcpy(p, buf, size);
+	return 0;
+}
+
+static struct snap_memory_ops ops_for(struct device *d)
+{
+	return (struct snap_memory_ops){ d, host_alloc, host_free, dev_read, dev_write };
+}
+
+/* Compressible text, random bytes, zeros, one byte; sizes off the piece
+ * size. fill = 0 leaves the regions zeroed (a device to restore into). */
+static void dev_init(struct device *d, int fill)
+{
+	static const size_t sizes[NREGIONS] = { 20 * MiB + 123, 5 * MiB + 7, 8 * MiB, 1 };
+	uint64_t x = 88172645463325252ull;
+
+	memset(d, 0, sizeof(*d));
+	for (int i = 0; i < NREGIONS; i++) {
+		d->r[i] = (struct region){ 0x7f0000000000ull + ((uint64_t)i << 28), sizes[i],
+					   calloc(1, sizes[i]) };
+		for (size_t k = 0; fill && i != 2 && k < sizes[i]; k++) {
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			d->r[i].mem[k] = i == 1 ? (uint8_t)x : (uint8_t)("cicada snapshot "[k % 16] + k / 4096 % 7);
+		}
+	}
+}
+
+static void dev_free(struct device *d)
+{
+	for (int i = 0; i < NREGIONS; i++)
+		free(d->r[i].mem);
+}
+
+/* --- writing the sample snapshot --- */
+
+static void sample_manifest(Cicada__Manifest *m, struct device *d)
+{
+	static Cicada__Gpu gpu = CICADA__GPU__INIT;
+	static Cicada__Record rec[3] = { CICADA__RECORD__INIT, CICADA__RECORD__INIT, CICADA__RECORD__INIT };
+	static Cicada__Record *recs[3] = { &rec[0], &rec[1], &rec[2] };
+	static Cicada__Allocation al[NREGIONS];
+	static Cicada__Allocation *als[NREGIONS];
+	static Cicada__Global global = CICADA__GLOBAL__INIT, *globals[1] = { &global };
+	static uint8_t uuid[16] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+	static uint8_t args[24] = { 1 };
+	static const char *names[3] = { "cuCtxCreate", "cuModuleLoadData", "cuMemAlloc" };
+
+	gpu.name = "Fake GPU \"H100\"";
+	gpu.uuid = (ProtobufCBinaryData){ sizeof(uuid), uuid };
+	gpu.has_uuid = gpu.has_driver_version = gpu.has_total_memory = gpu.has_cc_major = gpu.has_cc_minor = 1;
+	gpu.driver_version = 12040;
+	gpu.total_memory = 80ull << 30;
+	gpu.cc_major = 9;
+	for (int i = 0; i < 3; i++) {
+		rec[i].seq = i * 2 + 1;
+		rec[i].proc = 10 + i;
+		rec[i].name = (char *)names[i];
+		rec[i].has_handle = rec[i].has_ctx = rec[i].has_parent = 1;
+		rec[i].handle = i + 1;
+		rec[i].parent = i ? 1 : 0;
+		rec[i].ctx = i ? 1 : 0;
+		rec[i].has_args = 1;
+		rec[i].args = (ProtobufCBinaryData){ sizeof(args) - i, args };
+	}
+	for (int i = 0; i < NREGIONS; i++) {
+		al[i] = (Cicada__Allocation)CICADA__ALLOCATION__INIT;
+		al[i].va = d->r[i].va;
+		al[i].size = d->r[i].size;
+		als[i] = &al[i];
+	}
+	global.va = d->r[3].va;
+	global.size = d->r[3].size;
+	global.parent = 2;
+	*m = (Cicada__Manifest)CICADA__MANIFEST__INIT;
+	m->gpu = &gpu;
+	m->n_globals = 1;
+	m->globals = globals;
+	m->n_records = 3;
+	m->records = recs;
+	m->n_allocations = NREGIONS;
+	m->allocations = als;
+	m->has_arena_va = m->has_arena_size = m->has_current_ctx = 1;
+	m->arena_va = 0x7f0000000000ull;
+	m->arena_size = 1ull << 30;
+	m->current_ctx = 1;
+}
+
+static int write_sample(int dirfd, const char *name, struct device *d, char *err)
+{
+	struct snap_writer *w = snap_writer_begin(dirfd, name, err);
+	struct snap_memory_ops ops = ops_for(d);
+	struct snap_range ranges[NREGIONS];
+	Cicada__Manifest m;
+
+	if (!w)
+		return -1;
+	for (int i = 0; i < NREGIONS; i++)
+		ranges[i] = (struct snap_range){ d->r[i].va, d->r[i].size };
+	sample_manifest(&m, d);
+	if (snap_write_image(w, 1, 0xa, image_a, sizeof(image_a), err) ||
+	    snap_write_image(w, 2, 0xb, image_b, sizeof(image_b), err) ||
+	    snap_write_image(w, 1, 0xa, image_a, sizeof(image_a), err) ||
+	    snap_write_memory(w, ranges, 2, &ops, err) ||
+	    snap_write_memory(w, ranges + 2, NREGIONS - 2, &ops, err)) {
+		snap_writer_abort(w);
+		return -1;
+	}
+	return snap_writer_commit(w, &m, err);
+}
+
+/* --- helpers --- */
+
+/* A fresh directory under the test directory. */
+static int fresh_dir(const char *name)
+{
+	snap_rmtree(basefd, name);
+	mkdirat(basefd, name, 0700);
+	return openat(basefd, name, O_RDONLY | O_DIRECTORY);
+}
+
+/* A fresh directory holding the sample snapshot, or -1. */
+static int sample_dir(const char *name, struct device *d, char *err)
+{
+	int fd = fresh_dir(name);
+
+	dev_init(d, 1);
+	if (write_sample(fd, NULL, d, err)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Names in dirfd other than . and .., joined by spaces. */
+static const char *entries(int dirfd)
+{
+	static char list[512];
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY);
+	DIR *dir = fdopendir(fd);
+	struct dirent *e;
+
+	list[0] = 0;
+	while (dir && (e = readdir(dir)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 list[0] ? " " : "", e->d_name);
+	if (dir)
+		closedir(dir);
+	return list;
+}
+
+static void flip(int dirfd, const char *path, uint64_t off)
+{
+	int fd = openat(dirfd, path, O_RDWR);
+	uint8_t b = 0;
+
+	if (pread(fd, &b, 1, off) == 1) {
+		b ^= 0x5a;
+		if (pwrite(fd, &b, 1, off) != 1)
+			perror(path);
+	}
+	close(fd);
+}
+
+static void patch(int dirfd, const char *path, uint64_t off, const void *bytes, size_t len)
+{
+	int fd = openat(dirfd, path, O_RDWR);
+
+	if (pwrite(fd, bytes, len, off) != (ssize_t)len)
+		perror(path);
+	close(fd);
+}
+
+static off_t file_size(int dirfd, const char *path)
+{
+	struct stat st;
+
+	return fstatat(dirfd, path, &st, 0) ? -1 : st.st_size;
+}
+
+static void cut(int dirfd, const char *path, off_t by)
+{
+	int fd = openat(dirfd, path, O_RDWR);
+
+	if (ftruncate(fd, file_size(dirfd, path) - by))
+		perror(path);
+	close(fd);
+}
+
+/* err is one non-empty line containing want. */
+static int refused(const char *err, const char *want)
+{
+	return err[0] && !strchr(err, '\n') && strstr(err, want);
+}
+
+static const char *same_memory(struct device *a, struct device *b)
+{
+	for (int i = 0; i < NREGIONS; i++)
+		CHECK(!memcmp(a->r[i].mem, b->r[i].mem, a->r[i].size), "region %d differs", i);
+	return NULL;
+}
+
+/* The snapshot under dirfd opens and verifies. */
+static int snapshot_ok(int dirfd, char *err)
+{
+	struct snap_reader *r = snap_reader_open(dirfd, NULL, err);
+	int rc = r ? snap_verify(r, err) : -1;
+
+	snap_reader_close(r);
+	return rc;
+}
+
+/* Opening dirfd fails with an error containing want. */
+static const char *open_refused(int dirfd, const char *want)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct snap_reader *r = snap_reader_open(dirfd, NULL, err);
+
+	snap_reader_close(r);
+	CHECK(!r, "opened a snapshot that should be refused");
+	CHECK(refused(err, want), "error '%s' does not say '%s'", err, want);
+	return NULL;
+}
+
+/* Verifying dirfd fails with an error containing want. */
+static const char *verify_refused(int dirfd, const char *want)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct snap_reader *r = snap_reader_open(dirfd, NULL, err);
+	int rc;
+
+	CHECK(r, "open: %s", err);
+	rc = snap_verify(r, err);
+	snap_reader_close(r);
+	CHECK(rc, "verify passed a corrupted snapshot");
+	CHECK(refused(err, want), "error '%s' does not say '%s'", err, want);
+	return NULL;
+}
+
+static const Cicada__Piece *find_piece(const Cicada__Manifest *m, uint64_t va)
+{
+	for (size_t i = 0; i < m->n_pieces; i++)
+		if (m->pieces[i]->va == va)
+			return m->pieces[i];
+	return NULL;
+}
+
+/* The path of data file k of the snapshot under a directory. */
+static const char *data_path(size_t k)
+{
+	static char path[SNAP_NAME_MAX + 16];
+
+	snprintf(path, sizeof(path), SNAP);
+	snap_data_name(path + strlen(path), k);
+	return path;
+}
+
+/* The sample snapshot with the data file of the piece at va damaged: a
+ * byte of the piece flipped (verify must fail), or the file cut short
+ * (open must fail). */
+static const char *damage_piece(const char *name, uint64_t va, int compressed, int cut_it,
+				const char *want)
+{
+	char err[SNAP_ERRLEN];
+	struct device d;
+	struct snap_reader *r;
+	const Cicada__Piece *p;
+	const char *res;
+	int fd = sample_dir(name, &d, err);
+
+	dev_free(&d);
+	CHECK(fd >= 0, "write: %s", err);
+	r = snap_reader_open(fd, NULL, err);
+	CHECK(r, "open: %s", err);
+	p = find_piece(snap_reader_manifest(r), va);
+	CHECK(p && p->compressed == compressed, "no %s piece at 0x%llx",
+	      compressed ? "compressed" : "raw", (unsigned long long)va);
+	if (cut_it)
+		cut(fd, data_path(p->file), 1000);
+	else
+		flip(fd, data_path(p->file), p->offset + p->stored_size / 2);
+	snap_reader_close(r);
+	res = cut_it ? open_refused(fd, want) : verify_refused(fd, want);
+	close(fd);
+	return res;
+}
+
+/* --- the cases --- */
+
+static const char *t_round_trip(void)
+{
+	char err[SNAP_ERRLEN];
+	struct device d, back;
+	struct snap_memory_ops ops = ops_for(&back);
+	const Cicada__Manifest *m;
+	struct snap_reader *r;
+	const char *res;
+	int fd = sample_dir("rt", &d, err);
+
+	CHECK(fd >= 0, "write: %s", err);
+	r = snap_reader_open(fd, NULL, err);
+	CHECK(r, "open: %s", err);
+	m = snap_reader_manifest(r);
+	CHECK(m->n_pieces == 6, "%zu pieces, expected 6", m->n_pieces);
+	CHECK(m->pieces[0]->compressed && !m->pieces[3]->compressed, "compression not as expected");
+	dev_init(&back, 0);
+	CHECK(!snap_read_memory(r, &ops, err), "read: %s", err);
+	snap_reader_close(r);
+	res = same_memory(&d, &back);
+	dev_free(&d);
+	dev_free(&back);
+	close(fd);
+	return res;
+}
+
+static const char *t_round_trip_3_threads_level_5(void)
+{
+	const char *res;
+
+	setenv("CICADA_SNAPSHOT_THREADS", "3", 1);
+	setenv("CICADA_ZSTD_LEVEL", "5", 1);
+	res = t_round_trip();
+	unsetenv("CICADA_SNAPSHOT_THREADS");
+	unsetenv("CICADA_ZSTD_LEVEL");
+	return res;
+}
+
+static const char *t_manifest_fields(void)
+{
+	char err[SNAP_ERRLEN], path[128];
+	uint64_t total = 0;
+	int fd = openat(basefd, "rt/" SNAP_DIR_NAME, O_RDONLY | O_DIRECTORY);
+	struct snap_reader *r = snap_reader_open(fd, NULL, err);
+	const Cicada__Manifest *m;
+
+	close(fd);
+	CHECK(r, "open of the snapshot directory itself: %s", err);
+	m = snap_reader_manifest(r);
+	CHECK(!strcmp(m->producer, SNAP_PRODUCER) && m->format_version == SNAP_FORMAT_VERSION,
+	      "producer or version wrong");
+	CHECK(m->n_records == 3 && m->records[2]->seq == 5 && !strcmp(m->records[1]->name, "cuModuleLoadData"),
+	      "records not kept");
+	CHECK(m->gpu && m->gpu->driver_version == 12040 && m->n_allocations == NREGIONS, "gpu or allocations lost");
+	CHECK(m->n_globals == 1 && m->globals[0]->parent == 2, "globals lost");
+	for (size_t k = 0; k < m->n_data_sizes; k++) {
+		snprintf(path, sizeof(path), "rt/%s", data_path(k));
+		CHECK(m->data_sizes[k] == (uint64_t)file_size(basefd, path), "%s: size wrong", path);
+		total += m->data_sizes[k];
+	}
+	CHECK(m->n_data_sizes && m->data_size == total, "data size wrong");
+	CHECK(m->created_unix_ns > 1700000000ull * 1000000000ull, "created time not set");
+	snap_reader_close(r);
+	return NULL;
+}
+
+static const char *t_images_dedup(void)
+{
+	char err[SNAP_ERRLEN];
+	int fd = openat(basefd, "rt", O_RDONLY | O_DIRECTORY);
+	struct snap_reader *r = snap_reader_open(fd, NULL, err);
+	const void *want[2] = { image_a, image_b };
+	size_t sizes[2] = { sizeof(image_a), sizeof(image_b) }, size;
+	void *data;
+
+	close(fd);
+	CHECK(r, "open: %s", err);
+	CHECK(snap_reader_manifest(r)->n_images == 2, "%zu images, expected 2",
+	      snap_reader_manifest(r)->n_images);
+	for (size_t i = 0; i < 2; i++) {
+		CHECK(!snap_read_image(r, i, &data, &size, err), "image %zu: %s", i, err);
+		CHECK(size == sizes[i] && !memcmp(data, want[i], size), "image %zu differs", i);
+		free(data);
+	}
+	snap_reader_close(r);
+	return NULL;
+}
+
+static const char *t_verify(void)
+{
+	char err[SNAP_ERRLEN];
+	int fd = openat(basefd, "rt", O_RDONLY | O_DIRECTORY);
+	int rc = snapshot_ok(fd, err);
+
+	close(fd);
+	CHECK(!rc, "%s", err);
+	return NULL;
+}
+
+static const char *t_flipped_raw_piece(void)
+{
+	return damage_piece("flip-raw", 0x7f0010000000ull, 0, 0,
+			    "device memory piece at 0x7f0010000000 (5.0 MiB): checksum mismatch");
+}
+
+static const char *t_flipped_compressed_piece(void)
+{
+	return damage_piece("flip-z", 0x7f0000800000ull, 1, 0,
+			    "device memory piece at 0x7f0000800000 (8 MiB): ");
+}
+
+static const char *t_truncated_data_file(void)
+{
+	return damage_piece("cut-data", 0x7f0010000000ull, 0, 1, ".img truncated (");
+}
+
+/* Writes the sample under name, applies damage to it, expects open to fail. */
+static const char *damaged(const char *name, void (*damage)(int fd), const char *want)
+{
+	char err[SNAP_ERRLEN];
+	struct device d;
+	const char *res;
+	int fd = sample_dir(name, &d, err);
+
+	dev_free(&d);
+	CHECK(fd >= 0, "write: %s", err);
+	damage(fd);
+	res = open_refused(fd, want);
+	close(fd);
+	return res;
+}
+
+static void cut_manifest(int fd) { cut(fd, SNAP SNAP_MANIFEST_NAME, 5); }
+static void bad_magic(int fd) { patch(fd, SNAP SNAP_MANIFEST_NAME, 0, "CICADAXX", 8); }
+static void version_2(int fd) { patch(fd, SNAP SNAP_MANIFEST_NAME, 8, "\2", 1); }
+static void flip_manifest(int fd) { flip(fd, SNAP SNAP_MANIFEST_NAME, 40); }
+static void cut_image(int fd) { cut(fd, SNAP "module-000000000000000b0000000000000002.bin", 1); }
+
+static const char *t_truncated_manifest(void)
+{
+	return damaged("cut-manifest", cut_manifest, "manifest truncated");
+}
+
+static const char *t_wrong_magic(void)
+{
+	return damaged("magic", bad_magic, "not a Cicada GPU snapshot");
+}
+
+static const char *t_header_version_2(void)
+{
+	return damaged("version", version_2, "snapshot format version 2 is not supported (this build reads 1)");
+}
+
+static const char *t_manifest_bit_flip(void)
+{
+	return damaged("flip-manifest", flip_manifest, "manifest checksum mismatch: corrupted");
+}
+
+static const char *t_image_size_wrong(void)
+{
+	return damaged("cut-image", cut_image, "module-000000000000000b0000000000000002.bin: 99999 bytes");
+}
+
+static const char *t_corrupted_image(void)
+{
+	char err[SNAP_ERRLEN];
+	struct device d;
+	const char *res;
+	void *data = NULL;
+	size_t size;
+	struct snap_reader *r;
+	int fd = sample_dir("flip-image", &d, err);
+
+	dev_free(&d);
+	CHECK(fd >= 0, "write: %s", err);
+	flip(fd, SNAP "module-000000000000000b0000000000000002.bin", 5000);
+	r = snap_reader_open(fd, NULL, err);
+	CHECK(r, "open: %s", err);
+	CHECK(snap_read_image(r, 1, &data, &size, err) && !data, "read a corrupted image");
+	snap_reader_close(r);
+	CHECK(refused(err, "module-000000000000000b0000000000000002.bin: checksum mismatch"), "error: %s", err);
+	res = verify_refused(fd, "checksum mismatch");
+	close(fd);
+	return res;
+}
+
+static void set_piece(Cicada__Piece *p, uint64_t va, uint64_t size, uint64_t offset)
+{
+	*p = (Cicada__Piece)CICADA__PIECE__INIT;
+	p->va = va;
+	p->size = p->stored_size = size;
+	p->offset = offset;
+}
+
+/* A manifest with one thing wrong, packed with a valid header. */
+static const char *parse_refused(Cicada__Manifest *m, const char *want)
+{
+	char err[SNAP_ERRLEN] = "";
+	size_t len;
+	uint8_t *buf = snap_manifest_pack(m, &len, err);
+	Cicada__Manifest *got;
+
+	CHECK(buf, "pack: %s", err);
+	got = snap_manifest_parse(buf, len, err);
+	free(buf);
+	snap_manifest_free(got);
+	CHECK(!got, "accepted a manifest without '%s'", want);
+	CHECK(refused(err, want), "error '%s' does not say '%s'", err, want);
+	return NULL;
+}
+
+static const char *t_invalid_manifests(void)
+{
+	Cicada__ModuleImage im = CICADA__MODULE_IMAGE__INIT, *ims[1] = { &im };
+	Cicada__Piece pc[2], *pcs[2] = { &pc[0], &pc[1] };
+	Cicada__Manifest m = CICADA__MANIFEST__INIT;
+	uint64_t sizes[1] = { 100 };
+	char err[SNAP_ERRLEN];
+	const char *res;
+
+	m.format_version = SNAP_FORMAT_VERSION;
+	m.producer = "test";
+	m.n_images = 1;
+	m.images = ims;
+	im.file = "../../etc/passwd";
+	if ((res = parse_refused(&m, "file name is not module-")))
+		return res;
+	m.n_images = 0;
+	m.data_file = SNAP_DATA_NAME;
+	m.has_data_size = 1;
+	m.data_size = 100;
+	m.n_data_sizes = 1;
+	m.data_sizes = sizes;
+	m.n_pieces = 2;
+	m.pieces = pcs;
+	set_piece(&pc[0], 0x1000, 64, 0);
+	set_piece(&pc[1], 0x1020, 64, 64);
+	if ((res = parse_refused(&m, "not sorted or overlapping")))
+		return res;
+	pc[1].va = 0x2000;
+	if ((res = parse_refused(&m, "beyond its data file")))
+		return res;
+	set_piece(&pc[1], 0x2000, SNAP_PIECE_SIZE + 1, 0);
+	if ((res = parse_refused(&m, "out of range")))
+		return res;
+	set_piece(&pc[1], 0x2000, 36, 64);
+	pc[1].has_file = pc[1].file = 1;
+	if ((res = parse_refused(&m, "no data file 1")))
+		return res;
+	m.data_size = 99;
+	if ((res = parse_refused(&m, "is not its files' 100 bytes")))
+		return res;
+	m.n_pieces = 0;
+	m.data_file = "../device-memory.img";
+	if ((res = parse_refused(&m, "expected device-memory.img")))
+		return res;
+	CHECK(!snap_manifest_parse("CICADAGS", 8, err) && refused(err, "truncated"), "short header: %s", err);
+	CHECK(!snap_manifest_parse("", 0, err) && refused(err, "not a Cicada"), "empty: %s", err);
+	return NULL;
+}
+
+/* The sample, then a second snapshot over it with one image only. */
+static const char *t_commit_replaces(void)
+{
+	char err[SNAP_ERRLEN];
+	Cicada__Manifest m = CICADA__MANIFEST__INIT;
+	struct device d;
+	struct snap_reader *r;
+	struct snap_writer *w;
+	int fd = sample_dir("replace", &d, err);
+
+	dev_free(&d);
+	CHECK(fd >= 0, "write: %s", err);
+	w = snap_writer_begin(fd, NULL, err);
+	CHECK(w, "begin: %s", err);
+	CHECK(!snap_write_image(w, 7, 7, image_a, 10, err), "image: %s", err);
+	CHECK(!snap_writer_commit(w, &m, err), "commit: %s", err);
+	CHECK(!m.images && !m.pieces && !m.producer && m.data_size == 0, "commit left m pointing at its memory");
+	CHECK(!strcmp(entries(fd), SNAP_DIR_NAME), "left behind: %s", entries(fd));
+	r = snap_reader_open(fd, NULL, err);
+	CHECK(r, "open: %s", err);
+	CHECK(snap_reader_manifest(r)->n_images == 1 && !snap_reader_manifest(r)->n_pieces, "old snapshot still there");
+	snap_reader_close(r);
+	close(fd);
+	return NULL;
+}
+
+/* A failing writer, then an aborted one: the snapshot stays, no temp dir. */
+static const char *t_abort_keeps_old(void)
+{
+	char err[SNAP_ERRLEN], before[SNAP_ERRLEN];
+	struct device d;
+	struct snap_memory_ops ops = ops_for(&d);
+	struct snap_range range = { 0x7f0000000000ull, 9 * MiB };
+	struct snap_writer *w;
+	int fd = sample_dir("abort", &d, err), rc;
+
+	CHECK(fd >= 0, "write: %s", err);
+	snprintf(before, sizeof(before), "%s", entries(fd));
+	w = snap_writer_begin(fd, NULL, err);
+	CHECK(w, "begin: %s", err);
+	d.fail_read = 1;
+	rc = snap_write_memory(w, &range, 1, &ops, err);
+	CHECK(rc && refused(err, "reading device memory failed"), "failing read: %s", rc ? err : "accepted");
+	snap_writer_abort(w);
+	w = snap_writer_begin(fd, NULL, err);
+	CHECK(w, "begin: %s", err);
+	d.fail_read = 0;
+	CHECK(!snap_write_memory(w, &range, 1, &ops, err), "write: %s", err);
+	snap_writer_abort(w);
+	dev_free(&d);
+	CHECK(!strcmp(entries(fd), before), "entries now '%s'", entries(fd));
+	rc = snapshot_ok(fd, err);
+	close(fd);
+	CHECK(!rc, "old snapshot: %s", err);
+	return NULL;
+}
+
+static const char *t_commit_refuses_invalid(void)
+{
+	char err[SNAP_ERRLEN];
+	Cicada__Manifest m;
+	struct device d;
+	struct snap_writer *w;
+	int fd = sample_dir("invalid", &d, err), rc;
+
+	CHECK(fd >= 0, "write: %s", err);
+	w = snap_writer_begin(fd, NULL, err);
+	CHECK(w, "begin: %s", err);
+	sample_manifest(&m, &d);
+	m.records[2]->seq = 2;
+	rc = snap_writer_commit(w, &m, err);
+	m.records[2]->seq = 5;
+	dev_free(&d);
+	CHECK(rc && refused(err, "not writing an invalid snapshot: manifest record 2"), "commit: %s",
+	      rc ? err : "accepted");
+	CHECK(!strcmp(entries(fd), SNAP_DIR_NAME), "left behind: %s", entries(fd));
+	close(fd);
+	return NULL;
+}
+
+struct sender {
+	const char *name;
+	int dirfd, fd, rc;
+	char err[SNAP_ERRLEN];
+};
+
+static void *send_thread(void *arg)
+{
+	struct sender *s = arg;
+
+	s->rc = snap_send_dir(s->dirfd, s->name, s->fd, s->err);
+	close(s->fd);
+	return NULL;
+}
+
+static const char *same_file(int a, int b, const char *path)
+{
+	char err[SNAP_ERRLEN];
+	void *x, *y;
+	size_t nx, ny;
+	int same;
+
+	CHECK(!snap_read_file(a, path, 1u << 30, &x, &nx, err), "%s", err);
+	CHECK(!snap_read_file(b, path, 1u << 30, &y, &ny, err), "%s", err);
+	same = nx == ny && !memcmp(x, y, nx);
+	free(x);
+	free(y);
+	CHECK(same, "%s differs after the transfer", path);
+	return NULL;
+}
+
+static const char *t_send_recv(void)
+{
+	char err[SNAP_ERRLEN];
+	struct sender s = { .dirfd = openat(basefd, "rt", O_RDONLY | O_DIRECTORY) };
+	int sv[2], fd = fresh_dir("recv"), rc;
+	pthread_t t;
+
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	s.fd = sv[0];
+	pthread_create(&t, NULL, send_thread, &s);
+	rc = snap_recv_dir(sv[1], fd, NULL, err);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	CHECK(!s.rc, "send: %s", s.err);
+	CHECK(!rc, "recv: %s", err);
+	CHECK(!strcmp(entries(fd), SNAP_DIR_NAME), "left behind: %s", entries(fd));
+	CHECK(!snapshot_ok(fd, err), "received snapshot: %s", err);
+	if (same_file(s.dirfd, fd, SNAP SNAP_MANIFEST_NAME) || same_file(s.dirfd, fd, data_path(0)))
+		return why;
+	close(s.dirfd);
+	close(fd);
+	return NULL;
+}
+
+/* The sample's stream in a file, damaged, then received: refused, and
+ * nothing is left in the receiving directory. */
+static const char *recv_refused(const char *name, off_t cut_by, off_t flip_at, const char *want)
+{
+	char err[SNAP_ERRLEN];
+	int src = openat(basefd, "rt", O_RDONLY | O_DIRECTORY), fd = fresh_dir(name), rc;
+	int file = openat(fd, "stream", O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	rc = snap_send_dir(src, NULL, file, err);
+	close(src);
+	CHECK(!rc, "send: %s", err);
+	if (cut_by)
+		cut(fd, "stream", cut_by);
+	if (flip_at)
+		flip(fd, "stream", flip_at < 0 ? file_size(fd, "stream") + flip_at : flip_at);
+	lseek(file, 0, SEEK_SET);
+	rc = snap_recv_dir(file, fd, NULL, err);
+	close(file);
+	CHECK(rc, "received a damaged stream");
+	CHECK(refused(err, want), "error '%s' does not say '%s'", err, want);
+	CHECK(!strcmp(entries(fd), "stream"), "left behind: %s", entries(fd));
+	close(fd);
+	return NULL;
+}
+
+static const char *t_recv_truncated(void)
+{
+	return recv_refused("recv-cut", 4096, 0, "snapshot stream truncated");
+}
+
+static const char *t_recv_corrupted(void)
+{
+	return recv_refused("recv-flip", 0, -13, "snapshot stream checksum mismatch: corrupted");
+}
+
+static const char *t_recv_bad_name(void)
+{
+	static const char stream[] = "CICADAGX\1\0\0\0\0\0\0\0" "\x0b\0\0\0" "../manifest" "\0\0\0\0\0\0\0\0";
+	char err[SNAP_ERRLEN];
+	int sv[2], fd = fresh_dir("recv-name"), rc;
+
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	CHECK(write(sv[0], stream, sizeof(stream) - 1) == sizeof(stream) - 1, "write");
+	close(sv[0]);
+	rc = snap_recv_dir(sv[1], fd, NULL, err);
+	close(sv[1]);
+	CHECK(rc && refused(err, "not part of a snapshot"), "recv: %s", rc ? err : "accepted");
+	CHECK(!entries(fd)[0], "left behind: %s", entries(fd));
+	close(fd);
+	return NULL;
+}
+
+/* Two named snapshots side by side (one per process), one moved by name,
+ * one removed; names that are not plain file names are refused. */
+static const char *t_named_snapshots(void)
+{
+	char err[SNAP_ERRLEN];
+	Cicada__Manifest m = CICADA__MANIFEST__INIT;
+	struct sender s = { .name = "cicada-gpu-100" };
+	struct snap_writer *w;
+	struct snap_reader *r;
+	struct device d;
+	int fd = fresh_dir("named"), to = fresh_dir("named-recv"), sv[2], rc;
+	pthread_t t;
+
+	dev_init(&d, 1);
+	rc = write_sample(fd, "cicada-gpu-100", &d, err);
+	dev_free(&d);
+	CHECK(!rc, "write: %s", err);
+	CHECK((w = snap_writer_begin(fd, "cicada-gpu-200", err)), "begin: %s", err);
+	CHECK(!snap_writer_commit(w, &m, err), "commit: %s", err);
+	r = snap_reader_open(fd, "cicada-gpu-100", err);
+	CHECK(r && snap_reader_manifest(r)->n_pieces == 6, "open by name: %s", r ? "wrong snapshot" : err);
+	snap_reader_close(r);
+	if (open_refused(fd, "no Cicada GPU snapshot here (no cicada-gpu/"))
+		return why;
+	CHECK(!snap_writer_begin(fd, "../x", err) && refused(err, "not a valid snapshot name"), "../x: %s", err);
+	CHECK(!snap_reader_open(fd, ".hidden", err) && snap_remove_dir(fd, "a/b", err) &&
+	      snap_remove_dir(fd, "", err), "odd names accepted");
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	s.dirfd = fd;
+	s.fd = sv[0];
+	pthread_create(&t, NULL, send_thread, &s);
+	rc = snap_recv_dir(sv[1], to, "cicada-gpu-100", err);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	CHECK(!s.rc && !rc, "transfer: %s", s.rc ? s.err : err);
+	CHECK(!strcmp(entries(to), "cicada-gpu-100"), "received: %s", entries(to));
+	CHECK(!snap_remove_dir(fd, "cicada-gpu-200", err) && !strcmp(entries(fd), "cicada-gpu-100"),
+	      "remove: %s", entries(fd));
+	close(fd);
+	close(to);
+	return NULL;
+}
+
+static const char *t_remove_dir(void)
+{
+	char err[SNAP_ERRLEN];
+	int fd = openat(basefd, "recv", O_RDONLY | O_DIRECTORY);
+
+	CHECK(!snap_remove_dir(fd, NULL, err) && !entries(fd)[0], "remove: %s", err);
+	CHECK(!snap_remove_dir(fd, NULL, err), "remove of nothing: %s", err);
+	close(fd);
+	return NULL;
+}
+
+static const struct {
+	const char *name;
+	const char *(*fn)(void);
+} cases[] = {
+	{ "round_trip", t_round_trip },
+	{ "round_trip_3_threads_level_5", t_round_trip_3_threads_level_5 },
+	{ "manifest_fields", t_manifest_fields },
+	{ "images_dedup", t_images_dedup },
+	{ "verify", t_verify },
+	{ "flipped_byte_raw_piece", t_flipped_raw_piece },
+	{ "flipped_byte_compressed_piece", t_flipped_compressed_piece },
+	{ "truncated_data_file", t_truncated_data_file },
+	{ "truncated_manifest", t_truncated_manifest },
+	{ "wrong_magic", t_wrong_magic },
+	{ "header_version_2", t_header_version_2 },
+	{ "manifest_bit_flip", t_manifest_bit_flip },
+	{ "image_size_wrong", t_image_size_wrong },
+	{ "corrupted_image", t_corrupted_image },
+	{ "invalid_manifests", t_invalid_manifests },
+	{ "commit_replaces", t_commit_replaces },
+	{ "abort_keeps_old", t_abort_keeps_old },
+	{ "commit_refuses_invalid", t_commit_refuses_invalid },
+	{ "send_recv", t_send_recv },
+	{ "recv_truncated", t_recv_truncated },
+	{ "recv_corrupted", t_recv_corrupted },
+	{ "recv_bad_name", t_recv_bad_name },
+	{ "named_snapshots", t_named_snapshots },
+	{ "remove_dir", t_remove_dir },
+};
+
+static int sample(const char *dir)
+{
+	char err[SNAP_ERRLEN];
+	struct device d;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY), rc;
+
+	dev_init(&d, 1);
+	rc = fd < 0 ? snap_fail(err, "cannot open %s", dir) : write_sample(fd, NULL, &d, err);
+	if (rc)
+		fprintf(stderr, "test_snapshot: %s\n", err);
+	dev_free(&d);
+	return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	int pass = 0, fail = 0;
+
+	for (size_t i = 0; i < sizeof(image_b); i++)
+		image_b[i] = (uint8_t)(i * 7 + i / 100);
+	if (argc == 3 && !strcmp(argv[1], "sample"))
+		return sample(argv[2]);
+	if (!mkdtemp(base) || (basefd = open(base, O_RDONLY | O_DIRECTORY)) < 0) {
+		perror(base);
+		return 1;
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *res = cases[i].fn();
+
+		if (res)
+			printf("FAIL %s: %s\n", cases[i].name, res);
+		else
+			printf("PASS %s\n", cases[i].name);
+		res ? fail++ : pass++;
+	}
+	snap_rmtree(AT_FDCWD, base);
+	printf("%d passed, %d failed\n", pass, fail);
+	return fail != 0;
+}
