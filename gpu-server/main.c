@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -66,6 +67,10 @@ static int spawn_worker(struct server *s)
 	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
 	pid = fork();
 	if (pid == 0) {
+		/* Every worker gets the same address-space layout, so objects the
+		 * driver places itself (module globals) land at the same device
+		 * addresses in a restoring worker as in the original. */
+		personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 		close(sv[0]);
 		execl("/proc/self/exe", "gpu-server", "--worker-fd", fdarg, "--cache-dir", s->cache_dir,
 		      "--run-dir", s->run_dir, (char *)NULL);
@@ -149,6 +154,7 @@ static void refuse(int fd, const struct wire_buf *b, const char *why)
 	if (b->len >= 4)
 		xid = ntohl(*(uint32_t *)b->data);
 	r.message = (char *)why;
+	r.ticket = "";
 	wire_stream_init(&st, fd);
 	if (!wire_encode_reply(&out, xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))
 		wire_send_record(&st, &out);

@@ -176,6 +176,9 @@ test_client_isolation() {
 }
 
 echo "Cicada tests ($MODE mode)"
+check "snapshot-format library: round trips, corruption, atomic commits" \
+	sh -c "'$B/tests/snapshot/test_snapshot' >'$T/snapshot.log' 2>&1"
+check "gpu-snapshot inspect/verify" sh -c "bash tests/snapshot/test_cli.sh '$B' >'$T/snapshot-cli.log' 2>&1"
 start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
 test_module_cache

@@ -17,12 +17,12 @@ FUZZ_CORPUS  := $(FUZZ_DIR)/corpus
 FUZZ_LOG     := $(FUZZ_DIR)/fuzz.log
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server
+                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Isnapshot-format
 
 FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/main.c,$(SERVER_SRCS))
 FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_OBJDIR)/%.o) \
              $(FUZZ_OBJDIR)/gen/server_calls.o $(FUZZ_OBJDIR)/gen/cicada_xdr.o
-FUZZ_HDRS := wire/wire.h gpu-server/gpu-server.h $(GEN)/cicada.h
+FUZZ_HDRS := wire/wire.h gpu-server/gpu-server.h $(GEN)/cicada.h $(GEN)/manifest.pb-c.h
 
 $(FUZZ_OBJDIR)/%.o: %.c $(FUZZ_HDRS)
 	@mkdir -p $(@D)
@@ -31,9 +31,9 @@ $(FUZZ_OBJDIR)/gen/%.o: $(GEN)/%.c $(FUZZ_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unused-variable -c $< -o $@
 
-$(FUZZ_BIN): $(FUZZ_OBJS) $(FAKECUDA_LIB)
-	$(FUZZ_CC) $(FUZZ_SAN) -pthread -o $@ $(FUZZ_OBJS) -L$(CUDA_STUBS) -lcuda \
-		-Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) -ltirpc -lxxhash
+$(FUZZ_BIN): $(FUZZ_OBJS) $(FAKECUDA_LIB) $(SNAPSHOT_LIB)
+	$(FUZZ_CC) $(FUZZ_SAN) -pthread -o $@ $(FUZZ_OBJS) $(SNAPSHOT_LIB) -L$(CUDA_STUBS) -lcuda \
+		-Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) -ltirpc $(SNAPSHOT_LDLIBS)
 
 $(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB)
 	@mkdir -p $(@D)

@@ -23,7 +23,8 @@ static struct wire_stream st;
 static int send_hello(unsigned version, const char *token)
 {
 	char host[] = "wire_abuse";
-	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = host };
+	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = host,
+			 .ticket = "", .snapshot = "" };
 	struct wire_buf b = { 0 };
 
 	h.token.token_val = (char *)token;
