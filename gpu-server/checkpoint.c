@@ -236,6 +236,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 	int rc = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	err[0] = 0;
 	memset(&p, 0, sizeof(p));
 	cicada__manifest__init(&p.m);
 	if (w->replay_broken) {

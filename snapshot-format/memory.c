@@ -81,6 +81,23 @@ static void bufs_put(struct pool *p, struct bufs *b)
 	free(b->z);
 }
 
+/* Data that does not compress (weights, random) is stored raw without
+ * paying for a full compression: three 32 KiB samples decide. */
+static int worth_compressing(ZSTD_CCtx *cctx, struct bufs *b, size_t size, int level)
+{
+	const size_t sample = 32u << 10;
+
+	if (size < 4 * sample)
+		return 1;
+	for (int i = 0; i < 3; i++) {
+		size_t off = (size - sample) / 2 * (size_t)i;
+		size_t z = ZSTD_compressCCtx(cctx, b->z, b->zcap, (char *)b->raw + off, sample, level);
+		if (!ZSTD_isError(z) && z < sample / 10 * 9)
+			return 1;
+	}
+	return 0;
+}
+
 static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_CCtx *cctx,
 		       unsigned t)
 {
@@ -90,7 +107,8 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 	if (p->ops->read(p->ops->ctx, pc->va, b->raw, pc->size))
 		return pool_fail(p, pc, "reading device memory failed");
 	pc->checksum = XXH3_64bits(b->raw, pc->size);
-	z = ZSTD_compressCCtx(cctx, b->z, b->zcap, b->raw, pc->size, p->level);
+	z = worth_compressing(cctx, b, pc->size, p->level) ?
+		    ZSTD_compressCCtx(cctx, b->z, b->zcap, b->raw, pc->size, p->level) : pc->size;
 	pc->has_compressed = 1;
 	pc->compressed = !ZSTD_isError(z) && z < pc->size;
 	pc->stored_size = pc->compressed ? z : pc->size;

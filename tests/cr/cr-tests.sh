@@ -208,6 +208,17 @@ run_cr_sizes() {
 	done
 }
 
+# A target GPU with too little memory: one clear line, nothing restored.
+cr_small_target() {
+	local dir=$T/ckpt.small
+	[ "$MODE" = cpu ] || return 0
+	DRIVER_ENV="$DRIVER_ENV FAKECUDA_TOTAL_MIB=16" start_server small $((PORT + 5)) || return 1
+	cr_launch shm main || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/small.sock" && return 1
+	grep -q "^cicada: .*needs 0.0[0-9] GiB of device memory; this GPU has 0.0[0-9] GiB free" "$dir/criu.err"
+}
+
 run_cr_tests() {
 	if ! "$CRIU" check >/dev/null 2>&1; then
 		bad "criu check fails here ($CRIU); checkpoint tests skipped"
@@ -229,6 +240,8 @@ run_cr_tests() {
 	cr_case "a dump killed part-way: the program goes on, the snapshot is whole" \
 		"$T/ckpt.killed-dump" cr_killed_dump
 	cr_case "corrupted and wrong-version snapshots are refused with one line" "$T/ckpt.refuse" cr_refusals
+	[ "$MODE" = cpu ] && cr_case "a target GPU with too little memory is refused with one line" \
+		"$T/ckpt.small" cr_small_target
 	[ "$MODE" = gpu ] && run_cr_sizes
 	ip netns del "cicada-node-$$" 2>/dev/null
 }

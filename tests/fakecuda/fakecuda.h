@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FC_TOTAL_MEM	(16ULL << 30)
+/* Device memory: 16 GiB, or FAKECUDA_TOTAL_MIB MiB (tests of small GPUs). */
+#define FC_TOTAL_MEM	fc_total_mem()
+size_t fc_total_mem(void);
 #define FC_GRANULARITY	(2UL << 20)
 #define FC_VERSION	13000
 #define FC_MAX_PARAMS	8

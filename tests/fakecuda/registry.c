@@ -232,6 +232,17 @@ void fc_range_drop_ctx(struct fc_ctx *ctx)
 	pthread_mutex_unlock(&range_lock);
 }
 
+size_t fc_total_mem(void)
+{
+	static size_t total;
+
+	if (!total) {
+		const char *mib = getenv("FAKECUDA_TOTAL_MIB");
+		total = mib && atoll(mib) > 0 ? (size_t)atoll(mib) << 20 : 16ULL << 30;
+	}
+	return total;
+}
+
 /* Account device memory; returns the new total, or -1 when it would overflow. */
 size_t fc_mem_used(long long delta)
 {

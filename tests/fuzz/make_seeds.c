@@ -70,12 +70,16 @@ static void seed_call(const char *name, uint32_t proc, xdrproc_t xargs, void *ar
 static void seed_hello(void)
 {
 	char token[] = "fuzz-token-0123456789", host[] = "fuzzhost";
-	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .want_shm = 0,
-			 .shm_size = 0, .pid = 1234, .host = host };
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .want_shm = 0, .shm_size = 0, .pid = 1234,
+			 .host = host, .ticket = "", .snapshot = "" };
 
 	h.token.token_val = token;
 	h.token.token_len = sizeof(token) - 1;
 	seed_call("hello", P_hello, (xdrproc_t)xdr_hello_args, &h, 0);
+	h.op = OP_CHECKPOINT;
+	h.ticket = "0123456789abcdef0123456789abcdef";
+	h.snapshot = "cicada-gpu-1234";
+	seed_call("hello-checkpoint", P_hello, (xdrproc_t)xdr_hello_args, &h, 0);
 }
 
 static void seed_scalars(void)
