@@ -12,24 +12,6 @@
 #include <unistd.h>
 #include "cicada-criu.h"
 
-static int read_line(int fd, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		if (buf[n] == '\n')
-			break;
-		n++;
-	}
-	buf[n] = 0;
-	return 0;
-}
-
 static int dial_control(int pid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -52,7 +34,7 @@ int session_pause(struct gpu_session *s, char *err)
 	s->ctl = dial_control(s->pid);
 	if (s->ctl < 0)
 		return 0;
-	if (send(s->ctl, "PAUSE\n", 6, MSG_NOSIGNAL) != 6 || read_line(s->ctl, line, sizeof(line))) {
+	if (send(s->ctl, "PAUSE\n", 6, MSG_NOSIGNAL) != 6 || wire_read_line(s->ctl, line, sizeof(line))) {
 		snprintf(err, WIRE_ERRLEN, "process %d did not answer the pause request", s->pid);
 		goto fail;
 	}
@@ -62,7 +44,7 @@ int session_pause(struct gpu_session *s, char *err)
 		return 0;
 	}
 	if (sscanf(line, "PAUSED %32s %299s %512s", s->ticket, s->server, s->token_hex) != 3) {
-		snprintf(err, WIRE_ERRLEN, "process %d: %s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
+		snprintf(err, WIRE_ERRLEN, "process %d: %.200s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
 		goto fail;
 	}
 	return 1;

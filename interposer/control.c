@@ -28,24 +28,6 @@
 
 #define LINE_MAX_LEN 1024
 
-static int read_line(int fd, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	while (n + 1 < len) {
-		ssize_t r = read(fd, buf + n, 1);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		if (buf[n] == '\n')
-			break;
-		n++;
-	}
-	buf[n] = 0;
-	return 0;
-}
-
 static void say(int fd, const char *line)
 {
 	send(fd, line, strlen(line), MSG_NOSIGNAL);
@@ -68,7 +50,7 @@ static void token_hex(char *out, size_t len)
 static void paused(int fd, const char *ticket, const char *server)
 {
 	char line[LINE_MAX_LEN], t[128], s[600], err[WIRE_ERRLEN];
-	int got = read_line(fd, line, sizeof(line)) == 0 &&
+	int got = wire_read_line(fd, line, sizeof(line)) == 0 &&
 		  sscanf(line, "RESUME %127s %599s", t, s) == 2;
 
 	if (!got) {
@@ -92,7 +74,7 @@ static void serve_one(int fd)
 	char out[2 * CICADA_TOKEN_MAX + 700], token[2 * CICADA_TOKEN_MAX + 2];
 	int rc;
 
-	if (read_line(fd, line, sizeof(line)) || strcmp(line, "PAUSE")) {
+	if (wire_read_line(fd, line, sizeof(line)) || strcmp(line, "PAUSE")) {
 		say(fd, "ERROR unknown request\n");
 		return;
 	}
@@ -142,7 +124,7 @@ void control_start(void)
 	static int started;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	socklen_t len;
-	sigset_t all;
+	sigset_t all, old;
 	pthread_t t;
 	int fd;
 
@@ -160,10 +142,10 @@ void control_start(void)
 	}
 	/* The application's signals go to its own threads, never this one. */
 	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	if (pthread_create(&t, NULL, control_thread, (void *)(intptr_t)fd))
 		close(fd);
 	else
 		pthread_detach(t);
-	pthread_sigmask(SIG_SETMASK, &all, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }

@@ -211,3 +211,22 @@ int wire_recv_fd(int sock)
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));
 	return fd;
 }
+
+/* Reads one text line (without its newline) from a socket; -1 at its end. */
+int wire_read_line(int fd, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		ssize_t r = read(fd, buf + n, 1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}

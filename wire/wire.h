@@ -33,6 +33,7 @@ int wire_listen(const struct wire_addr *addr, char *err);
 int wire_dial(const struct wire_addr *addr, char *err);
 int wire_send_fd(int sock, int fd);
 int wire_recv_fd(int sock);
+int wire_read_line(int fd, char *buf, size_t len);
 
 /* ---- shared-memory segment for local clients ---- */
 #define SHM_MAGIC 0x43494341u          /* "CICA" */
