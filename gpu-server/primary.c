@@ -4,6 +4,7 @@
  * not see that warm-up: its first retain takes the context over, and
  * until then the context reports itself inactive.
  */
+#include <stdlib.h>
 #include "gpu-server.h"
 
 #define MAX_WARM_DEVICES 64
@@ -48,4 +49,27 @@ CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev)
 		warm[dev] = 0;
 	}
 	return cuDevicePrimaryCtxReset(dev);
+}
+
+/* Names a device's primary context without leaving it active (a retain
+ * and release); the id is the one a later retain returns. */
+CUresult hand_primary_ctx_handle(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	CUdevice dev;
+	CUcontext ctx;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	dev = (CUdevice)a->v.v_val[0];
+	if ((err = cuDevicePrimaryCtxRetain(&ctx, dev)))
+		return err;
+	cuDevicePrimaryCtxRelease(dev);
+	if (!(r->v.v_val = malloc(sizeof(uint64_t))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = handle_put(w, H_CTX, ctx);
+	r->v.v_len = 1;
+	return r->v.v_val[0] ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -113,3 +113,15 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 	}
 	return err;
 }
+
+/* A device's primary context, named without being activated: the runtime
+ * asks for it (export table 6bd5fb6c, slot 2) before it retains it. */
+CUresult client_primary_ctx(CUdevice dev, CUcontext *out)
+{
+	uint64_t in = (uint64_t)dev, id;
+	CUresult err = client_scalar_call(P_primary_ctx_handle, 0, &in, 1, &id, 1);
+
+	if (!err)
+		*out = (CUcontext)(uintptr_t)id;
+	return err;
+}

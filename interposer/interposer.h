@@ -54,6 +54,17 @@ void copy_parallel(void *dst, const void *src, size_t len);
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
 CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
 
+/* loader.c, proc_address.c, export_tables.c, integrity.c: how the CUDA
+ * runtime finds the driver */
+void *interposer_self(void);
+void log_missing_once(const char *what, const char *name);
+const void *export_table_find(const CUuuid *id);
+void cls_forget(CUcontext ctx);
+CUresult integrity_digest(uint32_t version, uint64_t seconds, const void *interface_table,
+			  const void *integrity_table, const void *function, uint64_t out[2]);
+void integrity_md2(const void *msg, size_t len, unsigned char out[16]);
+CUresult client_primary_ctx(CUdevice dev, CUcontext *out);
+
 /* module.c */
 CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len);
 

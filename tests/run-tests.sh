@@ -91,8 +91,7 @@ run_programs() {
 	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000
 		     device_query context_ops errors_app zero_copy dlopen_app"
 	for p in $progs; do
-		local native_env=$DRIVER_ENV
-		env $native_env timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+		env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 			{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
 		case $p in
 		dlopen_app) run_same "$p" preload ;;
@@ -101,6 +100,30 @@ run_programs() {
 		esac
 	done
 	[ "$MODE" = gpu ] && run_same vecadd_cubin preload
+	run_runtime_programs
+}
+
+# CUDA runtime programs (static and shared runtime). The stand-in is no
+# runtime's driver (it has no export tables), so in CPU mode the reference
+# is the run over shared memory, which must itself end with "done".
+run_runtime_programs() {
+	local p
+	for p in rt_basic rt_basic_shared; do
+		if [ "$MODE" = gpu ]; then
+			env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+				{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
+		else
+			env $(cicada_env shm) timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err"
+			if ! grep -qx done "$T/$p.native"; then
+				bad "$p through Cicada (shared memory): did not run to its end"
+				tail -5 "$T/$p.native" "$T/$p.native.err"
+				continue
+			fi
+			ok "$p through Cicada (shared memory) runs to its end, every check passing"
+		fi
+		for tr in shm unix tcp; do run_same "$p" "$tr"; done
+	done
+	run_same rt_basic preload
 }
 
 test_module_cache() {

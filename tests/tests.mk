@@ -51,3 +51,25 @@ $(TESTS_CR_BINS:%=%.o) $(TESTS_PDIR)/cr_common.o: tests/programs/cr_common.h
 
 $(TESTS_PDIR)/dlopen_app: $(TESTS_PDIR)/dlopen_app.o $(TESTS_PDIR)/common.o
 	$(CC) $(CFLAGS) -o $@ $^ -ldl
+
+# CUDA runtime programs, built the normal way: nvcc's default static
+# runtime, and again with -cudart shared (the shared runtime is copied next
+# to them, for nodes without a toolkit). They reach the driver only
+# through dlopen("libcuda.so.1").
+TESTS_RT_PROGS := rt_basic
+TESTS_RT_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS)) \
+	$(addsuffix _shared,$(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS)))
+TESTS_RT_FLAGS := $(NVCC_ARCH) -gencode arch=compute_90,code=compute_90 -Xcompiler -pthread
+
+$(TESTS_PDIR)/%: tests/programs/%.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $<
+
+$(TESTS_PDIR)/%_shared: tests/programs/%.cu $(TESTS_PDIR)/libcudart.so.13
+	$(NVCC) $(TESTS_RT_FLAGS) -cudart shared -Xlinker -rpath,'$$ORIGIN' -o $@ $<
+
+$(TESTS_PDIR)/libcudart.so.13:
+	@mkdir -p $(@D)
+	cp -L $(CUDA)/lib64/libcudart.so.13 $@
+
+all: $(TESTS_RT_BINS)

@@ -208,7 +208,38 @@ static void checksum(const struct fc_launch *l)
 	*out += sum;
 }
 
+/* rt_basic.cu's kernels (extern "C", so unmangled) */
+static void rt_coeff_apply(const struct fc_launch *l)
+{
+	float *y = ARG(l, 0, float *), *coeff = fc_global(l, "rt_coeff");
+	int n = ARG(l, 1, int), *counter = fc_global(l, "rt_counter");
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n && coeff)
+			y[i] *= coeff[i & 3];
+		if (i == 0 && counter)
+			*counter += 1;
+	}
+}
+
+static void rt_iota(const struct fc_launch *l)
+{
+	int *p = ARG(l, 0, int *), n = ARG(l, 1, int), base = ARG(l, 2, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			p[i] = base + (int)i;
+	}
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "rt_axpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
+	{ "rt_coeff_apply", 2, { PTR, sizeof(int) }, rt_coeff_apply },
+	{ "rt_iota", 3, { PTR, sizeof(int), sizeof(int) }, rt_iota },
 	{ "vec_add", 4, { PTR, PTR, PTR, sizeof(int) }, vec_add },
 	{ "scale", 3, { PTR, sizeof(float), sizeof(int) }, scale },
 	{ "saxpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
@@ -230,7 +261,12 @@ static const int g_table_init[4] = { 1, 2, 3, 4 };
 
 static const unsigned long long g_steps_init;
 
+static const float rt_coeff_init[4];
+static const int rt_counter_init;
+
 static const struct fc_global globals[] = {
+	{ "rt_coeff", sizeof(rt_coeff_init), rt_coeff_init },
+	{ "rt_counter", sizeof(rt_counter_init), &rt_counter_init },
 	{ "g_table", sizeof(g_table_init), g_table_init },
 	{ "g_steps", sizeof(g_steps_init), &g_steps_init },
 };

@@ -412,3 +412,10 @@ CUresult cuFuncGetModule(CUmodule *hmod, CUfunction hfunc)
 	*hmod = (CUmodule)mod;
 	return CUDA_SUCCESS;
 }
+
+CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
+{
+	CHECK_ARG(mode);
+	*mode = CU_MODULE_LAZY_LOADING;
+	return CUDA_SUCCESS;
+}

@@ -1,0 +1,212 @@
+/*
+ * export_tables.c: the driver's private tables that the CUDA runtime and
+ * libraries ask for with cuGetExportTable (facts in EXPORT-TABLES.md).
+ * Every table is static, so its address never changes (the integrity
+ * check hashes it). Slots whose use is unknown return success and do
+ * nothing; a table we do not know is logged once and refused.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include "interposer.h"
+
+typedef void (*slot)(void);
+
+static CUresult CUDAAPI slot_ok(void)
+{
+	return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI slot_unsupported(void)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define SIZE_WORD(n) ((slot)(uintptr_t)((n) * sizeof(void *)))
+#define OK ((slot)slot_ok)
+#define NO ((slot)slot_unsupported)
+
+/* --- error-log sink {f8cff951} --- */
+static void CUDAAPI runtime_log(const char *component, int level, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	log_debug("runtime log (%s, %d): %s", component ? component : "?", level, line);
+}
+
+static slot log_table[] = { SIZE_WORD(3), (slot)runtime_log, OK, NULL };
+
+/* --- CUDART_INTERFACE {6bd5fb6c}: slot 2 names a device's primary
+ * context without activating it --- */
+static CUresult CUDAAPI primary_handle(CUcontext *out, CUdevice dev)
+{
+	return out ? client_primary_ctx(dev, out) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static slot interface_table[] = { SIZE_WORD(13), NO, (slot)primary_handle, NO, NO, NO, NO, OK, NO, NO,
+				  NULL, NO, OK, NULL };
+
+/* --- tools callback hooks {a094798c}: no callbacks enabled --- */
+static uint32_t callback_flags[1024];
+static unsigned char tool_flags[64];
+
+static void CUDAAPI callback_buffer(void **buf, size_t *count)
+{
+	*buf = callback_flags;
+	*count = sizeof(callback_flags) / sizeof(callback_flags[0]);
+}
+
+static void CUDAAPI tool_buffer(void **buf, size_t *count)
+{
+	*buf = tool_flags;
+	*count = 14;
+}
+
+static slot hooks_table[] = { SIZE_WORD(7), OK, (slot)callback_buffer, OK, OK, OK, (slot)tool_buffer, NULL };
+
+/* --- tools TLS {42d85a81} --- */
+static slot tls_table[] = { SIZE_WORD(3), OK, OK, NULL };
+
+/* --- context-local storage {c693336e}: the runtime's per-context state,
+ * kept here in the process (keys and values are its own pointers) --- */
+struct cls_entry {
+	CUcontext ctx;
+	void *key, *value;
+};
+
+static pthread_mutex_t cls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct cls_entry cls[256];
+static int ncls;
+
+static CUresult cls_context(CUcontext *ctx)
+{
+	if (!*ctx)
+		*ctx = ctx_current();
+	return *ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+static CUresult CUDAAPI cls_put(CUcontext ctx, void *key, void *value, void *dtor)
+{
+	CUresult err = cls_context(&ctx);
+	int i;
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&cls_lock);
+	for (i = 0; i < ncls && (cls[i].ctx != ctx || cls[i].key != key); i++)
+		;
+	if (i == ncls && ncls < (int)(sizeof(cls) / sizeof(cls[0])))
+		ncls++;
+	if (i < ncls)
+		cls[i] = (struct cls_entry){ ctx, key, value };
+	else
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_unlock(&cls_lock);
+	return err;
+}
+
+static CUresult CUDAAPI cls_delete(CUcontext ctx, void *key)
+{
+	CUresult err = cls_context(&ctx);
+
+	if (err)
+		return err;
+	pthread_mutex_lock(&cls_lock);
+	for (int i = 0; i < ncls; i++)
+		if (cls[i].ctx == ctx && cls[i].key == key)
+			cls[i] = cls[--ncls];
+	pthread_mutex_unlock(&cls_lock);
+	return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI cls_get(void **value, CUcontext ctx, void *key)
+{
+	CUresult err = cls_context(&ctx);
+
+	if (err)
+		return err;
+	err = CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&cls_lock);
+	for (int i = 0; i < ncls; i++)
+		if (cls[i].ctx == ctx && cls[i].key == key) {
+			*value = cls[i].value;
+			err = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&cls_lock);
+	return err;
+}
+
+/* Forgets a destroyed context's entries. */
+void cls_forget(CUcontext ctx)
+{
+	pthread_mutex_lock(&cls_lock);
+	for (int i = 0; i < ncls;)
+		if (cls[i].ctx == ctx)
+			cls[i] = cls[--ncls];
+		else
+			i++;
+	pthread_mutex_unlock(&cls_lock);
+}
+
+static slot cls_table[] = { (slot)cls_put, (slot)cls_delete, (slot)cls_get, NULL };
+
+/* --- context checks {263e8860}: no context is ever wrapped --- */
+static CUresult CUDAAPI context_unwrap(CUcontext ctx, unsigned *wrapped, CUcontext *inner)
+{
+	if (wrapped)
+		*wrapped = 0;
+	return CUDA_SUCCESS;
+}
+
+static int CUDAAPI context_flag(void)
+{
+	return 0;
+}
+
+static slot checks_table[] = { SIZE_WORD(15), OK, (slot)context_unwrap, (slot)context_flag, OK, OK, OK, OK,
+			       OK, OK, OK, OK, OK, OK, OK, NULL };
+
+/* --- integrity check {d4082055} --- */
+static CUresult CUDAAPI integrity(uint32_t version, uint64_t seconds, uint64_t out[2]);
+
+static slot integrity_table[] = { SIZE_WORD(3), (slot)integrity, OK, NULL };
+
+static CUresult CUDAAPI integrity(uint32_t version, uint64_t seconds, uint64_t out[2])
+{
+	return out ? integrity_digest(version, seconds, interface_table, integrity_table, (void *)integrity, out)
+		   : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* --- asked for by cuBLASLt {21318c60}: slot 4 is called and succeeds --- */
+static slot lt_table[93 + 1] = { SIZE_WORD(93), OK, OK, OK, OK, OK };
+
+struct known_table {
+	unsigned char id[16];
+	slot *table;
+};
+
+static const struct known_table tables[] = {
+	{ { 0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9 }, log_table },
+	{ { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 }, interface_table },
+	{ { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 }, hooks_table },
+	{ { 0x42, 0xd8, 0x5a, 0x81, 0x23, 0xf6, 0xcb, 0x47, 0x82, 0x98, 0xf6, 0xe7, 0x8a, 0x3a, 0xec, 0xdc }, tls_table },
+	{ { 0xc6, 0x93, 0x33, 0x6e, 0x11, 0x21, 0xdf, 0x11, 0xa8, 0xc3, 0x68, 0xf3, 0x55, 0xd8, 0x95, 0x93 }, cls_table },
+	{ { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e }, checks_table },
+	{ { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 }, integrity_table },
+	{ { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, lt_table },
+};
+
+/* The table for id, or NULL. */
+const void *export_table_find(const CUuuid *id)
+{
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		if (!memcmp(tables[i].id, id->bytes, 16)) {
+			if (tables[i].table == lt_table && !lt_table[93 - 1])
+				for (int s = 6; s <= 93; s++)
+					lt_table[s] = OK;
+			return tables[i].table;
+		}
+	return NULL;
+}
