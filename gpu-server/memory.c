@@ -151,9 +151,14 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	reg->flags = a->flags;
 	if (a->flags & CU_MEMHOSTALLOC_DEVICEMAP)
 		flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+	/* Portable registrations belong to no context: the worker's own one
+	 * serves, whatever the client's thread has current (it may be none,
+	 * as when a restored session is re-shared). */
+	cuCtxPushCurrent(w->base_ctx);
 	err = cuMemHostRegister(reg->base, a->size, flags);
 	if (!err && (a->flags & CU_MEMHOSTALLOC_DEVICEMAP))
 		err = cuMemHostGetDevicePointer((CUdeviceptr *)&r->device_ptr, reg->base, 0);
+	cuCtxPopCurrent(NULL);
 	if (err) {
 		munmap(reg->base, a->size);
 		reg->base = NULL;
@@ -173,7 +178,9 @@ CUresult hand_host_region_unmap(struct worker *w, void *args, void *res)
 	reg = &w->regions[a->v.v_val[0]];
 	if (!reg->base)
 		return CUDA_ERROR_INVALID_VALUE;
+	cuCtxPushCurrent(w->base_ctx);
 	cuMemHostUnregister(reg->base);
+	cuCtxPopCurrent(NULL);
 	munmap(reg->base, reg->size);
 	reg->base = NULL;
 	return CUDA_SUCCESS;

@@ -6,6 +6,7 @@
  * is ordinary memory here. Device allocations are remembered too, so that
  * cuMemcpy can tell device pointers from host pointers.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -180,15 +181,20 @@ int hostmem_share_again(void)
 	for (unsigned i = 0; i < nhosts && !rc; i++) {
 		struct host_alloc *h = &hosts[i];
 		CUdeviceptr old = h->device_ptr;
+		CUresult err;
 		int fd;
 
 		if (!h->region)
 			continue;
 		fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
 		rc = -1;
-		if (fd >= 0 && !ftruncate(fd, h->size) && pwrite(fd, h->base, h->size, 0) == (ssize_t)h->size &&
-		    mmap(h->base, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == h->base)
-			rc = share_region_id(h, fd) ? -1 : 0;
+		if (fd < 0 || ftruncate(fd, h->size) || pwrite(fd, h->base, h->size, 0) != (ssize_t)h->size ||
+		    mmap(h->base, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != h->base)
+			log_error("pinned memory at %p: %s", h->base, strerror(errno));
+		else if ((err = share_region_id(h, fd)))
+			log_error("pinned memory at %p: the worker refused it (error %d)", h->base, (int)err);
+		else
+			rc = 0;
 		if (fd >= 0)
 			close(fd);
 		if (!rc && old && h->device_ptr != old)
@@ -367,11 +373,13 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 	return err;
 }
 
+/* Freeing 0 does nothing and succeeds, as in the driver: cudaFree(NULL)
+ * (cuBLAS's cublasCreate makes that call) arrives as cuMemFree_v2(0). */
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
-	CUresult err = rpc_cuMemFree_v2(dptr);
+	CUresult err = dptr ? rpc_cuMemFree_v2(dptr) : CUDA_SUCCESS;
 
-	if (!err)
+	if (!err && dptr)
 		devmem_note_free(dptr);
 	return err;
 }

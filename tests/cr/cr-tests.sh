@@ -25,12 +25,16 @@ wait_for() {
 	return 1
 }
 
-# cr_launch TRANSPORT SERVER: starts cr_pattern through Cicada as its own
-# session leader, output in $T/cr.N.out; sets CR_PID and CR_OUT.
+# cr_launch TRANSPORT SERVER [PROGRAM ARGS...]: starts a program (default
+# cr_pattern) through Cicada as its own session leader, output in
+# $T/cr.N.out; sets CR_PID and CR_OUT.
 cr_launch() {
+	local tr=$1 srv=$2
+	shift 2
+	[ $# -gt 0 ] || set -- "$PROGS/cr_pattern" $CR_ARGS
 	CR_N=$((CR_N + 1))
 	CR_OUT=$T/cr.$CR_N.out
-	env $(cicada_env "$1" "$2") setsid "$PROGS/cr_pattern" $CR_ARGS </dev/null >"$CR_OUT" 2>"$CR_OUT.err" &
+	env $(cicada_env "$tr" "$srv") setsid "$@" </dev/null >"$CR_OUT" 2>"$CR_OUT.err" &
 	CR_PID=$!
 	disown $CR_PID
 	wait_for "^step 2 " "$CR_OUT" 60
@@ -58,15 +62,16 @@ cr_restore() {
 	return 1
 }
 
-# cr_finished: the (restored) program ran to its end; output matches.
+# cr_finished: the (restored) program ran to its end; its output matches
+# the reference ($CR_REF, by default cr_pattern's native run).
 cr_finished() {
 	wait_for "^done" "$CR_OUT" 120 || return 1
 	for _ in $(seq 100); do kill -0 "$CR_PID" 2>/dev/null || break; sleep 0.05; done
-	cmp -s "$T/cr.native" "$CR_OUT"
+	cmp -s "${CR_REF:-$T/cr.native}" "$CR_OUT"
 }
 
 cr_show_failure() {
-	diff "$T/cr.native" "$CR_OUT" | head -5
+	diff "${CR_REF:-$T/cr.native}" "$CR_OUT" | head -5
 	tail -3 "$CR_OUT.err"
 	for f in "$1"/criu.err; do [ -s "$f" ] && tail -5 "$f"; done
 	grep -h "Error\|cicada:" "$1"/dump.log "$1"/restore.log 2>/dev/null | tail -5
@@ -213,6 +218,22 @@ run_cr_sizes() {
 	done
 }
 
+# A CUDA runtime program (static runtime): the runtime's own state lives
+# in the process (CRIU's part), its driver objects in the replay log.
+cr_runtime_program() {
+	local dir=$T/ckpt.runtime
+	CR_REF=$T/rt_steps.ref
+	if [ "$MODE" = gpu ]; then
+		env $DRIVER_ENV timeout 120 "$PROGS/rt_steps" 10 150 >"$CR_REF" || return 1
+	else
+		env $(cicada_env shm) timeout 120 "$PROGS/rt_steps" 10 150 >"$CR_REF" || return 1
+	fi
+	cr_launch shm main "$PROGS/rt_steps" 10 150 || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" || return 1
+	cr_finished
+}
+
 # A target GPU with too little memory: one clear line, nothing restored.
 cr_small_target() {
 	local dir=$T/ckpt.small
@@ -246,6 +267,9 @@ run_cr_tests() {
 	cr_case "a dump killed part-way: the program goes on, the snapshot is whole" \
 		"$T/ckpt.killed-dump" cr_killed_dump
 	cr_case "corrupted and wrong-version snapshots are refused with one line" "$T/ckpt.refuse" cr_refusals
+	cr_case "a CUDA runtime program checkpointed mid-run and restored: output identical" \
+		"$T/ckpt.runtime" cr_runtime_program
+	unset CR_REF
 	[ "$MODE" = cpu ] && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target
 	[ "$MODE" = gpu ] && run_cr_sizes

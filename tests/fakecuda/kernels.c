@@ -236,7 +236,24 @@ static void rt_iota(const struct fc_launch *l)
 	}
 }
 
+static void rt_step(const struct fc_launch *l)
+{
+	unsigned *p = ARG(l, 0, unsigned *), step = ARG(l, 2, unsigned);
+	int n = ARG(l, 1, int);
+	unsigned long long *count = fc_global(l, "rt_step_count");
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			p[i] = p[i] * 1664525u + 1013904223u + step;
+		if (i == 0 && count)
+			*count += 1;
+	}
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "rt_step", 3, { PTR, sizeof(int), sizeof(unsigned) }, rt_step },
 	{ "rt_axpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
 	{ "rt_coeff_apply", 2, { PTR, sizeof(int) }, rt_coeff_apply },
 	{ "rt_iota", 3, { PTR, sizeof(int), sizeof(int) }, rt_iota },
@@ -262,10 +279,12 @@ static const int g_table_init[4] = { 1, 2, 3, 4 };
 static const unsigned long long g_steps_init;
 
 static const float rt_coeff_init[4];
+static const unsigned long long rt_step_count_init;
 static const int rt_counter_init;
 
 static const struct fc_global globals[] = {
 	{ "rt_coeff", sizeof(rt_coeff_init), rt_coeff_init },
+	{ "rt_step_count", sizeof(rt_step_count_init), &rt_step_count_init },
 	{ "rt_counter", sizeof(rt_counter_init), &rt_counter_init },
 	{ "g_table", sizeof(g_table_init), g_table_init },
 	{ "g_steps", sizeof(g_steps_init), &g_steps_init },

@@ -1,0 +1,60 @@
+/*
+ * rt_steps.cu: a CUDA runtime program (static runtime) that works in
+ * steps with pauses between them, for checkpoint/restore tests: device
+ * memory, a __device__ counter, a stream and an event carry state from
+ * step to step, and each step prints a checksum. A run checkpointed and
+ * restored mid-way must print exactly what an uninterrupted run prints.
+ */
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+extern "C" {
+__device__ unsigned long long rt_step_count;
+
+__global__ void rt_step(unsigned *p, int n, unsigned step)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		p[i] = p[i] * 1664525u + 1013904223u + step;
+	if (i == 0)
+		rt_step_count++;
+}
+}
+
+int main(int argc, char **argv)
+{
+	const int n = 1 << 20;
+	int steps = argc > 1 ? atoi(argv[1]) : 10, ms = argc > 2 ? atoi(argv[2]) : 150;
+	unsigned *d, *h;
+	unsigned long long count = 0;
+	cudaStream_t s;
+	cudaEvent_t done;
+
+	if (cudaMalloc(&d, n * sizeof(unsigned)) || cudaMallocHost(&h, n * sizeof(unsigned)) ||
+	    cudaStreamCreate(&s) || cudaEventCreateWithFlags(&done, cudaEventDisableTiming) ||
+	    cudaMemsetAsync(d, 0, n * sizeof(unsigned), s)) {
+		printf("setup failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+		return 1;
+	}
+	for (int step = 1; step <= steps; step++) {
+		unsigned long long sum = 0;
+		rt_step<<<n / 256, 256, 0, s>>>(d, n, (unsigned)step);
+		cudaMemcpyAsync(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost, s);
+		cudaEventRecord(done, s);
+		if (cudaEventSynchronize(done)) {
+			printf("step %d failed: %s\n", step, cudaGetErrorString(cudaGetLastError()));
+			return 1;
+		}
+		for (int i = 0; i < n; i++)
+			sum += (unsigned long long)h[i] * (unsigned)(i | 1);
+		printf("step %d checksum %016llx\n", step, sum);
+		fflush(stdout);
+		struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+		while (nanosleep(&t, &t))
+			;
+	}
+	cudaMemcpyFromSymbol(&count, rt_step_count, sizeof(count));
+	printf("device steps %llu\ndone\n", count);
+	return 0;
+}
