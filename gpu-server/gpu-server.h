@@ -113,6 +113,9 @@ void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, ui
 CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
 CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
 
+/* module.c: the launch configuration launch_config_pack sent */
+CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfig *c, CUlaunchAttribute *attrs);
+
 /* globals.c */
 void globals_track(struct worker *w, uint64_t id, void *handle, int library, const void *image, size_t size);
 

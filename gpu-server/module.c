@@ -204,3 +204,34 @@ CUresult hand_launch_kernel(struct worker *w, void *args, void *res)
 				      cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, NULL, size ? extra : NULL);
 	return cuLaunchKernelEx(&cfg, f, NULL, size ? extra : NULL);
 }
+
+/* The launch configuration launch_config_pack (interposer) sent. */
+CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfig *c,
+				     CUlaunchAttribute *attrs)
+{
+	CUresult err = handle_get(w, H_STREAM, v[0], (void **)&c->hStream);
+
+	if (err != CUDA_SUCCESS)
+		return err;
+	c->gridDimX = (unsigned)v[1];
+	c->gridDimY = (unsigned)(v[1] >> 32);
+	c->gridDimZ = (unsigned)v[2];
+	c->blockDimX = (unsigned)(v[2] >> 32);
+	c->blockDimY = (unsigned)v[3];
+	c->blockDimZ = (unsigned)(v[3] >> 32);
+	c->sharedMemBytes = (unsigned)v[4];
+	c->attrs = attrs;
+	c->numAttrs = 0;
+	memset(attrs, 0, 2 * sizeof(*attrs));
+	if ((unsigned)v[5]) {
+		attrs[c->numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+		attrs[c->numAttrs].value.clusterDim.x = (unsigned)v[5];
+		attrs[c->numAttrs].value.clusterDim.y = (unsigned)(v[5] >> 32);
+		attrs[c->numAttrs++].value.clusterDim.z = (unsigned)(v[4] >> 32);
+	}
+	if (v[6]) {
+		attrs[c->numAttrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE;
+		attrs[c->numAttrs++].value.clusterSchedulingPolicyPreference = (CUclusterSchedulingPolicy)(v[6] - 1);
+	}
+	return CUDA_SUCCESS;
+}

@@ -109,6 +109,8 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 
 	if (err == CUDA_SUCCESS) {
 		ctx_forget(ctx);
+		ids_forget_ctx(ctx);
+		cls_forget(ctx);
 		client_set_server_ctx(NULL, 0);
 	}
 	return err;

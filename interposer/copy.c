@@ -1,5 +1,6 @@
 /*
- * copy.c: host<->device copies, routed by where the host memory lives:
+ * copy.c: host<->device copies (1D, and 2D row by row), routed by where
+ * the host memory lives:
  *  - a pinned region shared with a local worker: one message, direct DMA;
  *  - other memory of a local client: streamed through the staging slots,
  *    with the application's memcpy overlapping the worker's DMA;
@@ -206,11 +207,10 @@ CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUst
 	return copy_dtoh(dst, src, n, stream, 1);
 }
 
-/* Unified addressing: known device allocations are device memory. */
-static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+/* A copy between two places already known to be host or device memory. */
+static CUresult copy_row(CUdeviceptr dst, int dst_dev, CUdeviceptr src, int src_dev, size_t n, CUstream stream,
+			 int async)
 {
-	int dst_dev = hostmem_is_device(dst), src_dev = hostmem_is_device(src);
-
 	if (dst_dev && src_dev)
 		return async ? rpc_cuMemcpyDtoDAsync_v2(dst, src, n, stream) : rpc_cuMemcpyDtoD_v2(dst, src, n);
 	if (dst_dev)
@@ -221,6 +221,12 @@ static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream st
 	return CUDA_SUCCESS;
 }
 
+/* Unified addressing: known device allocations are device memory. */
+static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+{
+	return copy_row(dst, hostmem_is_device(dst), src, hostmem_is_device(src), n, stream, async);
+}
+
 CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
 	return copy_any(dst, src, n, NULL, 0);
@@ -229,4 +235,60 @@ CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
 {
 	return copy_any(dst, src, n, stream, 1);
+}
+
+/* One side of a 2D copy: its address at row y, and whether it is device
+ * memory (unified memory is classified by address). Arrays are not offered. */
+static CUresult copy_2d_side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+			     size_t pitch, CUdeviceptr *addr, int *is_dev)
+{
+	if (type == CU_MEMORYTYPE_ARRAY)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+		return CUDA_ERROR_INVALID_VALUE;
+	*addr = (type == CU_MEMORYTYPE_HOST ? (CUdeviceptr)(uintptr_t)host : dev) + y * pitch + x;
+	*is_dev = type == CU_MEMORYTYPE_DEVICE || (type == CU_MEMORYTYPE_UNIFIED && hostmem_is_device(*addr));
+	return CUDA_SUCCESS;
+}
+
+/* A 2D copy as one copy when both sides are dense, else row by row. */
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
+{
+	CUdeviceptr dst, src;
+	int dst_dev, src_dev;
+	CUresult err;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!p->WidthInBytes || !p->Height)
+		return CUDA_SUCCESS;
+	if (p->Height > 1 && (p->srcPitch < p->WidthInBytes + p->srcXInBytes ||
+			      p->dstPitch < p->WidthInBytes + p->dstXInBytes))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = copy_2d_side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcXInBytes, p->srcY, p->srcPitch,
+				&src, &src_dev)) ||
+	    (err = copy_2d_side(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstXInBytes, p->dstY, p->dstPitch,
+				&dst, &dst_dev)))
+		return err;
+	if (p->Height == 1 || (p->srcPitch == p->WidthInBytes && p->dstPitch == p->WidthInBytes))
+		return copy_row(dst, dst_dev, src, src_dev, p->WidthInBytes * p->Height, stream, async);
+	for (size_t y = 0; y < p->Height && !err; y++)
+		err = copy_row(dst + y * p->dstPitch, dst_dev, src + y * p->srcPitch, src_dev, p->WidthInBytes, stream,
+			       async);
+	return err;
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d(pCopy, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+	return copy_2d(pCopy, hStream, 1);
 }

@@ -3,7 +3,8 @@
  * libraries ask for with cuGetExportTable (facts in EXPORT-TABLES.md).
  * Every table is static, so its address never changes (the integrity
  * check hashes it). Slots whose use is unknown return success and do
- * nothing; a table we do not know is logged once and refused.
+ * nothing, except in 21318c60, whose unknown slots fail; a table we do
+ * not know is logged once and refused.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -65,8 +66,17 @@ static void CUDAAPI tool_buffer(void **buf, size_t *count)
 
 static slot hooks_table[] = { SIZE_WORD(7), OK, (slot)callback_buffer, OK, OK, OK, (slot)tool_buffer, NULL };
 
-/* --- tools TLS {42d85a81} --- */
-static slot tls_table[] = { SIZE_WORD(3), OK, OK, NULL };
+/* --- tools TLS {42d85a81}: slot 2 names the calling thread's current
+ * context (cuBLAS asks before it uses table 21318c60) --- */
+static CUresult CUDAAPI tls_current_context(CUcontext *out)
+{
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = ctx_current();
+	return CUDA_SUCCESS;
+}
+
+static slot tls_table[] = { SIZE_WORD(3), OK, (slot)tls_current_context, NULL };
 
 /* --- context-local storage {c693336e}: the runtime's per-context state,
  * kept here in the process (keys and values are its own pointers) --- */
@@ -179,8 +189,38 @@ static CUresult CUDAAPI integrity(uint32_t version, uint64_t seconds, uint64_t o
 		   : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* --- asked for by cuBLASLt {21318c60}: slot 4 is called and succeeds --- */
-static slot lt_table[93 + 1] = { SIZE_WORD(93), OK, OK, OK, OK, OK };
+/* --- context and stream ids {21318c60}, asked for by cuBLAS and cuBLASLt:
+ * slot 4 is the context's id, slot 51 resolves a stream (0: the legacy or,
+ * when asked, the per-thread default stream) and slot 39 gives its id.
+ * Slot 91 is NULL in the driver; the other slots are not known and fail. --- */
+static CUresult CUDAAPI lt_context_id(CUcontext ctx, unsigned long long *id)
+{
+	return cuCtxGetId(ctx, id);
+}
+
+static CUresult CUDAAPI lt_resolve_stream(CUcontext ctx, CUstream stream, CUstream *out, int per_thread)
+{
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = stream ? stream : per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+	return CUDA_SUCCESS;
+}
+
+static CUresult CUDAAPI lt_stream_id(CUcontext ctx, CUstream stream, unsigned long long *id)
+{
+	return stream_id(ctx, stream, 0, id);
+}
+
+#define NO5 NO, NO, NO, NO, NO
+#define NO10 NO5, NO5
+static slot lt_table[] = {
+	SIZE_WORD(93), NO, NO, NO, (slot)lt_context_id,      /* 0-4 */
+	NO10, NO10, NO10, NO, NO, NO, NO,                    /* 5-38 */
+	(slot)lt_stream_id, NO10, NO,                        /* 39-50 */
+	(slot)lt_resolve_stream, NO10, NO10, NO10, NO5, NO, NO, NO, NO, /* 51-90 */
+	NULL, NO, NULL                                       /* 91, 92, end */
+};
+_Static_assert(sizeof(lt_table) / sizeof(lt_table[0]) == 93 + 1, "table 21318c60 has 93 entries");
 
 struct known_table {
 	unsigned char id[16];
@@ -202,11 +242,7 @@ static const struct known_table tables[] = {
 const void *export_table_find(const CUuuid *id)
 {
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
-		if (!memcmp(tables[i].id, id->bytes, 16)) {
-			if (tables[i].table == lt_table && !lt_table[93 - 1])
-				for (int s = 6; s <= 93; s++)
-					lt_table[s] = OK;
+		if (!memcmp(tables[i].id, id->bytes, 16))
 			return tables[i].table;
-		}
 	return NULL;
 }

@@ -1,9 +1,10 @@
 /*
  * interposer.h: the internals of libcicada.so, the drop-in libcuda.so.1.
  * The public interface is CUDA's own cuda.h; this header ties together the
- * connection (client.c), the thread's current context (context.c), host
- * memory (hostmem.c), copies (copy.c), modules and launches (module.c,
- * launch.c) and symbol lookup (loader.c).
+ * connection (client.c), the thread's current context (context.c), context
+ * and stream ids (ids.c, stream.c), host memory (hostmem.c), copies
+ * (copy.c), modules and launches (module.c, launch.c) and symbol lookup
+ * (loader.c).
  */
 #ifndef CICADA_INTERPOSER_H
 #define CICADA_INTERPOSER_H
@@ -38,6 +39,11 @@ CUcontext ctx_current(void);
 void ctx_push(CUcontext ctx);
 void ctx_forget(CUcontext ctx);
 
+/* ids.c: unique context and stream ids */
+CUresult stream_id(CUcontext ctx, CUstream stream, int per_thread, unsigned long long *out);
+void ids_forget_ctx(CUcontext ctx);
+void ids_forget_stream(CUstream stream);
+
 /* hostmem.c: pinned host memory */
 struct host_range {
 	unsigned region;                     /* shared with the server, or 0 */
@@ -64,6 +70,9 @@ CUresult integrity_digest(uint32_t version, uint64_t seconds, const void *interf
 			  const void *integrity_table, const void *function, uint64_t out[2]);
 void integrity_md2(const void *msg, size_t len, unsigned char out[16]);
 CUresult client_primary_ctx(CUdevice dev, CUcontext *out);
+
+/* launch.c: a launch configuration as the 7 scalars of generated calls */
+CUresult launch_config_pack(const CUlaunchConfig *c, uint64_t *v);
 
 /* module.c */
 CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len);

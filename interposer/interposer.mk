@@ -4,7 +4,8 @@
 INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c interposer/copy.c interposer/copy_pool.c \
                    interposer/module.c interposer/launch.c interposer/device.c interposer/loader.c \
                    interposer/control.c interposer/proc_address.c interposer/export_tables.c \
-                   interposer/integrity.c
+                   interposer/integrity.c interposer/ids.c interposer/stream.c \
+                   interposer/unsupported.c
 INTERPOSER_OBJS := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
 INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
 

@@ -184,3 +184,37 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
 
 	return launch(&c, f, kernelParams, NULL);
 }
+
+/* Packs c into 7 scalars: the stream, the grid, block and
+ * shared-memory sizes, the cluster dimension (x = 0: none) and the cluster
+ * scheduling policy (0: none, else policy + 1). Other attributes have no
+ * wire form yet. */
+CUresult launch_config_pack(const CUlaunchConfig *c, uint64_t *v)
+{
+	uint64_t cx = 0, cy = 0, cz = 0, policy = 0;
+
+	if (!c || (c->numAttrs && !c->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < c->numAttrs; i++) {
+		const CUlaunchAttribute *a = &c->attrs[i];
+
+		if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+			cx = a->value.clusterDim.x;
+			cy = a->value.clusterDim.y;
+			cz = a->value.clusterDim.z;
+		} else if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE) {
+			policy = (uint64_t)a->value.clusterSchedulingPolicyPreference + 1;
+		} else if (a->id != CU_LAUNCH_ATTRIBUTE_IGNORE) {
+			log_error("launch attribute %d is not supported in this call", (int)a->id);
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+	}
+	v[0] = (uint64_t)(uintptr_t)c->hStream;
+	v[1] = c->gridDimX | (uint64_t)c->gridDimY << 32;
+	v[2] = c->gridDimZ | (uint64_t)c->blockDimX << 32;
+	v[3] = c->blockDimY | (uint64_t)c->blockDimZ << 32;
+	v[4] = c->sharedMemBytes | cz << 32;
+	v[5] = cx | cy << 32;
+	v[6] = policy;
+	return CUDA_SUCCESS;
+}

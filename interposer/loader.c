@@ -7,6 +7,12 @@
 #include <stdio.h>
 #include "interposer.h"
 
+/* Logging works from the first call, before any connection is made. */
+__attribute__((constructor)) static void loader_init(void)
+{
+	log_init("cicada");
+}
+
 void *interposer_self(void)
 {
 	static void *self;

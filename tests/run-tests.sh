@@ -124,6 +124,28 @@ run_runtime_programs() {
 		for tr in shm unix tcp; do run_same "$p" "$tr"; done
 	done
 	run_same rt_basic preload
+	[ "$MODE" = gpu ] && run_library_programs
+}
+
+# CUDA libraries (GPU only: the stand-in has none of their kernels). Their
+# shared libraries come from the node's toolkit.
+run_library_programs() {
+	local d libs=""
+	for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/targets/x86_64-linux/lib; do
+		[ -e "$d/libcublas.so.13" ] && libs=$d && break
+	done
+	[ -n "$libs" ] || { bad "no libcublas.so.13 on this node"; return; }
+	env $DRIVER_ENV LD_LIBRARY_PATH=$libs timeout 120 "$PROGS/rt_cublas" >"$T/rt_cublas.native" 2>&1 ||
+		{ bad "rt_cublas natively"; tail -3 "$T/rt_cublas.native"; return; }
+	for tr in shm unix tcp; do
+		local out=$T/rt_cublas.$tr
+		env $(cicada_env "$tr") LD_LIBRARY_PATH="$B/lib:$libs" timeout 120 "$PROGS/rt_cublas" >"$out" 2>"$out.err"
+		if [ $? -eq 0 ] && cmp -s "$T/rt_cublas.native" "$out"; then
+			ok "rt_cublas (cuBLAS, cuBLASLt) over $tr: identical to native"
+		else
+			bad "rt_cublas over $tr"; diff "$T/rt_cublas.native" "$out" | head -5; tail -3 "$out.err"
+		fi
+	done
 }
 
 test_module_cache() {

@@ -69,6 +69,12 @@ $(TESTS_PDIR)/%: tests/programs/%.cu
 $(TESTS_PDIR)/%_shared: tests/programs/%.cu $(TESTS_PDIR)/libcudart.so.13
 	$(NVCC) $(TESTS_RT_FLAGS) -cudart shared -Xlinker -rpath,'$$ORIGIN' -o $@ $<
 
+# cuBLAS (and cuBLASLt underneath) from the toolkit's shared libraries.
+$(TESTS_PDIR)/rt_cublas: tests/programs/rt_cublas.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $< -lcublas
+all: $(TESTS_PDIR)/rt_cublas
+
 $(TESTS_PDIR)/libcudart.so.13:
 	@mkdir -p $(@D)
 	cp -L $(CUDA)/lib64/libcudart.so.13 $@

@@ -5,9 +5,11 @@
   gen-calls.py client TABLE            -> interposer stubs (C)
   gen-calls.py server TABLE            -> server handlers and dispatch table (C)
 
-Only calls whose parameters are all scalars or handles are generated in
-full; 'hand' calls get their procedure number, XDR types and a dispatch
-entry, and their C bodies are written by hand where the semantics live.
+Only calls whose parameters are all scalars, handles or a launch
+configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) are
+generated in full; 'hand' calls get their procedure number, XDR types and
+a dispatch entry, and their C bodies are written by hand where the
+semantics live.
 """
 import re
 import sys
@@ -19,6 +21,13 @@ HANDLES = {
 }
 
 
+# A launch configuration travels as 7 scalars: the stream, grid and block
+# sizes, shared memory, and the cluster attributes (the only ones sent),
+# packed by launch_config_pack (interposer/launch.c) and unpacked by
+# launch_config_unpack (gpu-server/module.c).
+CONFIG_TYPE = "const CUlaunchConfig"
+CONFIG_WIDTH = 7
+
 class Param:
     def __init__(self, text):
         text = text.strip()
@@ -29,8 +38,10 @@ class Param:
         if "*" in base:
             stars += "*" * base.count("*")
             base = base.replace("*", "").strip()
-        self.type, self.name, self.out = base, name, len(stars) == 1
+        self.config = base == CONFIG_TYPE and len(stars) == 1
+        self.type, self.name, self.out = base, name, len(stars) == 1 and not self.config
         self.handle = HANDLES.get(self.type)
+        self.width = CONFIG_WIDTH if self.config else 1
 
 
 class Call:
@@ -56,9 +67,14 @@ class Call:
         self.ins = [p for p in self.params if not p.out]
         self.outs = [p for p in self.params if p.out]
         self.creates = "creates" in flags or any(p.handle for p in self.outs)
-        hin = [i for i, p in enumerate(self.ins) if p.handle]
+        self.offsets, self.nin = [], 0          # where each input starts among the scalars
+        for p in self.ins:
+            self.offsets.append(self.nin)
+            self.nin += p.width
+        hin = [self.offsets[i] for i, p in enumerate(self.ins) if p.handle]
         self.parent_arg = hin[0] if hin else -1
-        assert len(self.ins) <= 8 and len(self.outs) <= 8, self.name
+        self.has_config = any(p.config for p in self.ins)
+        assert self.nin <= 8 and len(self.outs) <= 8, self.name
 
     @property
     def proc_macro(self):
@@ -101,7 +117,7 @@ def from_u64(t, expr, handle):
 def proto(c):
     ps = []
     for p in c.params:
-        ps.append("%s %s%s" % (p.type, "*" if p.out else "", p.name))
+        ps.append("%s %s%s" % (p.type, "*" if p.out or p.config else "", p.name))
     return ", ".join(ps) or "void"
 
 
@@ -112,14 +128,18 @@ def gen_client(calls):
         if c.hand:
             continue
         out.append("CUresult rpc_%s(%s)\n{\n" % (c.name, proto(c)))
-        out.append("\tuint64_t in[%d] = { 0 }, out[%d];\n" % (max(1, len(c.ins)), max(1, len(c.outs))))
+        out.append("\tuint64_t in[%d] = { 0 }, out[%d];\n" % (max(1, c.nin), max(1, len(c.outs))))
         out.append("\tCUresult err;\n\n")
         for p in c.outs:
             out.append("\tif (!%s)\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n" % p.name)
-        for i, p in enumerate(c.ins):
-            out.append("\tin[%d] = %s;\n" % (i, to_u64(p)))
+        for off, p in zip(c.offsets, c.ins):
+            if p.config:
+                out.append("\tif ((err = launch_config_pack(%s, &in[%d])) != CUDA_SUCCESS)\n\t\treturn err;\n"
+                           % (p.name, off))
+            else:
+                out.append("\tin[%d] = %s;\n" % (off, to_u64(p)))
         out.append("\terr = client_scalar_call(%s, %d, in, %d, out, %d);\n"
-                   % (c.proc_macro, int(c.async_), len(c.ins), len(c.outs)))
+                   % (c.proc_macro, int(c.async_), c.nin, len(c.outs)))
         if c.outs:
             out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
             for i, p in enumerate(c.outs):
@@ -153,15 +173,21 @@ def gen_server(calls):
             continue
         out.append("static CUresult h_%s(struct worker *w, const uint64_t *in, uint64_t *out)\n{\n" % c.name)
         for p in c.params:
-            out.append("\t%s %s;\n" % (p.type, p.name))
+            if p.config:
+                out.append("\tCUlaunchConfig %s;\n\tCUlaunchAttribute %s_attrs[2];\n" % (p.name, p.name))
+            else:
+                out.append("\t%s %s;\n" % (p.type, p.name))
         out.append("\tCUresult err = CUDA_SUCCESS;\n\n")
-        for i, p in enumerate(c.ins):
-            if p.handle:
+        for i, p in zip(c.offsets, c.ins):
+            if p.config:
+                out.append("\terr = launch_config_unpack(w, &in[%d], &%s, %s_attrs);\n"
+                           "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (i, p.name, p.name))
+            elif p.handle:
                 out.append("\terr = handle_get(w, %s, in[%d], (void **)&%s);\n"
                            "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (p.handle, i, p.name))
             else:
                 out.append("\t%s = %s;\n" % (p.name, from_u64(p.type, "in[%d]" % i, False)))
-        args = ", ".join(("&" if p.out else "") + p.name for p in c.params)
+        args = ", ".join(("&" if p.out or p.config else "") + p.name for p in c.params)
         if c.wrap:
             out.append("\terr = wrap_%s(w%s);\n" % (c.name, ", " + args if args else ""))
         else:
@@ -175,7 +201,7 @@ def gen_server(calls):
                 out.append("\tout[%d] = float_to_u64(%s);\n" % (i, p.name))
             else:
                 out.append("\tout[%d] = (uint64_t)%s;\n" % (i, p.name))
-        for i, p in enumerate(c.ins):
+        for i, p in zip(c.offsets, c.ins):
             if p.release:
                 out.append("\thandle_drop(w, %s, in[%d]);\n" % (p.handle, i))
         out.append("\treturn CUDA_SUCCESS;\n}\n\n")
@@ -200,7 +226,7 @@ def gen_server(calls):
             xres = "NULL" if c.async_ else "(xdrproc_t)xdr_scalar_res"
             rsize = "0" if c.async_ else "sizeof(scalar_res)"
             out.append('\t{ %s, "%s", (xdrproc_t)xdr_scalars, sizeof(scalars), %s, %s, NULL, h_%s, %d, %d, %s, %d },\n'
-                       % (c.proc_macro, c.name, xres, rsize, c.name, len(c.ins), len(c.outs), flags, c.parent_arg))
+                       % (c.proc_macro, c.name, xres, rsize, c.name, c.nin, len(c.outs), flags, c.parent_arg))
     out.append("\t{ 0 }\n};\n")
     return "".join(out)
 

@@ -1,0 +1,134 @@
+/*
+ * unsupported.c: driver functions Cicada does not offer, exported anyway.
+ * cuBLAS and cuBLASLt dlsym about ninety driver functions by name from
+ * libcuda.so.1 and fail to initialise (CUBLAS_STATUS_INTERNAL_ERROR) if
+ * any one is missing (EXPORT-TABLES.md 4.8), though a plain GEMM calls few
+ * of them. These fail cleanly instead: CUDA graphs, stream capture, the
+ * JIT linker, batched stream memory operations and managed memory (which
+ * Cicada never hands out, so there is nothing to prefetch). Some names are
+ * the old ABI that cuda.h now maps to a _v2; their prototypes are here.
+ */
+#include "interposer.h"
+
+#undef cuGraphInstantiate
+#undef cuGraphKernelNodeGetParams
+#undef cuGraphExecKernelNodeSetParams
+#undef cuStreamBatchMemOp
+#undef cuStreamWaitValue32
+#undef cuMemPrefetchAsync
+
+static CUresult unsupported(const char *name)
+{
+	log_missing_once("driver function", name);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* --- graphs: none can exist --- */
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+				    char *logBuffer, size_t bufferSize);
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+				    char *logBuffer, size_t bufferSize)
+{
+	return unsupported("cuGraphInstantiate");
+}
+
+CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	return unsupported("cuGraphKernelNodeGetParams");
+}
+
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
+CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+	return unsupported("cuGraphExecKernelNodeSetParams");
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+	return unsupported("cuGraphExecDestroy");
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	return unsupported("cuGraphLaunch");
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
+{
+	return unsupported("cuGraphDestroy");
+}
+
+CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+	return unsupported("cuGraphGetNodes");
+}
+
+CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+	return unsupported("cuGraphNodeGetType");
+}
+
+/* --- stream capture (stream.c answers the queries) --- */
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+	return unsupported("cuStreamBeginCapture");
+}
+
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+	return unsupported("cuStreamEndCapture");
+}
+
+/* --- the JIT linker --- */
+CUresult CUDAAPI cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
+				 CUlinkState *stateOut)
+{
+	return unsupported("cuLinkCreate");
+}
+
+CUresult CUDAAPI cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
+				  unsigned int numOptions, CUjit_option *options, void **optionValues)
+{
+	return unsupported("cuLinkAddData");
+}
+
+CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+				  CUjit_option *options, void **optionValues)
+{
+	return unsupported("cuLinkAddFile");
+}
+
+CUresult CUDAAPI cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+	return unsupported("cuLinkComplete");
+}
+
+CUresult CUDAAPI cuLinkDestroy(CUlinkState state)
+{
+	return unsupported("cuLinkDestroy");
+}
+
+/* --- stream memory operations (the old ABI; the driver may refuse it too) --- */
+CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	return unsupported("cuStreamWaitValue32");
+}
+
+CUresult CUDAAPI cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,
+				    unsigned int flags);
+CUresult CUDAAPI cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,
+				    unsigned int flags)
+{
+	return unsupported("cuStreamBatchMemOp");
+}
+
+/* --- managed memory (the old ABI, by device) --- */
+CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
+CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
+{
+	return unsupported("cuMemPrefetchAsync");
+}
