@@ -91,13 +91,8 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 	err = cuCtxCreate(&ctx, NULL, (unsigned)a->v.v_val[0], (CUdevice)a->v.v_val[1]);
 	if (err)
 		return err;
-	r->v.v_val = malloc(sizeof(uint64_t));
-	if (!r->v.v_val)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r->v.v_val[0] = handle_put(w, H_CTX, ctx);
-	r->v.v_len = 1;
-	w->current_ctx = r->v.v_val[0];      /* cuCtxCreate makes it current */
-	return CUDA_SUCCESS;
+	w->current_ctx = handle_put(w, H_CTX, ctx);  /* cuCtxCreate makes it current */
+	return one_scalar(r, w->current_ctx);
 }
 
 static size_t pointer_attr_size(unsigned attr)

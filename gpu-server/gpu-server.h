@@ -147,6 +147,7 @@ int worker_serve(struct worker *w);
 CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args, void *res,
 			uint64_t *scalar_out);
 const struct proc_desc *worker_proc(unsigned proc);
+CUresult one_scalar(scalar_res *r, uint64_t v);
 
 /* session.c: what a handed-over connection is for, and detached life */
 int session_receive(int from, struct wire_buf *hello);

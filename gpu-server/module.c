@@ -25,16 +25,6 @@ static CUresult load_image(struct worker *w, const module_load_args *a, const vo
 	return CUDA_SUCCESS;
 }
 
-static CUresult one_scalar(scalar_res *r, uint64_t v)
-{
-	r->v.v_val = malloc(sizeof(uint64_t));
-	if (!r->v.v_val)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r->v.v_val[0] = v;
-	r->v.v_len = 1;
-	return CUDA_SUCCESS;
-}
-
 /* An empty image asks whether the cache has it (CUDA_ERROR_NOT_FOUND). */
 CUresult hand_module_load(struct worker *w, void *args, void *res)
 {

@@ -4,7 +4,6 @@
  * not see that warm-up: its first retain takes the context over, and
  * until then the context reports itself inactive.
  */
-#include <stdlib.h>
 #include "gpu-server.h"
 
 #define MAX_WARM_DEVICES 64
@@ -67,9 +66,5 @@ CUresult hand_primary_ctx_handle(struct worker *w, void *args, void *res)
 	if ((err = cuDevicePrimaryCtxRetain(&ctx, dev)))
 		return err;
 	cuDevicePrimaryCtxRelease(dev);
-	if (!(r->v.v_val = malloc(sizeof(uint64_t))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r->v.v_val[0] = handle_put(w, H_CTX, ctx);
-	r->v.v_len = 1;
-	return r->v.v_val[0] ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+	return one_scalar(r, handle_put(w, H_CTX, ctx));
 }

@@ -46,6 +46,16 @@ static int worker_prepare(struct worker *w)
 	return 0;
 }
 
+/* A reply of one scalar (a handle id, mostly); 0 is an id never given. */
+CUresult one_scalar(scalar_res *r, uint64_t v)
+{
+	if (!v || !(r->v.v_val = malloc(sizeof(uint64_t))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = v;
+	r->v.v_len = 1;
+	return CUDA_SUCCESS;
+}
+
 static void set_pending(struct worker *w, CUresult err)
 {
 	if (err != CUDA_SUCCESS && w->pending == CUDA_SUCCESS)
