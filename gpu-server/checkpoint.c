@@ -148,16 +148,15 @@ static void gpu_info(Cicada__Gpu *g, char *name, size_t len, CUuuid *uuid)
 
 /* Arena allocations and chunks, module globals, and the memory ranges
  * whose bytes the snapshot keeps (chunks, then globals). */
-static int add_memory(struct building *b, struct snap_range *ranges, Cicada__Allocation *allocs,
-		      Cicada__Chunk *chunks, Cicada__Global *globals, size_t nglobals)
+static void add_memory(struct building *b, struct snap_range *ranges, Cicada__Allocation *allocs,
+		       Cicada__Chunk *chunks, Cicada__Global *globals)
 {
 	struct worker *w = b->w;
 	Cicada__Manifest *m = b->m;
-	uint64_t *va = calloc(nglobals + 1, 3 * sizeof(uint64_t));
+	unsigned nglobals;
+	const struct replay_global *g = replay_globals(w, &nglobals);
 	size_t n = 0;
 
-	if (!va)
-		return -1;
 	for (unsigned i = 0; i < m->n_allocations; i++) {
 		cicada__allocation__init(&allocs[i]);
 		devmem_get(w, 0, i, &allocs[i].va, &allocs[i].size);
@@ -169,17 +168,14 @@ static int add_memory(struct building *b, struct snap_range *ranges, Cicada__All
 		m->chunks[i] = &chunks[i];
 		ranges[n] = (struct snap_range){ chunks[i].va, chunks[i].size };
 	}
-	replay_globals(w, va, va + nglobals, va + 2 * nglobals, (unsigned)nglobals);
-	for (size_t i = 0; i < nglobals; i++, n++) {
+	for (unsigned i = 0; i < nglobals && i < m->n_globals; i++, n++) {
 		cicada__global__init(&globals[i]);
-		globals[i].va = va[i];
-		globals[i].size = va[nglobals + i];
-		globals[i].parent = va[2 * nglobals + i];
+		globals[i].va = g[i].va;
+		globals[i].size = g[i].size;
+		globals[i].parent = g[i].parent;
 		m->globals[i] = &globals[i];
-		ranges[n] = (struct snap_range){ va[i], va[nglobals + i] };
+		ranges[n] = (struct snap_range){ g[i].va, g[i].size };
 	}
-	free(va);
-	return 0;
 }
 
 struct manifest_parts {
@@ -231,11 +227,12 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 	struct manifest_parts p;
 	struct building b = { w, &p.m, NULL, err };
 	struct snap_memory_ops ops;
-	size_t nglobals = replay_globals(w, NULL, NULL, NULL, 0);
+	unsigned nglobals;
 	struct timespec t0, t1;
 	int rc = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	replay_globals(w, &nglobals);
 	err[0] = 0;
 	memset(&p, 0, sizeof(p));
 	cicada__manifest__init(&p.m);
@@ -257,8 +254,8 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 	worker_memory_ops(w, &ops);
 	if (!(b.wr = snap_writer_begin(dirfd, name, err)))
 		goto out;
-	if (replay_each(w, add_record, &b) || add_memory(&b, p.ranges, p.allocs, p.chunks, p.globals, nglobals) ||
-	    snap_write_memory(b.wr, p.ranges, p.m.n_chunks + nglobals, &ops, err)) {
+	add_memory(&b, p.ranges, p.allocs, p.chunks, p.globals);
+	if (replay_each(w, add_record, &b) || snap_write_memory(b.wr, p.ranges, p.m.n_chunks + nglobals, &ops, err)) {
 		if (!err[0])
 			snprintf(err, SNAP_ERRLEN, "out of memory");
 		snap_writer_abort(b.wr);

@@ -138,18 +138,25 @@ static uint64_t find_gap(struct devmem *m, uint64_t size, unsigned *at)
 	return va + size <= m->base + m->size ? va : 0;
 }
 
-static unsigned chunk_index(struct devmem *m, uint64_t va)
+/* Index of the first entry above va in a va-sorted array of structs that
+ * start with their va (chunks and allocations both do). */
+static unsigned first_above(const void *arr, unsigned n, size_t stride, uint64_t va)
 {
-	unsigned lo = 0, hi = m->nchunks;
+	unsigned lo = 0, hi = n;
 
 	while (lo < hi) {
 		unsigned mid = (lo + hi) / 2;
-		if (m->chunks[mid].va <= va)
+		if (*(const uint64_t *)((const char *)arr + (size_t)mid * stride) <= va)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo;                           /* first chunk above va */
+	return lo;
+}
+
+static unsigned chunk_index(struct devmem *m, uint64_t va)
+{
+	return first_above(m->chunks, m->nchunks, sizeof(*m->chunks), va);
 }
 
 /* Adds a mapped chunk at va (a fresh one, or one being restored). */
@@ -259,16 +266,7 @@ static CUresult alloc_large(struct devmem *m, uint64_t size, uint64_t *va)
 
 static unsigned alloc_index(struct devmem *m, uint64_t va)
 {
-	unsigned lo = 0, hi = m->nallocs;
-
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (m->allocs[mid].va <= va)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return first_above(m->allocs, m->nallocs, sizeof(*m->allocs), va);
 }
 
 static CUresult alloc_note(struct devmem *m, uint64_t va, uint64_t size)

@@ -133,8 +133,10 @@ void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t
 void replay_drop(struct worker *w, uint64_t id);
 unsigned replay_count(const struct worker *w);
 int replay_each(const struct worker *w, replay_fn fn, void *ctx);
-unsigned replay_globals(const struct worker *w, uint64_t *va, uint64_t *size, uint64_t *parent,
-			unsigned max);
+struct replay_global {
+	uint64_t va, size, parent;           /* parent: the module or library */
+};
+const struct replay_global *replay_globals(const struct worker *w, unsigned *n);
 
 /* worker.c */
 #define ARGS_MAX 1024

@@ -20,14 +20,10 @@ struct record {
 	char args[];
 };
 
-struct global {
-	uint64_t parent, va, size;
-};
-
 struct replay_log {
 	struct record *head, **tail;
 	uint64_t seq;
-	struct global *globals;
+	struct replay_global *globals;
 	unsigned nglobals, cap_globals;
 };
 
@@ -85,7 +81,7 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size)
 {
 	struct replay_log *l = log_of(w);
-	struct global *g;
+	struct replay_global *g;
 
 	if (!l)
 		return;
@@ -99,7 +95,7 @@ void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t
 		l->globals = g;
 		l->cap_globals = cap;
 	}
-	l->globals[l->nglobals++] = (struct global){ parent, va, size };
+	l->globals[l->nglobals++] = (struct replay_global){ va, size, parent };
 }
 
 /* Forgets everything made from handle id, recursively. */
@@ -159,16 +155,9 @@ int replay_each(const struct worker *w, replay_fn fn, void *ctx)
 	return 0;
 }
 
-unsigned replay_globals(const struct worker *w, uint64_t *va, uint64_t *size, uint64_t *parent,
-			unsigned max)
+/* The module variables tracked, n of them. */
+const struct replay_global *replay_globals(const struct worker *w, unsigned *n)
 {
-	const struct replay_log *l = w->replay;
-	unsigned n = l ? l->nglobals : 0;
-
-	for (unsigned i = 0; i < n && i < max; i++) {
-		va[i] = l->globals[i].va;
-		size[i] = l->globals[i].size;
-		parent[i] = l->globals[i].parent;
-	}
-	return n;
+	*n = w->replay ? w->replay->nglobals : 0;
+	return w->replay ? w->replay->globals : NULL;
 }

@@ -138,24 +138,18 @@ fail:
 /* Module globals must sit where the client's pointers say. */
 static int check_globals(struct worker *w, const Cicada__Manifest *m, char *err)
 {
-	size_t n = replay_globals(w, NULL, NULL, NULL, 0);
-	uint64_t *v = calloc(3 * n + 1, sizeof(uint64_t));
+	unsigned n, j;
+	const struct replay_global *g = replay_globals(w, &n);
 
-	if (!v)
-		return -1;
-	replay_globals(w, v, v + n, v + 2 * n, (unsigned)n);
 	for (size_t i = 0; i < m->n_globals; i++) {
-		size_t j = 0;
-		while (j < n && (v[j] != m->globals[i]->va || v[n + j] != m->globals[i]->size))
-			j++;
+		for (j = 0; j < n && (g[j].va != m->globals[i]->va || g[j].size != m->globals[i]->size); j++)
+			;
 		if (j == n) {
 			snprintf(err, SNAP_ERRLEN, "module global at 0x%llx did not come back at its address",
 				 (unsigned long long)m->globals[i]->va);
-			free(v);
 			return -1;
 		}
 	}
-	free(v);
 	return 0;
 }
 

@@ -58,6 +58,7 @@ int snap_fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 
 uint64_t snap_get_le(const uint8_t *p, int n);
 void snap_put_le(uint8_t *p, uint64_t v, int n);
 const char *snap_size_str(char *buf, size_t len, uint64_t n);
+#define SNAP_AT_POSITION UINT64_MAX
 int snap_write_all(int fd, const void *buf, size_t len);
 int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);

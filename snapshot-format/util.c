@@ -55,29 +55,13 @@ const char *snap_size_str(char *buf, size_t len, uint64_t n)
 	return buf;
 }
 
-int snap_write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= n;
-	}
-	return 0;
-}
-
+/* Writes all of buf at off, or at the file position (SNAP_AT_POSITION). */
 int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 {
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		ssize_t n = off == SNAP_AT_POSITION ? write(fd, p, len) : pwrite(fd, p, len, (off_t)off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -85,9 +69,15 @@ int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
 			return -1;
 		p += n;
 		len -= n;
-		off += n;
+		if (off != SNAP_AT_POSITION)
+			off += n;
 	}
 	return 0;
+}
+
+int snap_write_all(int fd, const void *buf, size_t len)
+{
+	return snap_pwrite_all(fd, buf, len, SNAP_AT_POSITION);
 }
 
 /* Reads up to len bytes at off; fewer only at end of file. */

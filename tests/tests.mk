@@ -62,15 +62,15 @@ TESTS_RT_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS) $(TESTS_RT_STATIC)
 	$(addsuffix _shared,$(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS)))
 TESTS_RT_FLAGS := $(NVCC_ARCH) -gencode arch=compute_90,code=compute_90 -Xcompiler -pthread
 
-$(TESTS_PDIR)/%: tests/programs/%.cu
+$(TESTS_PDIR)/%: tests/programs/%.cu tests/programs/rt_common.h
 	@mkdir -p $(@D)
 	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $<
 
-$(TESTS_PDIR)/%_shared: tests/programs/%.cu $(TESTS_PDIR)/libcudart.so.13
+$(TESTS_PDIR)/%_shared: tests/programs/%.cu tests/programs/rt_common.h $(TESTS_PDIR)/libcudart.so.13
 	$(NVCC) $(TESTS_RT_FLAGS) -cudart shared -Xlinker -rpath,'$$ORIGIN' -o $@ $<
 
 # cuBLAS (and cuBLASLt underneath) from the toolkit's shared libraries.
-$(TESTS_PDIR)/rt_cublas: tests/programs/rt_cublas.cu
+$(TESTS_PDIR)/rt_cublas: tests/programs/rt_cublas.cu tests/programs/rt_common.h
 	@mkdir -p $(@D)
 	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $< -lcublas
 all: $(TESTS_PDIR)/rt_cublas

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <pthread.h>
+#include "rt_common.h"
 
 extern "C" {
 __constant__ float rt_coeff[4];
@@ -39,16 +40,6 @@ __global__ void rt_iota(int *p, int n, int base)
 }
 }
 
-static int failures;
-
-#define CHECK(call)                                                                   \
-	do {                                                                          \
-		cudaError_t e_ = (call);                                              \
-		if (e_ != cudaSuccess) {                                              \
-			printf("FAIL %s: %s\n", #call, cudaGetErrorName(e_));         \
-			failures++;                                                   \
-		}                                                                     \
-	} while (0)
 
 static void expect(const char *what, bool ok)
 {
@@ -56,28 +47,20 @@ static void expect(const char *what, bool ok)
 	failures += !ok;
 }
 
-static unsigned long long fnv(const void *p, size_t n)
-{
-	unsigned long long h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-	return h;
-}
-
 static void properties(void)
 {
 	cudaDeviceProp p;
 	int count = 0, v = 0;
 
-	CHECK(cudaGetDeviceCount(&count));
+	CHECK_RT(cudaGetDeviceCount(&count));
 	memset(&p, 0, sizeof(p));
-	CHECK(cudaGetDeviceProperties(&p, 0));
+	CHECK_RT(cudaGetDeviceProperties(&p, 0));
 	printf("devices %d: %s, sm_%d%d, %d SMs, %zu MiB, warp %d\n", count, p.name, p.major, p.minor,
 	       p.multiProcessorCount, p.totalGlobalMem >> 20, p.warpSize);
 	printf("cudaDeviceProp hash %016llx\n", fnv(&p, sizeof(p)));
-	CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerBlock, 0));
+	CHECK_RT(cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerBlock, 0));
 	printf("max threads per block %d\n", v);
-	CHECK(cudaDriverGetVersion(&v));
+	CHECK_RT(cudaDriverGetVersion(&v));
 	expect("driver version is CUDA 13 or newer", v >= 13000);
 }
 
@@ -92,33 +75,33 @@ static void memory_and_kernels(void)
 		hx[i] = (float)i;
 		hy[i] = (float)(n - i);
 	}
-	CHECK(cudaMalloc(&x, n * sizeof(float)));
-	CHECK(cudaMalloc(&y, n * sizeof(float)));
-	CHECK(cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice));
-	CHECK(cudaMemcpy(y, hy, sizeof(hy), cudaMemcpyHostToDevice));
-	CHECK(cudaMemcpyToSymbol(rt_coeff, coeff, sizeof(coeff)));
-	CHECK(cudaMemcpyToSymbol(rt_counter, &counter, sizeof(counter)));
+	CHECK_RT(cudaMalloc(&x, n * sizeof(float)));
+	CHECK_RT(cudaMalloc(&y, n * sizeof(float)));
+	CHECK_RT(cudaMemcpy(x, hx, sizeof(hx), cudaMemcpyHostToDevice));
+	CHECK_RT(cudaMemcpy(y, hy, sizeof(hy), cudaMemcpyHostToDevice));
+	CHECK_RT(cudaMemcpyToSymbol(rt_coeff, coeff, sizeof(coeff)));
+	CHECK_RT(cudaMemcpyToSymbol(rt_counter, &counter, sizeof(counter)));
 	rt_axpy<<<(n + 255) / 256, 256>>>(2.0f, x, y, n);
-	CHECK(cudaGetLastError());
+	CHECK_RT(cudaGetLastError());
 	rt_coeff_apply<<<(n + 255) / 256, 256>>>(y, n);
 	rt_coeff_apply<<<(n + 255) / 256, 256>>>(y, n);
-	CHECK(cudaDeviceSynchronize());
-	CHECK(cudaMemcpy(out, y, sizeof(out), cudaMemcpyDeviceToHost));
-	CHECK(cudaMemcpyFromSymbol(&counter, rt_counter, sizeof(counter)));
+	CHECK_RT(cudaDeviceSynchronize());
+	CHECK_RT(cudaMemcpy(out, y, sizeof(out), cudaMemcpyDeviceToHost));
+	CHECK_RT(cudaMemcpyFromSymbol(&counter, rt_counter, sizeof(counter)));
 	bool ok = true;
 	for (int i = 0; i < n; i++)
 		ok &= out[i] == (2.0f * hx[i] + hy[i]) * coeff[i & 3] * coeff[i & 3];
 	expect("axpy and constant coefficients", ok);
 	printf("device counter %d\n", counter);
-	CHECK(cudaMemset(y, 0, n * sizeof(float)));
-	CHECK(cudaMemcpy(out, y, sizeof(out), cudaMemcpyDeviceToHost));
+	CHECK_RT(cudaMemset(y, 0, n * sizeof(float)));
+	CHECK_RT(cudaMemcpy(out, y, sizeof(out), cudaMemcpyDeviceToHost));
 	expect("memset", out[0] == 0.0f && out[n - 1] == 0.0f);
 
 	cudaPointerAttributes a;
-	CHECK(cudaPointerGetAttributes(&a, x));
+	CHECK_RT(cudaPointerGetAttributes(&a, x));
 	printf("pointer type of a device allocation: %d\n", (int)a.type);
-	CHECK(cudaFree(x));
-	CHECK(cudaFree(y));
+	CHECK_RT(cudaFree(x));
+	CHECK_RT(cudaFree(y));
 }
 
 static void streams_and_events(void)
@@ -129,32 +112,32 @@ static void streams_and_events(void)
 	cudaEvent_t start, stop;
 	float ms = -1;
 
-	CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+	CHECK_RT(cudaDeviceGetStreamPriorityRange(&least, &greatest));
 	printf("stream priorities %d..%d\n", least, greatest);
-	CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
-	CHECK(cudaStreamGetPriority(s, &prio));
+	CHECK_RT(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+	CHECK_RT(cudaStreamGetPriority(s, &prio));
 	expect("stream priority kept", prio == greatest);
-	CHECK(cudaMallocHost(&h, n * sizeof(int)));
-	CHECK(cudaMalloc(&d, n * sizeof(int)));
-	CHECK(cudaEventCreate(&start));
-	CHECK(cudaEventCreate(&stop));
-	CHECK(cudaEventRecord(start, s));
+	CHECK_RT(cudaMallocHost(&h, n * sizeof(int)));
+	CHECK_RT(cudaMalloc(&d, n * sizeof(int)));
+	CHECK_RT(cudaEventCreate(&start));
+	CHECK_RT(cudaEventCreate(&stop));
+	CHECK_RT(cudaEventRecord(start, s));
 	rt_iota<<<n / 256, 256, 0, s>>>(d, n, 7);
-	CHECK(cudaMemcpyAsync(h, d, n * sizeof(int), cudaMemcpyDeviceToHost, s));
-	CHECK(cudaEventRecord(stop, s));
-	CHECK(cudaEventSynchronize(stop));
-	CHECK(cudaEventElapsedTime(&ms, start, stop));
+	CHECK_RT(cudaMemcpyAsync(h, d, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+	CHECK_RT(cudaEventRecord(stop, s));
+	CHECK_RT(cudaEventSynchronize(stop));
+	CHECK_RT(cudaEventElapsedTime(&ms, start, stop));
 	expect("event timing", ms >= 0);
 	bool ok = true;
 	for (int i = 0; i < n; i++)
 		ok &= h[i] == 7 + i;
 	expect("kernel and async copy on a priority stream", ok);
-	CHECK(cudaStreamQuery(s));
-	CHECK(cudaEventDestroy(start));
-	CHECK(cudaEventDestroy(stop));
-	CHECK(cudaStreamDestroy(s));
-	CHECK(cudaFreeHost(h));
-	CHECK(cudaFree(d));
+	CHECK_RT(cudaStreamQuery(s));
+	CHECK_RT(cudaEventDestroy(start));
+	CHECK_RT(cudaEventDestroy(stop));
+	CHECK_RT(cudaStreamDestroy(s));
+	CHECK_RT(cudaFreeHost(h));
+	CHECK_RT(cudaFree(d));
 }
 
 static void *host_thread(void *arg)
@@ -164,18 +147,18 @@ static void *host_thread(void *arg)
 	int *d, h[n];
 	cudaStream_t s;
 
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaStreamCreate(&s));
-	CHECK(cudaMalloc(&d, sizeof(h)));
+	CHECK_RT(cudaSetDevice(0));
+	CHECK_RT(cudaStreamCreate(&s));
+	CHECK_RT(cudaMalloc(&d, sizeof(h)));
 	for (int round = 0; round < 20; round++) {
 		rt_iota<<<(n + 127) / 128, 128, 0, s>>>(d, n, (int)(t * 100000 + round));
-		CHECK(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s));
-		CHECK(cudaStreamSynchronize(s));
+		CHECK_RT(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s));
+		CHECK_RT(cudaStreamSynchronize(s));
 		for (int i = 0; i < n; i++)
 			sum += h[i];
 	}
-	CHECK(cudaFree(d));
-	CHECK(cudaStreamDestroy(s));
+	CHECK_RT(cudaFree(d));
+	CHECK_RT(cudaStreamDestroy(s));
 	return (void *)sum;
 }
 
@@ -198,8 +181,8 @@ static void errors(void)
 
 	printf("cudaSetDevice(99): %s\n", cudaGetErrorName(e));
 	cudaGetLastError();
-	CHECK(cudaSetDevice(0));
-	CHECK(cudaDeviceSynchronize());
+	CHECK_RT(cudaSetDevice(0));
+	CHECK_RT(cudaDeviceSynchronize());
 }
 
 int main(void)

@@ -12,18 +12,9 @@
 #include <cstdio>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include "rt_common.h"
 
 static const int N = 256;
-static int failures;
-
-#define CHECK_RT(call)                                                                \
-	do {                                                                          \
-		cudaError_t e_ = (call);                                              \
-		if (e_ != cudaSuccess) {                                              \
-			printf("FAIL %s: %s\n", #call, cudaGetErrorName(e_));         \
-			failures++;                                                   \
-		}                                                                     \
-	} while (0)
 
 #define CHECK_BLAS(call)                                                              \
 	do {                                                                          \
@@ -33,14 +24,6 @@ static int failures;
 			failures++;                                                   \
 		}                                                                     \
 	} while (0)
-
-static unsigned long long fnv(const void *p, size_t n)
-{
-	unsigned long long h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-	return h;
-}
 
 /* Deterministic inputs in [-1, 1), column-major like cuBLAS. */
 static void fill(float *m, unsigned seed)
