@@ -16,6 +16,15 @@ int worker_quiesce(struct worker *w, char *err)
 	CUcontext ctx;
 	CUresult rc;
 
+	unsigned graphs = 0;
+
+	for (unsigned i = 0; i < w->nhandles; i++)
+		graphs += w->handles[i].kind == H_GRAPH || w->handles[i].kind == H_GRAPH_EXEC;
+	if (graphs) {
+		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graph%s, which a checkpoint cannot carry",
+			 graphs, graphs == 1 ? "" : "s");
+		return -1;
+	}
 	for (unsigned i = 0; i < w->nhandles; i++) {
 		if (w->handles[i].kind != H_CTX)
 			continue;
@@ -27,6 +36,7 @@ int worker_quiesce(struct worker *w, char *err)
 		if (rc && w->pending == CUDA_SUCCESS)
 			w->pending = rc;             /* reported to the client later */
 	}
+	ordered_collect(w, 1);
 	return 0;
 fail:
 	snprintf(err, WIRE_ERRLEN, "cannot synchronise a context (error %d)", (int)rc);

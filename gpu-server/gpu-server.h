@@ -10,7 +10,8 @@
 
 #define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
-enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT };
+enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
+		   H_GRAPH, H_GRAPH_EXEC };
 
 struct handle_entry {
 	enum handle_kind kind;
@@ -24,6 +25,7 @@ struct host_region {
 };
 
 struct devmem;
+struct ordered_free;
 struct replay_log;
 struct image_table;
 
@@ -41,6 +43,9 @@ struct worker {
 	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
 	CUcontext base_ctx;                  /* device 0's primary, for copies */
 	struct devmem *devmem;
+	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
+	unsigned nfrees, cap_frees;
+	int callback_fd;                     /* host functions: the client's channel */
 	struct replay_log *replay;
 	struct image_table *images;          /* module images a snapshot brought */
 	uint64_t current_ctx;                /* the client's current context id */
@@ -116,6 +121,20 @@ CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
 /* module.c: the launch configuration launch_config_pack sent */
 CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfig *c, CUlaunchAttribute *attrs);
 
+/* ordered.c, graph.c, hostfn.c: wrap_* calls named in calls.tbl */
+void ordered_collect(struct worker *w, int wait);
+CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream);
+CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream);
+CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id,
+				  cuuint64_t *graph, size_t *ndeps);
+CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count);
+CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id);
+void hostfn_close(struct worker *w);
+
+/* output.c: device printf output, forwarded to the client */
+int output_capture(void);
+int output_forward(struct worker *w, struct wire_buf *out);
+
 /* globals.c */
 void globals_track(struct worker *w, uint64_t id, void *handle, int library, const void *image, size_t size);
 
@@ -153,6 +172,7 @@ CUresult one_scalar(scalar_res *r, uint64_t v);
 
 /* session.c: what a handed-over connection is for, and detached life */
 int session_receive(int from, struct wire_buf *hello);
+int session_open_channel(struct worker *w, int prepare);
 void session_run(struct worker *w, int fd, struct wire_buf *hello);
 int session_pass(const char *run_dir, const char *ticket, int fd, const struct wire_buf *hello);
 int ticket_valid(const char *ticket);

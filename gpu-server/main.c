@@ -198,7 +198,7 @@ static void *client_thread(void *arg)
 	}
 	tv.tv_sec = 0;
 	setsockopt(job->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (h.op == OP_REATTACH || h.op == OP_CHECKPOINT || h.op == OP_RELEASE) {
+	if (h.op == OP_REATTACH || h.op == OP_CHECKPOINT || h.op == OP_RELEASE || h.op == OP_CALLBACK) {
 		if (!ticket_valid(h.ticket) || session_pass(job->srv->run_dir, h.ticket, job->fd, &b)) {
 			log_warn("refused connection from %s: no paused session %.8s", job->peer, h.ticket);
 			refuse(job->fd, &b, "no paused session with that ticket on this server");

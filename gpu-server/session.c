@@ -309,21 +309,48 @@ static int decode_hello(struct handed *c, struct wire_buf *hello)
 }
 
 /* Waits on the session socket for the next connection naming our ticket. */
-static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello)
+static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 {
-	const char *env = getenv("CICADA_DETACH_TIMEOUT");
-	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S;
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
 	int conn, fd;
 
 	if (poll(&p, 1, timeout * 1000) <= 0) {
-		log_warn("session %.8s: nobody came back within %d s; ending it", w->ticket, timeout);
+		log_warn("session %.8s: nobody came within %d s", w->ticket, timeout);
 		return -1;
 	}
 	if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 		return -1;
 	fd = session_receive(conn, hello);
 	close(conn);
+	return fd;
+}
+
+/* The host-function channel of a live session (hostfn.c): the client
+ * dialled the server with OP_CALLBACK and our ticket, and the server
+ * passed the connection to our session socket. */
+int session_open_channel(struct worker *w, int prepare)
+{
+	struct wire_buf hello = { 0 };
+	struct handed c = { .fd = -1 };
+	int fd;
+
+	if (prepare)
+		return w->session_fd < 0 ? session_listen(w, &w->session_fd) : 0;
+	if (w->session_fd < 0 || (c.fd = wait_handed(w, w->session_fd, &hello, 5)) < 0) {
+		wire_buf_free(&hello);
+		return -1;
+	}
+	if (decode_hello(&c, &hello) || c.h.op != OP_CALLBACK || strcmp(c.h.ticket, w->ticket)) {
+		refuse(&c, CUDA_ERROR_INVALID_VALUE, "this request does not fit the worker's session");
+		close(c.fd);
+		c.fd = -1;
+	} else if (reply(&c)) {
+		close(c.fd);
+		c.fd = -1;
+	}
+	fd = c.fd;
+	xdr_free((xdrproc_t)xdr_hello_args, (char *)&c.h);
+	wire_buf_free(&hello);
 	return fd;
 }
 
@@ -375,8 +402,11 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello)
 {
 	int lfd = -1;
 
+	const char *env = getenv("CICADA_DETACH_TIMEOUT");
+	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S;
+
 	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
-		fd = wait_handed(w, lfd, hello);
+		fd = wait_handed(w, lfd, hello, timeout);
 	if (lfd >= 0)
 		session_unlisten(w, lfd);
 }
@@ -392,6 +422,7 @@ CUresult hand_detach(struct worker *w, void *args, void *res)
 		log_error("client %s: cannot pause: %s", w->peer, err);
 		return CUDA_ERROR_UNKNOWN;
 	}
+	hostfn_close(w);
 	/* The socket listens before the ticket leaves: the plugin's next
 	 * request may come at once. */
 	if (w->session_fd < 0 && session_listen(w, &w->session_fd))

@@ -206,7 +206,9 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		w->pending = CUDA_SUCCESS;
 	}
 	*(int *)&res = rc;
-	st = send_reply(w, out, hdr.xid, WIRE_SUCCESS, d->xres, &res);
+	st = output_forward(w, out);
+	if (!st)
+		st = send_reply(w, out, hdr.xid, WIRE_SUCCESS, d->xres, &res);
 	if (d->scalar) {
 		((scalar_res *)&res)->v.v_val = NULL;
 	} else {
@@ -255,7 +257,8 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	w.shm.fd = -1;
 	w.sock = -1;
 	w.session_fd = -1;
-	if (worker_prepare(&w))
+	w.callback_fd = -1;
+	if (output_capture() || worker_prepare(&w))
 		return 1;
 	if (write(control_fd, &ready, 1) != 1)
 		return 1;

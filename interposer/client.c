@@ -73,30 +73,60 @@ static size_t read_token(char *buf, size_t len)
 	return n;
 }
 
+struct hello_buf {
+	char token[CICADA_TOKEN_MAX], host[64];
+};
+
+static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const char *ticket)
+{
+	memset(h, 0, sizeof(*h));
+	memset(hb, 0, sizeof(*hb));
+	gethostname(hb->host, sizeof(hb->host) - 1);
+	h->proto_version = CICADA_PROTO_VERSION;
+	h->pid = (uint64_t)getpid();
+	h->op = op;
+	h->ticket = (char *)ticket;
+	h->snapshot = "";
+	h->host = hb->host;
+	h->token.token_val = hb->token;
+	h->token.token_len = (unsigned)read_token(hb->token, sizeof(hb->token));
+}
+
+/* Sends hello h on st, with the shm segment's fd if there is one. */
+static int hello_send(struct wire_stream *st, hello_args *h, int shm_fd)
+{
+	return wire_encode_call(&cl.out, ++cl.xid, P_hello, (xdrproc_t)xdr_hello_args, h) ||
+	       wire_send_record(st, &cl.out) || (shm_fd >= 0 && wire_send_fd(st->fd, shm_fd)) ? -1 : 0;
+}
+
+/* Reads the answer to the hello; a refusal's reason is in r->message. */
+static int hello_answer(struct wire_stream *st, uint32_t xid, hello_res *r, char *err)
+{
+	memset(r, 0, sizeof(*r));
+	if (wire_recv_record(st, &cl.in, 65536)) {
+		snprintf(err, WIRE_ERRLEN, "closed the connection during hello");
+		return -1;
+	}
+	return wire_decode_reply(&cl.in, xid, (xdrproc_t)xdr_hello_res, r, err);
+}
+
 static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
 {
-	char token[CICADA_TOKEN_MAX], host[64] = "";
-	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)getpid(),
-			 .op = op, .ticket = (char *)ticket, .snapshot = "" };
+	struct hello_buf hb;
+	hello_args h;
 	hello_res r;
 	char err[WIRE_ERRLEN];
 
-	memset(&r, 0, sizeof(r));
-	gethostname(host, sizeof(host) - 1);
-	h.host = host;
-	h.token.token_val = token;
-	h.token.token_len = (unsigned)read_token(token, sizeof(token));
+	hello_fill(&h, &hb, op, ticket);
 	if (cl.use_shm) {
 		if (shm_segment_create(&cl.shm, STAGING_SLOTS, STAGING_SLOT_SIZE))
 			cl.use_shm = 0;
 		h.want_shm = cl.use_shm;
 		h.shm_size = cl.use_shm ? cl.shm.size : 0;
 	}
-	if (wire_encode_call(&cl.out, ++cl.xid, P_hello, (xdrproc_t)xdr_hello_args, &h) ||
-	    wire_send_record(&cl.stream, &cl.out) || (cl.use_shm && wire_send_fd(cl.stream.fd, cl.shm.fd)) ||
-	    wire_recv_record(&cl.stream, &cl.in, 65536))
+	if (hello_send(&cl.stream, &h, cl.use_shm ? cl.shm.fd : -1))
 		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s closed the connection during hello%s", "");
-	if (wire_decode_reply(&cl.in, cl.xid, (xdrproc_t)xdr_hello_res, &r, err))
+	if (hello_answer(&cl.stream, cl.xid, &r, err))
 		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s: %s", err);
 	if (r.err) {
 		fail(r.err == CUDA_ERROR_NOT_PERMITTED ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE,
@@ -113,6 +143,48 @@ static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
 		shm_segment_detach(&cl.shm), cl.use_shm = 0;
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
 	return CUDA_SUCCESS;
+}
+
+/* A second connection to the session's worker, for what the server calls
+ * in the client (hostfn.c). The worker answers its hello only when told
+ * to take it, by the call accept makes. The caller holds the client lock.
+ * Returns the socket, or -1 with err set. */
+int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
+{
+	struct wire_addr addr;
+	struct wire_stream st;
+	struct hello_buf hb;
+	hello_args h;
+	hello_res r = { 0 };
+	uint32_t xid;
+	CUresult rc;
+	int fd;
+
+	if (wire_parse_addr(cl.addr_text, &addr, err) || (fd = wire_dial(&addr, err)) < 0)
+		return -1;
+	wire_stream_init(&st, fd);
+	hello_fill(&h, &hb, OP_CALLBACK, ticket);
+	if (hello_send(&st, &h, -1)) {
+		snprintf(err, WIRE_ERRLEN, "the server closed the connection");
+		goto fail;
+	}
+	xid = cl.xid;
+	if ((rc = accept())) {
+		snprintf(err, WIRE_ERRLEN, "the worker did not take the connection (error %d)", (int)rc);
+		goto fail;
+	}
+	if (hello_answer(&st, xid, &r, err))
+		goto fail;
+	if (r.err) {
+		snprintf(err, WIRE_ERRLEN, "%s", r.message ? r.message : "refused");
+		goto fail;
+	}
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	return fd;
+fail:
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	close(fd);
+	return -1;
 }
 
 /* Dials text and says hello with op; the connection becomes the session's. */
@@ -155,6 +227,7 @@ static CUresult connect_locked(void)
 
 static void close_link(void)
 {
+	hostfn_forget_channel();
 	close(cl.stream.fd);
 	wire_stream_init(&cl.stream, -1);
 	if (cl.use_shm)
@@ -279,6 +352,41 @@ static CUresult sync_context(unsigned proc)
 	return CUDA_SUCCESS;
 }
 
+/* A notice from the server: device output, written where the driver
+ * would have written it natively (the application's stdout). */
+static int take_notice(void)
+{
+	notice_output n = { { 0, NULL } };
+	struct wire_call_hdr hdr;
+	char err[WIRE_ERRLEN];
+	XDR x;
+	int ok;
+
+	if (wire_decode_call(&cl.in, &hdr, &x, err))
+		return -1;
+	ok = hdr.proc == CICADA_NOTICE_OUTPUT && xdr_notice_output(&x, &n);
+	xdr_destroy(&x);
+	if (ok && n.data.data_len) {
+		fwrite(n.data.data_val, 1, n.data.data_len, stdout);
+		fflush(stdout);
+	}
+	xdr_free((xdrproc_t)xdr_notice_output, (char *)&n);
+	return ok ? 0 : -1;
+}
+
+/* Reads the reply to a call, taking the notices that come before it. */
+static CUresult read_reply(void)
+{
+	for (;;) {
+		if (wire_recv_record(&cl.stream, &cl.in, WIRE_MAX_RECORD))
+			return client_lost("the server closed the connection");
+		if (!wire_record_is_call(&cl.in))
+			return CUDA_SUCCESS;
+		if (take_notice())
+			return client_lost("malformed notice");
+	}
+}
+
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)
 {
 	char err[WIRE_ERRLEN];
@@ -296,8 +404,8 @@ CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_
 		return client_lost("the server closed the connection");
 	if (!xres)
 		return CUDA_SUCCESS;
-	if (wire_recv_record(&cl.stream, &cl.in, WIRE_MAX_RECORD))
-		return client_lost("the server closed the connection");
+	if ((rc = read_reply()))
+		return rc;
 	if (wire_decode_reply(&cl.in, xid, xres, res, err))
 		return client_lost(err);
 	return (CUresult) * (int *)res;

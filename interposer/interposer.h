@@ -29,6 +29,8 @@ CUresult client_lost(const char *why);
 void *client_scratch(void);
 int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err);
 int client_resume(const char *server, const char *ticket, char *err);
+int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err);
+void hostfn_forget_channel(void);
 size_t client_token(char *buf, size_t len);
 
 /* control.c: the control socket the CRIU plugin pauses and resumes through */

@@ -1,9 +1,8 @@
 /*
- * stream.c: stream and event calls beyond the generated ones. Cicada
- * offers no stream capture (cuStreamBeginCapture fails), so no stream is
- * ever capturing; cuBLAS asks before each GEMM (EXPORT-TABLES.md 4.8), and
- * the answer needs no round trip. Old-ABI names that libraries dlsym
- * (cuEventElapsedTime, cuDevicePrimaryCtxRelease) behave as their _v2.
+ * stream.c: stream and event calls beyond the generated ones: the
+ * thread's capture mode (graph.c runs captures), and old-ABI names that
+ * libraries dlsym (cuEventElapsedTime, cuDevicePrimaryCtxRelease), which
+ * behave as their _v2.
  */
 #include "interposer.h"
 
@@ -22,32 +21,6 @@ CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 	capture_mode = *mode;
 	*mode = old;
 	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	if (!captureStatus)
-		return CUDA_ERROR_INVALID_VALUE;
-	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-	return CUDA_SUCCESS;
-}
-
-/* Outside a capture only the status is defined; the rest is left alone. */
-CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-					   cuuint64_t *id_out, CUgraph *graph_out,
-					   const CUgraphNode **dependencies_out, size_t *numDependencies_out)
-{
-	return cuStreamIsCapturing(hStream, captureStatus_out);
-}
-
-CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
-					   cuuint64_t *id_out, CUgraph *graph_out,
-					   const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out,
-					   size_t *numDependencies_out)
-{
-	if (edgeData_out && !dependencies_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	return cuStreamIsCapturing(hStream, captureStatus_out);
 }
 
 CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)

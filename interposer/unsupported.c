@@ -3,14 +3,13 @@
  * cuBLAS and cuBLASLt dlsym about ninety driver functions by name from
  * libcuda.so.1 and fail to initialise (CUBLAS_STATUS_INTERNAL_ERROR) if
  * any one is missing (EXPORT-TABLES.md 4.8), though a plain GEMM calls few
- * of them. These fail cleanly instead: CUDA graphs, stream capture, the
- * JIT linker, batched stream memory operations and managed memory (which
- * Cicada never hands out, so there is nothing to prefetch). Some names are
+ * of them. These fail cleanly instead: graph nodes, the JIT linker,
+ * batched stream memory operations and managed memory (which Cicada never
+ * hands out, so there is nothing to prefetch). Some names are
  * the old ABI that cuda.h now maps to a _v2; their prototypes are here.
  */
 #include "interposer.h"
 
-#undef cuGraphInstantiate
 #undef cuGraphKernelNodeGetParams
 #undef cuGraphExecKernelNodeSetParams
 #undef cuStreamBatchMemOp
@@ -23,15 +22,7 @@ static CUresult unsupported(const char *name)
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-/* --- graphs: none can exist --- */
-CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-				    char *logBuffer, size_t bufferSize);
-CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-				    char *logBuffer, size_t bufferSize)
-{
-	return unsupported("cuGraphInstantiate");
-}
-
+/* --- graphs built node by node (graph.c serves stream capture) --- */
 CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
 CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
 {
@@ -46,40 +37,9 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphN
 	return unsupported("cuGraphExecKernelNodeSetParams");
 }
 
-CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-	return unsupported("cuGraphExecDestroy");
-}
-
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-	return unsupported("cuGraphLaunch");
-}
-
-CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
-{
-	return unsupported("cuGraphDestroy");
-}
-
-CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
-{
-	return unsupported("cuGraphGetNodes");
-}
-
 CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
 	return unsupported("cuGraphNodeGetType");
-}
-
-/* --- stream capture (stream.c answers the queries) --- */
-CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
-{
-	return unsupported("cuStreamBeginCapture");
-}
-
-CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-	return unsupported("cuStreamEndCapture");
 }
 
 /* --- the JIT linker --- */

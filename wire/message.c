@@ -137,6 +137,18 @@ bad:
 	return -1;
 }
 
+/* Whether a received record is a call (a notice from the server) rather
+ * than the reply the client waits for. */
+int wire_record_is_call(const struct wire_buf *b)
+{
+	uint32_t type;
+
+	if (b->len < 8)
+		return 0;
+	memcpy(&type, b->data + 4, 4);
+	return ntohl(type) == MSG_CALL;
+}
+
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err)
 {
 	uint32_t w[6];

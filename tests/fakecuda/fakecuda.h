@@ -36,7 +36,7 @@ struct fc_ctx {
 };
 
 /* Kinds of handles in the registry. */
-enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM };
+enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM, FC_GRAPH, FC_GRAPH_EXEC };
 
 /* Kinds of memory ranges. */
 enum { FC_MEM_DEVICE = 1, FC_MEM_HOST, FC_MEM_REGISTERED, FC_MEM_GLOBAL, FC_MEM_VMM };
@@ -96,6 +96,12 @@ FC_HIDDEN const struct fc_kernel *fc_kernel_at(int i);
 FC_HIDDEN const struct fc_global *fc_global_at(int i);
 FC_HIDDEN size_t fc_param_offset(const struct fc_kernel *k, int idx);
 FC_HIDDEN void *fc_global(const struct fc_launch *l, const char *name);
+
+/* graph.c, stream.c: stream capture */
+struct fc_graph;
+FC_HIDDEN struct fc_graph **fc_stream_capture(CUstream s);
+FC_HIDDEN CUresult fc_capture_launch(struct fc_graph *g, CUfunction f, const struct fc_kernel *k, struct fc_dim grid,
+				     struct fc_dim block, unsigned shmem, void **args);
 
 /* module.c */
 FC_HIDDEN CUresult fc_func(CUfunction f, const struct fc_kernel **k, void **mod, int *max_shmem);

@@ -53,11 +53,15 @@ static CUresult launch(CUfunction f, struct fc_dim grid, struct fc_dim block, un
 	int max_shmem;
 	void *mod;
 
+	struct fc_graph **capture = fc_stream_capture(s);
+
 	TRY(fc_func(f, &k, &mod, &max_shmem));
-	TRY(fc_check_stream(s));
 	TRY(check_dims(grid, block));
 	CHECK_ARG(shmem <= (unsigned)max_shmem);
 	TRY(collect(k, params, extra, args));
+	if (capture && *capture)
+		return fc_capture_launch(*capture, f, k, grid, block, shmem, args);
+	TRY(fc_check_stream(s));
 	l = (struct fc_launch){ grid, block, args, mod };
 	k->fn(&l);
 	return CUDA_SUCCESS;

@@ -12,6 +12,7 @@
 struct stream {
 	unsigned flags;
 	int priority;
+	struct fc_graph *capture;	/* the graph a capture is recording */
 };
 
 struct event {
@@ -25,7 +26,14 @@ CUresult fc_check_stream(CUstream s)
 	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
 		return fc_current(NULL);
 	TRY(fc_need_init());
-	return fc_obj_has(s, FC_STREAM) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	CHECK(fc_obj_has(s, FC_STREAM), CUDA_ERROR_INVALID_HANDLE);
+	return ((struct stream *)s)->capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* A created stream's capture slot (NULL for the special streams). */
+struct fc_graph **fc_stream_capture(CUstream s)
+{
+	return fc_obj_has(s, FC_STREAM) ? &((struct stream *)s)->capture : NULL;
 }
 
 static CUresult check_event(CUevent e)

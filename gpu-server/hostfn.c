@@ -1,0 +1,101 @@
+/*
+ * hostfn.c: host functions on streams (cuLaunchHostFunc,
+ * cuStreamAddCallback) run in the application, called from the server.
+ * The client registers the function under an id and sends the id; the
+ * worker enqueues its own host function on the stream, which, when the
+ * stream reaches it, writes the id on the session's callback channel and
+ * waits until the client writes it back (the function has returned). The
+ * stream waits meanwhile, as CUDA defines. The channel is a second
+ * connection that the client opens on first use (host_func_channel); it
+ * carries 8-byte ids only. If the client is gone the stream goes on.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include "gpu-server.h"
+
+struct host_call {
+	struct worker *w;
+	uint64_t id;
+};
+
+static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int full_io(int fd, void *buf, size_t len, int writing)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = writing ? write(fd, (char *)buf + done, len - done) : read(fd, (char *)buf + done, len - done);
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Runs on the driver's callback thread. */
+static void CUDA_CB run_in_client(void *arg)
+{
+	struct host_call *c = arg;
+	uint64_t back = 0;
+
+	pthread_mutex_lock(&channel_lock);
+	if (c->w->callback_fd >= 0 && (full_io(c->w->callback_fd, &c->id, 8, 1) ||
+				       full_io(c->w->callback_fd, &back, 8, 0) || back != c->id)) {
+		log_warn("client %s: host function channel lost", c->w->peer);
+		close(c->w->callback_fd);
+		c->w->callback_fd = -1;
+	}
+	pthread_mutex_unlock(&channel_lock);
+	free(c);
+}
+
+CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id)
+{
+	struct host_call *c;
+	CUresult err;
+
+	if (w->callback_fd < 0)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!(c = malloc(sizeof(*c))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*c = (struct host_call){ w, id };
+	if ((err = cuLaunchHostFunc(stream, run_in_client, c)))
+		free(c);
+	return err;
+}
+
+/* v[0] = 0: make ready (the session socket listens; the reply names the
+ * ticket to dial with); v[0] = 1: take the connection the client made. */
+CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	name_res *r = res;
+	int fd;
+
+	if (a->v.v_len != 1 || a->v.v_val[0] > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (a->v.v_val[0] == 0) {
+		if (session_open_channel(w, 1) || !(r->name = strdup(w->ticket)))
+			return CUDA_ERROR_OPERATING_SYSTEM;
+		return CUDA_SUCCESS;
+	}
+	if ((fd = session_open_channel(w, 0)) < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	pthread_mutex_lock(&channel_lock);
+	if (w->callback_fd >= 0)
+		close(w->callback_fd);
+	w->callback_fd = fd;
+	pthread_mutex_unlock(&channel_lock);
+	log_info("client %s: host function channel open", w->peer);
+	return CUDA_SUCCESS;
+}
+
+/* A pause ends the channel (the device is idle, so no call is waiting). */
+void hostfn_close(struct worker *w)
+{
+	pthread_mutex_lock(&channel_lock);
+	if (w->callback_fd >= 0)
+		close(w->callback_fd);
+	w->callback_fd = -1;
+	pthread_mutex_unlock(&channel_lock);
+}

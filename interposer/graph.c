@@ -1,0 +1,149 @@
+/*
+ * graph.c: CUDA graphs made by stream capture. The capture runs in the
+ * worker: calls issued on a capturing stream reach the server in order and
+ * the driver records them there; instantiate and launch are forwarded
+ * (generated stubs). Libraries ask whether a stream is capturing before
+ * every call (cuBLAS does, per GEMM), so the interposer counts the captures
+ * it began and answers "not capturing" itself while there are none.
+ * Graphs built node by node, and the node handles of a capture, are not
+ * offered: those calls fail cleanly.
+ */
+#include "interposer.h"
+
+#undef cuStreamBeginCapture
+#undef cuGraphInstantiate
+
+static int captures;                     /* begun and not yet ended */
+
+static int capturing(void)
+{
+	return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0;
+}
+
+CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+	CUresult err = rpc_cuStreamBeginCapture_v2(hStream, mode);
+
+	if (err == CUDA_SUCCESS)
+		__atomic_add_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+	return err;
+}
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream);
+CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
+{
+	return cuStreamBeginCapture_v2(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+/* An invalidated or unjoined capture ends too; only a stream that was not
+ * capturing (or a bad argument) leaves the count alone. */
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+	CUresult err = rpc_cuStreamEndCapture(hStream, phGraph);
+
+	if (err == CUDA_SUCCESS || err == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+	    err == CUDA_ERROR_STREAM_CAPTURE_UNJOINED || err == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+		__atomic_sub_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+	return err;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	if (!captureStatus)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (capturing())
+		return rpc_cuStreamIsCapturing(hStream, captureStatus);
+	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+	return CUDA_SUCCESS;
+}
+
+/* Status, id and graph come from the worker; dependency nodes cannot be
+ * handed out, so asking for them while a capture has some is refused. */
+static CUresult capture_info(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+			     const CUgraphNode **deps, size_t *ndeps)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	cuuint64_t cid = 0, g = 0;
+	size_t n = 0;
+	CUresult err;
+
+	if (!status)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (capturing() && (err = rpc_stream_capture_info(hStream, &st, &cid, &g, &n)))
+		return err;
+	*status = st;
+	if (st == CU_STREAM_CAPTURE_STATUS_NONE)
+		return CUDA_SUCCESS;
+	if (deps && n) {
+		log_missing_once("capture dependency nodes", "cuStreamGetCaptureInfo");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if (id)
+		*id = cid;
+	if (graph)
+		*graph = (CUgraph)(uintptr_t)g;
+	if (deps)
+		*deps = NULL;
+	if (ndeps)
+		*ndeps = n;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					   cuuint64_t *id_out, CUgraph *graph_out,
+					   const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
+}
+
+CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+					   cuuint64_t *id_out, CUgraph *graph_out,
+					   const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out,
+					   size_t *numDependencies_out)
+{
+	if (edgeData_out && !dependencies_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (edgeData_out)
+		*edgeData_out = NULL;
+	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
+}
+
+/* The old form: the error node and log are never filled (no node handles). */
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+				    char *logBuffer, size_t bufferSize);
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+				    char *logBuffer, size_t bufferSize)
+{
+	if (phErrorNode)
+		*phErrorNode = NULL;
+	if (logBuffer && bufferSize)
+		logBuffer[0] = 0;
+	return cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+}
+
+CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+					      CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	CUresult err;
+
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	p->hErrNode_out = NULL;
+	err = cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags & ~CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD);
+	if (err == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+		err = cuGraphUpload(*phGraphExec, p->hUploadStream);
+	p->result_out = err == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+	return err;
+}
+
+/* Only the count: node handles are not offered. */
+CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+	if (!numNodes)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (nodes) {
+		log_missing_once("graph node handles", "cuGraphGetNodes");
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return rpc_graph_node_count(hGraph, numNodes);
+}

@@ -1,0 +1,184 @@
+/*
+ * hostfn.c: host functions on streams (cuLaunchHostFunc,
+ * cuStreamAddCallback) run here, in the application, when the worker's
+ * stream reaches them (gpu-server/hostfn.c). Each launch registers the
+ * function under a new id and sends only the id, pipelined. The worker
+ * calls back on a channel of its own, a second connection opened on first
+ * use; a thread here reads an id, runs the function and writes the id
+ * back, and the stream goes on. A pause closes the channel; the next
+ * launch opens one to whichever worker holds the session then.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "interposer.h"
+
+struct host_call {
+	uint64_t id;
+	CUhostFn fn;                         /* cuLaunchHostFunc, or */
+	CUstreamCallback callback;           /* cuStreamAddCallback */
+	CUstream stream;
+	void *data;
+};
+
+static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct host_call *calls;
+static unsigned ncalls, cap_calls;
+static uint64_t next_id = 1;
+static int channel = -1;                 /* guarded by the client lock */
+
+static uint64_t calls_add(struct host_call c)
+{
+	uint64_t id = 0;
+
+	pthread_mutex_lock(&calls_lock);
+	if (ncalls == cap_calls) {
+		unsigned cap = cap_calls ? 2 * cap_calls : 64;
+		struct host_call *n = realloc(calls, cap * sizeof(*n));
+		if (!n)
+			goto out;
+		calls = n;
+		cap_calls = cap;
+	}
+	c.id = id = next_id++;
+	calls[ncalls++] = c;
+out:
+	pthread_mutex_unlock(&calls_lock);
+	return id;
+}
+
+static int calls_take(uint64_t id, struct host_call *out)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&calls_lock);
+	for (unsigned i = 0; i < ncalls && !found; i++)
+		if (calls[i].id == id) {
+			*out = calls[i];
+			calls[i] = calls[--ncalls];
+			found = 1;
+		}
+	pthread_mutex_unlock(&calls_lock);
+	return found;
+}
+
+static int full_io(int fd, void *buf, size_t len, int writing)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = writing ? write(fd, (char *)buf + done, len - done) : read(fd, (char *)buf + done, len - done);
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* The channel's thread: one id in, the function runs, the id goes back. */
+static void *serve_channel(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct host_call c;
+	uint64_t id;
+
+	while (!full_io(fd, &id, 8, 0)) {
+		if (!calls_take(id, &c)) {
+			log_warn("the gpu-server called unknown host function %llu", (unsigned long long)id);
+			break;
+		}
+		if (c.fn)
+			c.fn(c.data);
+		else
+			c.callback(c.stream, CUDA_SUCCESS, c.data);
+		if (full_io(fd, &id, 8, 1))
+			break;
+	}
+	close(fd);
+	return NULL;
+}
+
+static CUresult channel_accept(void)
+{
+	uint64_t take = 1;
+	scalars a = { { 1, &take } };
+	name_res r = { 0 };
+	CUresult rc = client_call_locked(P_host_func_channel, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
+
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+	return rc;
+}
+
+/* Opens the channel (the caller holds the client lock). */
+static CUresult channel_open(void)
+{
+	uint64_t ready = 0;
+	scalars a = { { 1, &ready } };
+	name_res r = { 0 };
+	char err[WIRE_ERRLEN] = "";
+	pthread_t t;
+	CUresult rc;
+	int fd;
+
+	rc = client_call_locked(P_host_func_channel, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
+	if (rc || !r.name) {
+		xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+		return rc ? rc : CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	fd = client_dial_channel(r.name, channel_accept, err);
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+	if (fd < 0) {
+		log_error("cannot open the host function channel: %s", err);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	if (pthread_create(&t, NULL, serve_channel, (void *)(intptr_t)fd)) {
+		close(fd);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	pthread_detach(t);
+	channel = fd;
+	return CUDA_SUCCESS;
+}
+
+/* The session paused: its worker closed the channel, the thread ends. */
+void hostfn_forget_channel(void)
+{
+	if (channel >= 0)
+		shutdown(channel, SHUT_RDWR);
+	channel = -1;
+}
+
+static CUresult launch(CUstream stream, struct host_call c)
+{
+	CUresult err = client_connect();
+	uint64_t id;
+
+	if (err)
+		return err;
+	client_lock();
+	if (channel < 0 && (err = channel_open()))
+		goto out;
+	if (!(id = calls_add(c))) {
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	if ((err = rpc_host_func_launch(stream, id)))
+		calls_take(id, &c);
+out:
+	client_unlock();
+	return err;
+}
+
+CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	return launch(hStream, (struct host_call){ .fn = fn, .data = userData });
+}
+
+CUresult CUDAAPI cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData,
+				     unsigned int flags)
+{
+	if (!callback || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return launch(hStream, (struct host_call){ .callback = callback, .stream = hStream, .data = userData });
+}
