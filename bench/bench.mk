@@ -26,3 +26,15 @@ $(CR_NATIVE_BIN): $(BUILD)/bench/cr_native.o
 
 bench-cr:
 	bash bench/run-bench-cr.sh
+
+# The workloads: CUDA runtime programs built the normal way (nvcc's
+# default static runtime), sm_90 SASS plus compute_90 PTX. They reach the
+# driver only through dlopen("libcuda.so.1"); run-bench.sh runs them.
+BENCH_RT_BINS := $(BUILD)/bench/matmul $(BUILD)/bench/nbody
+BENCH_RT_FLAGS := -O2 $(NVCC_ARCH) -gencode arch=compute_90,code=compute_90
+
+all: $(BENCH_RT_BINS)
+
+$(BENCH_RT_BINS): $(BUILD)/bench/%: bench/%.cu bench/workload.h
+	@mkdir -p $(@D)
+	$(NVCC) $(BENCH_RT_FLAGS) -o $@ $<

@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # run-bench.sh: `make bench`. Runs cicada-bench natively, through Cicada
 # over a local unix socket with shared memory, and over TCP loopback, then
-# prints one comparison table and the performance targets. Uses prebuilt
-# outputs only (run `make` first). --cpu runs everything on the CPU
-# stand-in libcuda (a smoke test: the figures mean nothing). BENCH_MIB
-# sets the bandwidth transfer size (default 256). Raw output goes to
+# prints one comparison table and the performance targets. Then the CUDA
+# runtime workloads (build/bench/matmul, nbody) run the same three ways,
+# BENCH_ROUNDS rounds (default 3) with the order of the modes rotating;
+# the table shows the median time of each mode, and every checksum must
+# equal the native one. Uses prebuilt outputs only (run `make` first).
+# --cpu runs the micro-benchmarks on the CPU stand-in libcuda (a smoke
+# test: the figures mean nothing) and skips the workloads. BENCH_MIB sets
+# the bandwidth transfer size (default 256). Raw output goes to
 # $OUT/bench.txt when OUT is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BIN=build/bench/cicada-bench SERVER=build/bin/gpu-server KDIR=build/tests/kernels
 . scripts/lib.sh
-MIB=${BENCH_MIB:-256} CPU=0
+MIB=${BENCH_MIB:-256} CPU=0 ROUNDS=${BENCH_ROUNDS:-3} WORKLOADS="matmul nbody"
 [ "${1:-}" = --cpu ] && CPU=1
-for f in "$BIN" "$SERVER" build/lib/libcuda.so.1 "$KDIR"; do
+NEED=("$BIN" "$SERVER" build/lib/libcuda.so.1 "$KDIR")
+[ $CPU = 0 ] && for w in $WORKLOADS; do NEED+=("build/bench/$w"); done
+for f in "${NEED[@]}"; do
 	[ -e "$f" ] || { echo "bench: $f is missing; run 'make' first" >&2; exit 1; }
 done
 DRIVER_LIBS=${LD_LIBRARY_PATH:-}      # native runs: the real libcuda
@@ -49,6 +55,17 @@ start_server() {
 	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench || exit 1
 }
 
+# mode_env MODE: MODE_ENV, the environment of a run natively (native) or
+# through Cicada over shared memory (shm) or TCP loopback (tcp).
+mode_env() {
+	case $1 in
+	native) MODE_ENV=(LD_LIBRARY_PATH="$DRIVER_LIBS") ;;
+	shm) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="unix:$TMP/gpu.sock") ;;
+	tcp) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="tcp:127.0.0.1:$PORT"
+		CICADA_TOKEN_FILE="$TMP/token") ;;
+	esac
+}
+
 # run_mode MODE VAR=VALUE...: every subcommand in that environment.
 FAILED=0
 run_mode() {
@@ -68,23 +85,79 @@ run_mode() {
 	done
 }
 
+# run_workload NAME MODE ROUND: one run of build/bench/NAME in MODE; its
+# line "NAME ... seconds=S ... checksum=X" goes to $TMP/workloads as
+# "NAME MODE ROUND S X".
+run_workload() {
+	local name=$1 mode=$2 round=$3
+	mode_env "$mode"
+	echo "## $mode: $name (round $round)" >>"$TMP/raw.txt"
+	if ! env -u LD_PRELOAD -u CICADA_SERVER -u CICADA_TOKEN_FILE -u CICADA_SHM \
+		"${MODE_ENV[@]}" timeout 600 "$ROOT/build/bench/$name" >"$TMP/out" 2>"$TMP/err"; then
+		echo "bench: $mode: $name failed: $(tail -n 1 "$TMP/err")" >&2
+		FAILED=1
+	fi
+	cat "$TMP/out" >>"$TMP/raw.txt"
+	awk -v w="$name" -v m="$mode" -v r="$round" '$1 == w {
+		for (i = 2; i <= NF; i++) if (split($i, kv, "=") == 2) f[kv[1]] = kv[2]
+		if (("seconds" in f) && ("checksum" in f)) print w, m, r, f["seconds"], f["checksum"]
+	}' "$TMP/out" >>"$TMP/workloads"
+}
+
+# run_workloads: every workload ROUNDS times in each mode, the first mode
+# of a round rotating (native shm tcp, shm tcp native, tcp native shm).
+run_workloads() {
+	local modes=(native shm tcp) w r i
+	for w in $WORKLOADS; do
+		for ((r = 1; r <= ROUNDS; r++)); do
+			for i in 0 1 2; do
+				run_workload "$w" "${modes[(r - 1 + i) % 3]}" "$r"
+			done
+		done
+	done
+}
+
+# check_checksums: a line for each workload run whose checksum differs
+# from that of the workload's first native run.
+check_checksums() {
+	awk '$2 == "native" && !($1 in ref) { ref[$1] = $5 }
+	{ line[NR] = $0 }
+	END {
+		for (i = 1; i <= NR; i++) {
+			split(line[i], f, " ")
+			if ((f[1] in ref) && f[5] != ref[f[1]])
+				printf "bench: %s: %s round %s checksum %s, native %s\n",
+					f[1], f[2], f[3], f[5], ref[f[1]]
+		}
+	}' "$TMP/workloads"
+}
+
 start_server
 echo "bench: gpu-server pid $SERVER_PID, unix:$TMP/gpu.sock, tcp:127.0.0.1:$PORT$([ $CPU = 1 ] && echo ' (CPU stand-in)')"
-touch "$TMP/raw.txt" "$TMP/metrics"
-run_mode native LD_LIBRARY_PATH="$DRIVER_LIBS"
-run_mode shm LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="unix:$TMP/gpu.sock"
-run_mode tcp LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="tcp:127.0.0.1:$PORT" \
-	CICADA_TOKEN_FILE="$TMP/token"
+touch "$TMP/raw.txt" "$TMP/metrics" "$TMP/workloads"
+for mode in native shm tcp; do
+	mode_env $mode
+	run_mode $mode "${MODE_ENV[@]}"
+done
+if [ $CPU = 1 ]; then
+	echo "bench: --cpu: workloads skipped (the CPU stand-in runs no CUDA runtime program natively)"
+else
+	run_workloads
+fi
+MISMATCH=$(check_checksums)
+[ -n "$MISMATCH" ] && { echo "$MISMATCH" | tee -a "$TMP/raw.txt" >&2; FAILED=1; }
 if [ -n "${OUT:-}" ]; then
 	mkdir -p "$OUT"
 	cp "$TMP/raw.txt" "$OUT/bench.txt"
 fi
 
-# The table and the targets, from lines "MODE NAME VALUE UNIT".
-awk '
+# The table and the targets, from lines "MODE NAME VALUE UNIT" (metrics)
+# and "NAME MODE ROUND SECONDS CHECKSUM" (workloads, a row NAME_s each).
+awk -v cpu=$CPU -v workloads="$WORKLOADS" '
 function rel(name, mode,   n, c, d) {
 	if (!((mode, name) in v) || !(("native", name) in v)) return "-"
 	n = v["native", name]; c = v[mode, name]
+	if (name in wl) return n > 0 ? sprintf("%+.1f%%", 100 * (c / n - 1)) : "-"
 	if (unit[name] == "us" || unit[name] == "s") {
 		d = (c - n) * (unit[name] == "s" ? 1e6 : 1)
 		return sprintf("%+.2f us %s", d, n > 0 ? sprintf("(%.2fx)", c / n) : "")
@@ -100,17 +173,56 @@ function target(what, name, kind, limit,   n, c, fig, ok) {
 	}
 	n = v["native", name]; c = v["shm", name]
 	if (kind == "delta") { fig = c - n; ok = fig <= limit; fig = sprintf("%+.2f µs (target <= %g µs)", fig, limit) }
+	else if (kind == "slower") {
+		fig = n > 0 ? 100 * (c / n - 1) : 0; ok = n > 0 && fig <= limit
+		fig = sprintf("%+.1f%% vs native (target <= +%g%%)", fig, limit)
+	}
 	else { fig = n > 0 ? 100 * c / n : 0; ok = fig >= limit; fig = sprintf("%.1f%% of native (target >= %g%%)", fig, limit) }
 	printf "  %-6s  %-28s %s\n", ok ? "MET" : "MISSED", what, fig
 }
-{ if (!(($2) in unit)) order[++count] = $2; unit[$2] = $4; v[$1, $2] = $3 }
+# median(ROW, MODE): the median of the times of that workload in MODE.
+function median(row, mode,   n, i, j, t, a) {
+	n = runs[mode, row]
+	for (i = 1; i <= n; i++) a[i] = secs[mode, row, i]
+	for (i = 2; i <= n; i++)
+		for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+# sums(NAME): MET when every run of workload NAME printed the checksum
+# of its first native run.
+function sums(name,   ok, fig) {
+	if (!(name in all)) return
+	if (!(name in ref)) { ok = 0; fig = "no native checksum to compare with" }
+	else {
+		ok = all[name] == same[name]
+		fig = sprintf("%d of %d runs equal to native (%s)", same[name], all[name], ref[name])
+	}
+	printf "  %-6s  %-28s %s\n", ok ? "MET" : "MISSED", name " checksums", fig
+}
+FILENAME == ARGV[1] { if (!(($2) in unit)) order[++count] = $2; unit[$2] = $4; v[$1, $2] = $3 }
+FILENAME == ARGV[2] {
+	row = $1 "_s"
+	if (!(row in unit)) order[++count] = row
+	unit[row] = "s"; wl[row] = 1; secs[$2, row, ++runs[$2, row]] = $4 + 0
+	if ($2 == "native" && !($1 in ref)) ref[$1] = $5
+	line[++lines] = $1 " " $5
+}
 END {
+	for (i = 1; i <= lines; i++) {
+		split(line[i], f, " "); all[f[1]]++
+		if ((f[1] in ref) && f[2] == ref[f[1]]) same[f[1]]++
+	}
+	nm = split("native shm tcp", modes, " ")
+	for (row in wl)
+		for (j = 1; j <= nm; j++)
+			if (runs[modes[j], row] > 0) v[modes[j], row] = median(row, modes[j])
 	fmt = "%-20s | %-14s | %-14s | %-24s | %-14s | %s\n"
 	printf fmt, "metric", "native", "shm", "shm vs native", "tcp", "tcp vs native"
 	for (i = 1; i <= count; i++) {
 		m = order[i]
 		printf fmt, m, val(m, "native"), val(m, "shm"), rel(m, "shm"), val(m, "tcp"), rel(m, "tcp")
 	}
+	if (lines) print "(workload rows: median time of the runs in each mode; vs native: time / native - 1)"
 	print "\ntargets (local = shm):"
 	target("sync overhead h2d 4 B", "h2d_4b_us", "delta", 5)
 	target("sync overhead d2h 4 B", "d2h_4b_us", "delta", 5)
@@ -119,7 +231,11 @@ END {
 	target("pinned bandwidth d2h", "pinned_d2h_gbs", "pct", 90)
 	target("pageable bandwidth h2d", "pageable_h2d_gbs", "pct", 80)
 	target("pageable bandwidth d2h", "pageable_d2h_gbs", "pct", 80)
-}' "$TMP/metrics" | tee "$TMP/table.txt"
+	if (cpu) exit
+	n = split(workloads, names, " ")
+	for (i = 1; i <= n; i++) target(names[i] " local time", names[i] "_s", "slower", 3)
+	for (i = 1; i <= n; i++) sums(names[i])
+}' "$TMP/metrics" "$TMP/workloads" | tee "$TMP/table.txt"
 [ -n "${OUT:-}" ] && { echo; cat "$TMP/table.txt"; } >>"$OUT/bench.txt"
 [ $CPU = 1 ] && echo "bench: --cpu: CPU stand-in driver, the figures are meaningless"
 exit $FAILED

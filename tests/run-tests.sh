@@ -127,25 +127,50 @@ run_runtime_programs() {
 	[ "$MODE" = gpu ] && run_library_programs
 }
 
-# CUDA libraries (GPU only: the stand-in has none of their kernels). Their
-# shared libraries come from the node's toolkit.
+# CUDA library programs (GPU only: the stand-in has none of their
+# kernels): each name, what it exercises, and the shared libraries it
+# loads (its NEEDED entries and theirs).
+LIBRARY_PROGRAMS="
+rt_cublas|cuBLAS, cuBLASLt|libcublas.so.13 libcublasLt.so.13
+rt_cufft|cuFFT: batched C2C round trip, 2D R2C|libcufft.so.12
+rt_curand|cuRAND: XORWOW and Philox generators, device API|libcurand.so.10
+rt_cusolver|cuSOLVER: getrf/getrs, syevd|libcusolver.so.12 libcusparse.so.12 libcublas.so.13 libcublasLt.so.13 libnvJitLink.so.13
+rt_cusparse|cuSPARSE: CSR SpMV and SpMM|libcusparse.so.12 libnvJitLink.so.13"
+
+# library_path LIB...: a search path holding every LIB, from the node's
+# toolkit or else the NVIDIA pip packages beside PyTorch; names the first
+# missing one and fails if none holds it.
+library_path() {
+	local lib d path="" found
+	for lib in "$@"; do
+		found=""
+		for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/targets/x86_64-linux/lib \
+			/opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib; do
+			[ -e "$d/$lib" ] && found=$d && break
+		done
+		[ -n "$found" ] || { echo "$lib"; return 1; }
+		case ":$path:" in *":$found:"*) ;; *) path=${path:+$path:}$found ;; esac
+	done
+	echo "$path"
+}
+
 run_library_programs() {
-	local d libs=""
-	for d in /usr/local/cuda/lib64 /usr/local/cuda-13.0/targets/x86_64-linux/lib; do
-		[ -e "$d/libcublas.so.13" ] && libs=$d && break
-	done
-	[ -n "$libs" ] || { bad "no libcublas.so.13 on this node"; return; }
-	env $DRIVER_ENV LD_LIBRARY_PATH=$libs timeout 120 "$PROGS/rt_cublas" >"$T/rt_cublas.native" 2>&1 ||
-		{ bad "rt_cublas natively"; tail -3 "$T/rt_cublas.native"; return; }
-	for tr in shm unix tcp; do
-		local out=$T/rt_cublas.$tr
-		env $(cicada_env "$tr") LD_LIBRARY_PATH="$B/lib:$libs" timeout 120 "$PROGS/rt_cublas" >"$out" 2>"$out.err"
-		if [ $? -eq 0 ] && cmp -s "$T/rt_cublas.native" "$out"; then
-			ok "rt_cublas (cuBLAS, cuBLASLt) over $tr: identical to native"
-		else
-			bad "rt_cublas over $tr"; diff "$T/rt_cublas.native" "$out" | head -5; tail -3 "$out.err"
-		fi
-	done
+	local prog what needs libs tr out
+	while IFS='|' read -r -u 3 prog what needs; do
+		[ -n "$prog" ] || continue
+		libs=$(library_path $needs) || { bad "$prog ($what): no $libs in the toolkit or the pip NVIDIA packages"; continue; }
+		env $DRIVER_ENV LD_LIBRARY_PATH="$libs" timeout 120 "$PROGS/$prog" >"$T/$prog.native" 2>&1 ||
+			{ bad "$prog natively"; tail -3 "$T/$prog.native"; continue; }
+		for tr in shm unix tcp; do
+			out=$T/$prog.$tr
+			env $(cicada_env "$tr") LD_LIBRARY_PATH="$B/lib:$libs" timeout 120 "$PROGS/$prog" >"$out" 2>"$out.err"
+			if [ $? -eq 0 ] && cmp -s "$T/$prog.native" "$out"; then
+				ok "$prog ($what) over $tr: identical to native"
+			else
+				bad "$prog over $tr"; diff "$T/$prog.native" "$out" | head -5; tail -3 "$out.err"
+			fi
+		done
+	done 3<<<"$LIBRARY_PROGRAMS"
 }
 
 test_module_cache() {

@@ -69,11 +69,14 @@ $(TESTS_PDIR)/%: tests/programs/%.cu tests/programs/rt_common.h
 $(TESTS_PDIR)/%_shared: tests/programs/%.cu tests/programs/rt_common.h $(TESTS_PDIR)/libcudart.so.13
 	$(NVCC) $(TESTS_RT_FLAGS) -cudart shared -Xlinker -rpath,'$$ORIGIN' -o $@ $<
 
-# cuBLAS (and cuBLASLt underneath) from the toolkit's shared libraries.
-$(TESTS_PDIR)/rt_cublas: tests/programs/rt_cublas.cu tests/programs/rt_common.h
+# CUDA library programs, linked to the toolkit's shared libraries: rt_X
+# takes -lX (cuBLAS with cuBLASLt underneath, cuFFT, cuRAND, cuSOLVER with
+# cuBLAS and cuSPARSE underneath, cuSPARSE).
+TESTS_LIB_BINS := $(addprefix $(TESTS_PDIR)/,rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse)
+$(TESTS_LIB_BINS): $(TESTS_PDIR)/%: tests/programs/%.cu tests/programs/rt_common.h
 	@mkdir -p $(@D)
-	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $< -lcublas
-all: $(TESTS_PDIR)/rt_cublas
+	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $< -l$(patsubst rt_%,%,$*)
+all: $(TESTS_LIB_BINS)
 
 $(TESTS_PDIR)/libcudart.so.13:
 	@mkdir -p $(@D)
