@@ -95,33 +95,18 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 	return one_scalar(r, w->current_ctx);
 }
 
-static size_t pointer_attr_size(unsigned attr)
-{
-	switch (attr) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT: return sizeof(CUcontext);
-	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: return sizeof(unsigned int);
-	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: return sizeof(CUdeviceptr);
-	case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void *);
-	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: return sizeof(int);
-	case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
-	case CU_POINTER_ATTRIBUTE_IS_MANAGED: return sizeof(int);
-	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return sizeof(int);
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(size_t);
-	case CU_POINTER_ATTRIBUTE_MAPPED: return sizeof(int);
-	case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: return sizeof(unsigned long long);
-	case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE: return sizeof(int);
-	case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: return sizeof(unsigned int);
-	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(void *);
-	default: return 0;
-	}
-}
-
 /* The arena's allocations are sub-ranges of VMM chunks: their ranges come
  * from the worker, the rest from the driver. */
 static CUresult pointer_attribute(struct worker *w, const pointer_attr_args *a, uint64_t *value)
 {
+	unsigned type = 0;
 	uint64_t base, size;
+
+	/* Host addresses are the client's to answer: here they would name
+	 * the worker's own memory. */
+	if (cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)a->ptr) ||
+	    type != CU_MEMORYTYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
 
 	if ((a->attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR || a->attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) &&
 	    !devmem_range(w, a->ptr, &base, &size)) {
@@ -135,7 +120,7 @@ CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
 {
 	pointer_attr_args *a = args;
 	bytes_res *r = res;
-	size_t size = pointer_attr_size(a->attr);
+	size_t size = wire_pointer_attr_size(a->attr);
 	uint64_t value = 0;
 	CUresult err;
 

@@ -11,6 +11,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "gpu-server.h"
 
@@ -74,11 +75,12 @@ CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
 
 	if (a->v.v_len != 1 || a->v.v_val[0] > 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (a->v.v_val[0] == 0) {
-		if (session_open_channel(w, 1) || !(r->name = strdup(w->ticket)))
-			return CUDA_ERROR_OPERATING_SYSTEM;
+	if (a->v.v_val[0] == 0 && session_open_channel(w, 1))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (!(r->name = strdup(w->ticket)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (a->v.v_val[0] == 0)
 		return CUDA_SUCCESS;
-	}
 	if ((fd = session_open_channel(w, 0)) < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	pthread_mutex_lock(&channel_lock);

@@ -85,6 +85,8 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 
 	if (!data)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (hostmem_attribute(ptr, attribute, data, &err))
+		return err;
 	err = client_call(P_pointer_get_attribute, (xdrproc_t)xdr_pointer_attr_args, &a, (xdrproc_t)xdr_bytes_res, &r);
 	if (!err && (r.data.data_len == 0 || r.data.data_len > 8))
 		err = client_lost("malformed pointer attribute");
@@ -99,8 +101,10 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *att
 	if (!attrs || !data)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned i = 0; i < n; i++) {
-		CUresult err = cuPointerGetAttribute(data[i], attrs[i], ptr);
-		if (err && err != CUDA_ERROR_INVALID_VALUE)
+		CUresult err = data[i] ? cuPointerGetAttribute(data[i], attrs[i], ptr) : CUDA_SUCCESS;
+		if (err == CUDA_ERROR_INVALID_VALUE)          /* not a CUDA pointer: zero */
+			memset(data[i], 0, wire_pointer_attr_size(attrs[i]));
+		else if (err)
 			return err;
 	}
 	return CUDA_SUCCESS;

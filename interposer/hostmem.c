@@ -343,6 +343,61 @@ void devmem_note_free(CUdeviceptr ptr)
 	pthread_mutex_unlock(&hm_lock);
 }
 
+/* The host allocation holding ptr, by its host address or, for mapped
+ * memory, by its device address; *offset is ptr's place in it. */
+static struct host_alloc *find_either(CUdeviceptr ptr, uint64_t *offset)
+{
+	for (unsigned i = 0; i < nhosts; i++) {
+		struct host_alloc *h = &hosts[i];
+		if (ptr >= (CUdeviceptr)h->base && ptr - (CUdeviceptr)h->base < h->size) {
+			*offset = ptr - (CUdeviceptr)h->base;
+			return h;
+		}
+		if (h->device_ptr && ptr >= h->device_ptr && ptr - h->device_ptr < h->size) {
+			*offset = ptr - h->device_ptr;
+			return h;
+		}
+	}
+	return NULL;
+}
+
+static CUresult host_attribute(const struct host_alloc *h, uint64_t off, CUpointer_attribute attr, void *data)
+{
+	switch (attr) {
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = CU_MEMORYTYPE_HOST; break;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER: *(void **)data = h->base + off; break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		if (!h->device_ptr)
+			return CUDA_ERROR_INVALID_VALUE;
+		*(CUdeviceptr *)data = h->device_ptr + off;
+		break;
+	case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = ctx_current(); break;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = 0; break;
+	case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = h->device_ptr != 0; break;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = (CUdeviceptr)h->base; break;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = h->size; break;
+	default: return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* Pointer attributes of the application's pinned or registered memory
+ * are answered here: the server knows it under other addresses. Returns
+ * 0 if ptr is none of it (the server answers for device memory). */
+int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err)
+{
+	struct host_alloc *h;
+	uint64_t off = 0;
+
+	pthread_mutex_lock(&hm_lock);
+	h = find_either(ptr, &off);
+	if (h)
+		*err = host_attribute(h, off, attr, data);
+	pthread_mutex_unlock(&hm_lock);
+	return h != NULL;
+}
+
 int hostmem_is_device(CUdeviceptr ptr)
 {
 	int found = 0;

@@ -53,6 +53,7 @@ struct host_range {
 };
 int hostmem_find(const void *ptr, size_t size, struct host_range *out);
 int hostmem_is_device(CUdeviceptr ptr);
+int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err);
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);
 void devmem_note_free(CUdeviceptr ptr);
 int hostmem_share_again(void);

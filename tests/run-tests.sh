@@ -108,7 +108,7 @@ run_programs() {
 # is the run over shared memory, which must itself end with "done".
 run_runtime_programs() {
 	local p
-	for p in rt_basic rt_basic_shared; do
+	for p in rt_basic rt_basic_shared rt_features rt_features_shared; do
 		if [ "$MODE" = gpu ]; then
 			env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 				{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
@@ -124,7 +124,16 @@ run_runtime_programs() {
 		for tr in shm unix tcp; do run_same "$p" "$tr"; done
 	done
 	run_same rt_basic preload
+	run_same rt_features preload
+	check "device printf reaches the program's stdout, in order, at the synchronisation" \
+		printf_in_place "$T/rt_features.shm"
 	[ "$MODE" = gpu ] && run_library_programs
+}
+
+# rt_features prints two device printf lines between two lines of its own.
+printf_in_place() {
+	local want="before the kernel's output|device printf: value 21|device printf: twice 42|after the kernel's output|"
+	[ "$(sed -n "/^before the kernel/,/^after the kernel/p" "$1" | tr '\n' '|')" = "$want" ]
 }
 
 # CUDA library programs (GPU only: the stand-in has none of their

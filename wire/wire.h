@@ -122,6 +122,9 @@ int wire_encode_call(struct wire_buf *b, uint32_t xid, uint32_t proc, xdrproc_t 
 int wire_decode_call(const struct wire_buf *b, struct wire_call_hdr *hdr, XDR *xdrs, char *err);
 int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, xdrproc_t xres, void *res);
 int wire_record_is_call(const struct wire_buf *b);
+
+/* attr.c */
+size_t wire_pointer_attr_size(unsigned attr);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
 
 /* ---- logging (level from CICADA_LOG at run time) ---- */

@@ -4,7 +4,7 @@
 GEN := $(BUILD)/gen
 WIRE_GEN := $(GEN)/cicada.x $(GEN)/cicada.h $(GEN)/cicada_xdr.c \
             $(GEN)/client_calls.c $(GEN)/client_calls.h $(GEN)/server_calls.c
-WIRE_SRCS := wire/addr.c wire/shm.c wire/message.c wire/log.c
+WIRE_SRCS := wire/addr.c wire/shm.c wire/message.c wire/log.c wire/attr.c
 WIRE_OBJS := $(WIRE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/cicada_xdr.o
 WIRE_LIB := $(BUILD)/wire/libwire.a
 

@@ -6,6 +6,7 @@
  * To add a kernel, write its function and add a line to the kernels[]
  * table with its parameter sizes in order; globals go in globals[].
  */
+#include <stdio.h>
 #include "fakecuda.h"
 
 #define ARG(l, i, type) (*(type *)(l)->args[i])
@@ -252,7 +253,45 @@ static void rt_step(const struct fc_launch *l)
 	}
 }
 
+/* rt_features.cu's kernels */
+static void rt_add(const struct fc_launch *l)
+{
+	int *p = ARG(l, 0, int *), n = ARG(l, 1, int), v = ARG(l, 2, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			p[i] += v;
+	}
+}
+
+/* Device printf: the driver prints on the stdout of the process. */
+static void rt_hello(const struct fc_launch *l)
+{
+	int v = ARG(l, 0, int);
+
+	printf("device printf: value %d\n", v);
+	printf("device printf: twice %d\n", 2 * v);
+	fflush(stdout);
+}
+
+/* The grid-wide barrier in the middle: first every thread's write. */
+static void rt_coop(const struct fc_launch *l)
+{
+	int *a = ARG(l, 0, int *), *b = ARG(l, 1, int *), n = ARG(l, 2, int);
+	long threads = (long)l->grid.x * l->block.x;
+
+	for (long i = 0; i < threads && i < n; i++)
+		a[i] = (int)i * 3;
+	for (long i = 0; i < threads && i < n; i++)
+		b[i] = a[(i + l->block.x) % n];
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "rt_add", 3, { PTR, sizeof(int), sizeof(int) }, rt_add },
+	{ "rt_hello", 1, { sizeof(int) }, rt_hello },
+	{ "rt_coop", 3, { PTR, PTR, sizeof(int) }, rt_coop },
 	{ "rt_step", 3, { PTR, sizeof(int), sizeof(unsigned) }, rt_step },
 	{ "rt_axpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
 	{ "rt_coeff_apply", 2, { PTR, sizeof(int) }, rt_coeff_apply },
