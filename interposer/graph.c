@@ -75,7 +75,7 @@ static CUresult capture_info(CUstream hStream, CUstreamCaptureStatus *status, cu
 	if (st == CU_STREAM_CAPTURE_STATUS_NONE)
 		return CUDA_SUCCESS;
 	if (deps && n) {
-		log_missing_once("capture dependency nodes", "cuStreamGetCaptureInfo");
+		log_missing_once("capture dependency nodes", "cuStreamGetCaptureInfo", 1);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	if (id)
@@ -142,7 +142,7 @@ CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *num
 	if (!numNodes)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (nodes) {
-		log_missing_once("graph node handles", "cuGraphGetNodes");
+		log_missing_once("graph node handles", "cuGraphGetNodes", 1);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	return rpc_graph_node_count(hGraph, numNodes);

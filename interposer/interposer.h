@@ -66,7 +66,7 @@ CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int as
 /* loader.c, proc_address.c, export_tables.c, integrity.c: how the CUDA
  * runtime finds the driver */
 void *interposer_self(void);
-void log_missing_once(const char *what, const char *name);
+void log_missing_once(const char *what, const char *name, int called);
 const void *export_table_find(const CUuuid *id);
 void cls_forget(CUcontext ctx);
 CUresult integrity_digest(uint32_t version, uint64_t seconds, const void *interface_table,

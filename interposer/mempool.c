@@ -110,7 +110,7 @@ static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *val
 		else
 			*(cuuint64_t *)value = p->release_threshold;
 	} else {
-		log_missing_once("memory pool attribute", "usage counters");
+		log_missing_once("memory pool attribute", "usage counters", 1);
 		err = CUDA_ERROR_NOT_SUPPORTED;
 	}
 	pthread_mutex_unlock(&pool_lock);

@@ -86,7 +86,9 @@ static void *find_symbol(const char *name, int version, cuuint64_t flags)
 	return dlsym(interposer_self(), base);
 }
 
-void log_missing_once(const char *what, const char *name)
+/* Once per name: at warn level when the application calls what is
+ * missing (it will likely fail), at info when a library only looks it up. */
+void log_missing_once(const char *what, const char *name, int called)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	static char seen[256][80];
@@ -98,7 +100,10 @@ void log_missing_once(const char *what, const char *name)
 		;
 	if (i == nseen && nseen < 256) {
 		snprintf(seen[nseen++], 80, "%s", name);
-		log_info("%s %s is not implemented", what, name);
+		if (called)
+			log_warn("%s %s is not implemented", what, name);
+		else
+			log_info("%s %s is not implemented", what, name);
 	}
 	pthread_mutex_unlock(&lock);
 }
@@ -114,7 +119,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 	if (symbolStatus)
 		*symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
 	if (!*pfn && symbol[0])
-		log_missing_once("driver function", symbol);
+		log_missing_once("driver function", symbol, 0);
 	return CUDA_SUCCESS;
 }
 
@@ -136,6 +141,6 @@ CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExp
 	b = (const unsigned char *)pExportTableId->bytes;
 	snprintf(id, sizeof(id), "{%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x}",
 		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-	log_missing_once("export table", id);
+	log_missing_once("export table", id, 1);
 	return CUDA_ERROR_NOT_SUPPORTED;
 }

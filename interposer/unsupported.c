@@ -18,7 +18,7 @@
 
 static CUresult unsupported(const char *name)
 {
-	log_missing_once("driver function", name);
+	log_missing_once("driver function", name, 1);
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
