@@ -42,6 +42,8 @@ struct server {
 	char cache_dir[1024];
 	char run_dir[1024];
 	int pool_size;
+	int refill_delay_ms;                 /* after a worker is taken */
+	uint64_t last_take_ns;
 	struct pool_worker idle[MAX_POOL];
 	int nidle;
 	pthread_mutex_t lock;
@@ -54,7 +56,7 @@ struct client_job {
 	char peer[128];
 };
 
-static struct server srv = { .pool_size = 2, .lock = PTHREAD_MUTEX_INITIALIZER };
+static struct server srv = { .pool_size = 2, .refill_delay_ms = 5000, .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static int spawn_worker(struct server *s)
 {
@@ -99,6 +101,28 @@ static void fill_pool(struct server *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* A new worker's CUDA initialisation takes GPU time from the sessions
+ * running: the pool is refilled only once no worker has been taken for
+ * --refill-delay (a client finding the pool empty starts one itself).
+ * Returns the poll timeout until the refill is due, or -1. */
+static int refill_when_quiet(struct server *s)
+{
+	uint64_t due, now = wire_now_ns();
+	int short_of = 0;
+
+	pthread_mutex_lock(&s->lock);
+	short_of = s->nidle < s->pool_size;
+	due = s->last_take_ns + (uint64_t)s->refill_delay_ms * 1000000u;
+	pthread_mutex_unlock(&s->lock);
+	if (!short_of)
+		return -1;
+	if (now >= due) {
+		fill_pool(s);
+		return -1;
+	}
+	return (int)((due - now) / 1000000u) + 1;
+}
+
 /* Takes a ready worker, waiting for one that is still initialising. */
 static int take_worker(struct server *s, struct pool_worker *out)
 {
@@ -112,8 +136,8 @@ static int take_worker(struct server *s, struct pool_worker *out)
 		}
 		*out = s->idle[0];
 		memmove(&s->idle[0], &s->idle[1], (size_t)(--s->nidle) * sizeof(s->idle[0]));
+		s->last_take_ns = wire_now_ns();
 		pthread_mutex_unlock(&s->lock);
-		fill_pool(s);
 		if (read(out->control_fd, &ready, 1) == 1 && ready == 'R')
 			return 0;
 		log_error("worker %d failed to initialise", (int)out->pid);
@@ -265,7 +289,7 @@ static int serve(struct server *s)
 	for (int i = 0; i < s->nlisteners; i++)
 		pfd[i] = (struct pollfd){ .fd = s->listeners[i].fd, .events = POLLIN };
 	for (;;) {
-		if (poll(pfd, s->nlisteners, -1) < 0 && errno != EINTR)
+		if (poll(pfd, s->nlisteners, refill_when_quiet(s)) < 0 && errno != EINTR)
 			return 1;
 		for (int i = 0; i < s->nlisteners; i++)
 			if (pfd[i].revents & POLLIN)
@@ -295,7 +319,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: gpu-server --listen ADDR [--listen ADDR]... [--token-file FILE]\n"
-		"                  [--workers N] [--cache-dir DIR] [--run-dir DIR]\n"
+		"                  [--workers N] [--refill-delay MS] [--cache-dir DIR] [--run-dir DIR]\n"
 		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
 		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n");
 }
@@ -321,7 +345,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "listen", required_argument, 0, 'l' }, { "token-file", required_argument, 0, 't' },
 		{ "workers", required_argument, 0, 'w' }, { "cache-dir", required_argument, 0, 'c' },
 		{ "worker-fd", required_argument, 0, 'W' }, { "run-dir", required_argument, 0, 'r' },
-		{ "help", no_argument, 0, 'h' }, { 0 } };
+		{ "refill-delay", required_argument, 0, 'D' }, { "help", no_argument, 0, 'h' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0;
 
@@ -331,6 +355,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		case 'l': if (add_listener(s, optarg, err)) goto bad; break;
 		case 't': if (token_load(optarg, s->token, sizeof(s->token), err)) goto bad; break;
 		case 'w': s->pool_size = atoi(optarg); break;
+		case 'D': s->refill_delay_ms = atoi(optarg); break;
 		case 'c': snprintf(s->cache_dir, sizeof(s->cache_dir), "%s", optarg); break;
 		case 'W': *worker_fd = atoi(optarg); break;
 		case 'r': snprintf(s->run_dir, sizeof(s->run_dir), "%s", optarg); break;
@@ -339,6 +364,10 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 	}
 	if (*worker_fd >= 0)
 		return 0;
+	if (s->refill_delay_ms < 0 || s->refill_delay_ms > 3600000) {
+		snprintf(err, sizeof(err), "--refill-delay must be between 0 and 3600000 ms");
+		goto bad;
+	}
 	if (s->pool_size < 1 || s->pool_size > MAX_POOL) {
 		snprintf(err, sizeof(err), "--workers must be between 1 and %d", MAX_POOL);
 		goto bad;
