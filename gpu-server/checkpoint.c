@@ -16,13 +16,15 @@ int worker_quiesce(struct worker *w, char *err)
 	CUcontext ctx;
 	CUresult rc;
 
-	unsigned graphs = 0;
+	unsigned graphs = 0, arrays = 0;
 
-	for (unsigned i = 0; i < w->nhandles; i++)
+	for (unsigned i = 0; i < w->nhandles; i++) {
 		graphs += w->handles[i].kind == H_GRAPH || w->handles[i].kind == H_GRAPH_EXEC;
-	if (graphs) {
-		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graph%s, which a checkpoint cannot carry",
-			 graphs, graphs == 1 ? "" : "s");
+		arrays += w->handles[i].kind == H_ARRAY;
+	}
+	if (graphs || arrays || w->tex_objects) {
+		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graphs, %u arrays and %u texture or surface "
+			 "objects, which a checkpoint cannot carry yet", graphs, arrays, w->tex_objects);
 		return -1;
 	}
 	for (unsigned i = 0; i < w->nhandles; i++) {

@@ -11,7 +11,7 @@
 #define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
-		   H_GRAPH, H_GRAPH_EXEC };
+		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY };
 
 struct handle_entry {
 	enum handle_kind kind;
@@ -46,6 +46,7 @@ struct worker {
 	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
 	unsigned nfrees, cap_frees;
 	int callback_fd;                     /* host functions: the client's channel */
+	unsigned tex_objects;                /* texture and surface objects alive */
 	struct replay_log *replay;
 	struct image_table *images;          /* module images a snapshot brought */
 	uint64_t current_ctx;                /* the client's current context id */
@@ -130,6 +131,14 @@ CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCap
 CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count);
 CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id);
 void hostfn_close(struct worker *w);
+
+/* array.c: CUDA arrays, texture and surface objects */
+CUresult wrap_array_create(struct worker *w, CUarray *out, size_t width, size_t height, size_t depth,
+			   unsigned int format, unsigned int channels, unsigned int flags);
+CUresult wrap_array_descriptor(struct worker *w, CUarray a, size_t *width, size_t *height, size_t *depth,
+			       unsigned int *format, unsigned int *channels, unsigned int *flags);
+CUresult wrap_cuTexObjectDestroy(struct worker *w, CUtexObject t);
+CUresult wrap_cuSurfObjectDestroy(struct worker *w, CUsurfObject s);
 
 /* output.c: device printf output, forwarded to the client */
 int output_capture(void);

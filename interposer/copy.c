@@ -238,7 +238,7 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstr
 }
 
 /* One side of a 2D copy: its address at row y, and whether it is device
- * memory (unified memory is classified by address). Arrays are not offered. */
+ * memory (unified memory is classified by address). Arrays: array.c. */
 static CUresult copy_2d_side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
 			     size_t pitch, CUdeviceptr *addr, int *is_dev)
 {
@@ -260,6 +260,8 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+		return copy_2d_array(p, stream, async);
 	if (!p->WidthInBytes || !p->Height)
 		return CUDA_SUCCESS;
 	if (p->Height > 1 && (p->srcPitch < p->WidthInBytes + p->srcXInBytes ||

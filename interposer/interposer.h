@@ -63,6 +63,10 @@ void copy_parallel(void *dst, const void *src, size_t len);
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
 CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
 
+/* array.c */
+CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async);
+CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async);
+
 /* loader.c, proc_address.c, export_tables.c, integrity.c: how the CUDA
  * runtime finds the driver */
 void *interposer_self(void);

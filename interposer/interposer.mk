@@ -5,7 +5,7 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/module.c interposer/launch.c interposer/device.c interposer/loader.c \
                    interposer/control.c interposer/proc_address.c interposer/export_tables.c \
                    interposer/integrity.c interposer/ids.c interposer/stream.c \
-                   interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c
+                   interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c
 INTERPOSER_OBJS := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
 INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
 

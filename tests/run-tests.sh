@@ -108,7 +108,7 @@ run_programs() {
 # is the run over shared memory, which must itself end with "done".
 run_runtime_programs() {
 	local p
-	for p in rt_basic rt_basic_shared rt_features rt_features_shared; do
+	for p in rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared; do
 		if [ "$MODE" = gpu ]; then
 			env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 				{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }

@@ -36,7 +36,8 @@ struct fc_ctx {
 };
 
 /* Kinds of handles in the registry. */
-enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM, FC_GRAPH, FC_GRAPH_EXEC };
+enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM, FC_GRAPH, FC_GRAPH_EXEC,
+       FC_ARRAY, FC_OBJECT };
 
 /* Kinds of memory ranges. */
 enum { FC_MEM_DEVICE = 1, FC_MEM_HOST, FC_MEM_REGISTERED, FC_MEM_GLOBAL, FC_MEM_VMM };
@@ -102,6 +103,9 @@ struct fc_graph;
 FC_HIDDEN struct fc_graph **fc_stream_capture(CUstream s);
 FC_HIDDEN CUresult fc_capture_launch(struct fc_graph *g, CUfunction f, const struct fc_kernel *k, struct fc_dim grid,
 				     struct fc_dim block, unsigned shmem, void **args);
+
+/* texture.c: element (x, y) behind a texture or surface object */
+FC_HIDDEN void *fc_object_at(unsigned long long v, size_t x, size_t y);
 
 /* module.c */
 FC_HIDDEN CUresult fc_func(CUfunction f, const struct fc_kernel **k, void **mod, int *max_shmem);

@@ -288,7 +288,54 @@ static void rt_coop(const struct fc_launch *l)
 		b[i] = a[(i + l->block.x) % n];
 }
 
+/* rt_texture.cu's kernels: texture and surface objects */
+static void rt_tex_linear(const struct fc_launch *l)
+{
+	unsigned long long t = ARG(l, 0, unsigned long long);
+	float *out = ARG(l, 1, float *);
+	int n = ARG(l, 2, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+		float *v = i < n ? fc_object_at(t, (size_t)i, 0) : NULL;
+
+		if (i < n)
+			out[i] = v ? 2.0f * *v : 0.0f;
+	}
+}
+
+/* Point sampling at texel centres: element (x, y). */
+static void rt_tex_2d(const struct fc_launch *l)
+{
+	unsigned long long t = ARG(l, 0, unsigned long long);
+	float *out = ARG(l, 1, float *);
+	int w = ARG(l, 2, int), h = ARG(l, 3, int);
+
+	for (unsigned by = 0; by < l->grid.y; by++)
+		for (unsigned x = 0; x < l->grid.x * l->block.x; x++) {
+			float *v = fc_object_at(t, x, by);
+			if ((int)x < w && (int)by < h)
+				out[by * w + x] = (v ? *v : 0.0f) + 1.0f;
+		}
+}
+
+static void rt_surf_write(const struct fc_launch *l)
+{
+	unsigned long long s = ARG(l, 0, unsigned long long);
+	int w = ARG(l, 1, int), h = ARG(l, 2, int);
+
+	for (unsigned y = 0; y < l->grid.y; y++)
+		for (unsigned x = 0; x < l->grid.x * l->block.x; x++) {
+			int *v = fc_object_at(s, x, y);
+			if ((int)x < w && (int)y < h && v)
+				*v = (int)x * 1000 + (int)y;
+		}
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "rt_tex_linear", 3, { 8, PTR, sizeof(int) }, rt_tex_linear },
+	{ "rt_tex_2d", 4, { 8, PTR, sizeof(int), sizeof(int) }, rt_tex_2d },
+	{ "rt_surf_write", 3, { 8, sizeof(int), sizeof(int) }, rt_surf_write },
 	{ "rt_add", 3, { PTR, sizeof(int), sizeof(int) }, rt_add },
 	{ "rt_hello", 1, { sizeof(int) }, rt_hello },
 	{ "rt_coop", 3, { PTR, PTR, sizeof(int) }, rt_coop },
