@@ -19,6 +19,7 @@ all:
 include wire/wire.mk
 include snapshot-format/snapshot.mk
 include interposer/interposer.mk
+include nvml/nvml.mk
 include gpu-server/gpu-server.mk
 include criu-plugin/criu-plugin.mk
 include tests/fakecuda/fakecuda.mk

@@ -55,6 +55,7 @@ struct worker {
 	uint64_t replay_id;                  /* restore: id the next handle takes */
 	int replay_broken;
 	int regions_lost;                    /* restored: the client must share them again */
+	uint64_t client_pid;                 /* as the client said in its hello */
 	char ticket[CICADA_TICKET_LEN + 1];
 	int detach;                          /* the client asked to detach */
 	int session_fd;                      /* detached: listening session socket */
@@ -198,6 +199,23 @@ void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
 int modcache_lookup(const char *dir, const image_hash *hash, void **image, size_t *size);
 void modcache_store(const char *dir, const image_hash *hash, const void *image, size_t size);
 void image_hash_compute(const void *image, size_t size, image_hash *out);
+
+/* nvml.c, nvml_real.c, nvml_cuda.c: NVML queries for Cicada's
+ * libnvidia-ml.so.1, answered by the server's NVML or, where it has none,
+ * from the driver API. ret values are nvmlReturn_t (nvml/nvml-wire.h). */
+struct nvml_reply {
+	uint64_t v[CICADA_SCALARS_MAX];
+	unsigned nv;
+	char data[4096];
+	unsigned ndata;
+};
+void nvml_put(struct nvml_reply *r, uint64_t v);
+void nvml_put_text(struct nvml_reply *r, const char *text);
+int nvml_real_open(char *why, size_t len);
+int nvml_real_count(unsigned *count);
+int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r);
+int nvml_cuda_count(unsigned *count);
+int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r);
 
 /* auth.c */
 int token_load(const char *path, char *token, size_t len, char *err);

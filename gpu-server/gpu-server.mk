@@ -4,14 +4,16 @@ SERVER_SRCS := gpu-server/main.c gpu-server/worker.c gpu-server/session.c gpu-se
                gpu-server/device.c gpu-server/memory.c gpu-server/module.c gpu-server/modcache.c \
                gpu-server/auth.c gpu-server/primary.c gpu-server/devmem.c gpu-server/replay.c \
                gpu-server/checkpoint.c gpu-server/restore.c gpu-server/globals.c \
-               gpu-server/output.c gpu-server/graph.c gpu-server/hostfn.c gpu-server/ordered.c gpu-server/array.c
+               gpu-server/output.c gpu-server/graph.c gpu-server/hostfn.c gpu-server/ordered.c gpu-server/array.c \
+               gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o
 SERVER_BIN := $(BUILD)/bin/gpu-server
 
 $(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h wire/wire.h $(GEN)/cicada.h \
 		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server $(SNAPSHOT_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml $(SNAPSHOT_CFLAGS) -c $< -o $@
+$(BUILD)/gpu-server/nvml.o $(BUILD)/gpu-server/nvml_real.o $(BUILD)/gpu-server/nvml_cuda.o: nvml/nvml-wire.h
 $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c gpu-server/gpu-server.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -c $< -o $@
 

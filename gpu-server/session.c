@@ -192,6 +192,7 @@ static int serve_client(struct worker *w, struct handed *c)
 	w->sock = c->fd;
 	wire_stream_init(&w->stream, c->fd);
 	snprintf(w->peer, sizeof(w->peer), "%s/%llu", c->h.host, (unsigned long long)c->h.pid);
+	w->client_pid = c->h.pid;
 	if (c->h.want_shm && attach_shm(w, &c->h, c->msg)) {
 		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, c->msg);
 		return 0;

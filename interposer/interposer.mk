@@ -5,7 +5,8 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/module.c interposer/launch.c interposer/device.c interposer/loader.c \
                    interposer/control.c interposer/proc_address.c interposer/export_tables.c \
                    interposer/integrity.c interposer/ids.c interposer/stream.c \
-                   interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c
+                   interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c \
+                   interposer/nvml_bridge.c
 INTERPOSER_OBJS := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
 INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
 
@@ -15,7 +16,8 @@ $(GEN)/error_names.c: interposer/gen-errors.sh
 
 $(BUILD)/interposer/%.o: interposer/%.c interposer/interposer.h wire/wire.h $(GEN)/cicada.h $(GEN)/client_calls.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -Invml -c $< -o $@
+$(BUILD)/interposer/nvml_bridge.o: nvml/nvml-wire.h
 $(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c $(GEN)/client_calls.h interposer/interposer.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 $(BUILD)/gen/error_names.o: $(GEN)/error_names.c

@@ -1,7 +1,8 @@
 /*
  * loader.c: how applications find libcicada.so. Loaded with LD_PRELOAD, it
  * answers dlopen("libcuda.so.1") with itself, so the CUDA runtime, which
- * loads the driver that way, binds to Cicada.
+ * loads the driver that way, binds to Cicada; and dlopen("libnvidia-ml.so.1")
+ * with Cicada's NVML replacement beside it, so NVML sees the same GPU.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -23,12 +24,26 @@ void *interposer_self(void)
 	return self;
 }
 
-static int is_libcuda(const char *file)
+static int is_lib(const char *file, const char *name)
 {
 	const char *base = strrchr(file, '/');
+	size_t n = strlen(name);
 
 	base = base ? base + 1 : file;
-	return !strcmp(base, "libcuda.so.1") || !strcmp(base, "libcuda.so");
+	return !strncmp(base, name, n) && (!base[n] || !strcmp(base + n, ".1"));
+}
+
+/* libnvidia-ml.so.1 in this library's folder; NULL if it is not there. */
+static void *nvml_replacement(void *(*real_dlopen)(const char *, int), int flags)
+{
+	char path[4096];
+	Dl_info info;
+	const char *slash;
+
+	if (!dladdr((void *)interposer_self, &info) || !info.dli_fname || !(slash = strrchr(info.dli_fname, '/')))
+		return NULL;
+	snprintf(path, sizeof(path), "%.*s/libnvidia-ml.so.1", (int)(slash - info.dli_fname), info.dli_fname);
+	return real_dlopen(path, flags);
 }
 
 void *dlopen(const char *file, int flags)
@@ -37,7 +52,12 @@ void *dlopen(const char *file, int flags)
 
 	if (!real_dlopen)
 		real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
-	if (file && is_libcuda(file) && interposer_self())
+	if (file && is_lib(file, "libcuda.so") && interposer_self())
 		return interposer_self();
+	if (file && is_lib(file, "libnvidia-ml.so")) {
+		void *h = nvml_replacement(real_dlopen, flags);
+		if (h)
+			return h;
+	}
 	return real_dlopen(file, flags);
 }

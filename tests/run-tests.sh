@@ -46,15 +46,17 @@ ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 
-for f in "$B/bin/gpu-server" "$B/lib/libcicada.so" "$PROGS/vecadd_cubin" "$TOOLS/wire_abuse"; do
+for f in "$B/bin/gpu-server" "$B/lib/libcicada.so" "$B/lib/libnvidia-ml.so.1" "$PROGS/vecadd_cubin" \
+	"$PROGS/nvml_query" "$TOOLS/wire_abuse"; do
 	[ -e "$f" ] || { echo "run-tests: $f is missing; run 'make' first"; echo "0 passed, 1 failed"; exit 1; }
 done
 head -c 24 /dev/urandom | base64 > "$T/token"
 
-# start_server NAME PORT: starts a gpu-server on $T/NAME.sock and tcp PORT.
+# start_server NAME PORT [ENV]: starts a gpu-server on $T/NAME.sock and tcp
+# PORT (ENV: more variables for it, after the driver's).
 start_server() {
 	local name=$1 port=$2
-	env $DRIVER_ENV "$B/bin/gpu-server" --listen "unix:$T/$name.sock" --listen "tcp:127.0.0.1:$port" \
+	env $DRIVER_ENV ${3:-} "$B/bin/gpu-server" --listen "unix:$T/$name.sock" --listen "tcp:127.0.0.1:$port" \
 		--token-file "$T/token" --cache-dir "$T/cache-$name" --workers 2 >>"$T/$name.log" 2>&1 &
 	SERVERS="$SERVERS $!"
 	eval "PID_$name=$!"
@@ -202,6 +204,73 @@ library_gap() {
 	fi
 }
 
+# NVML through Cicada's libnvidia-ml.so.1 ($B/lib, beside libcuda.so.1).
+# On a GPU node the reference is the real NVML, natively. The stand-in
+# has no NVML (the server answers from the driver API), so in CPU mode
+# the reference is the run over shared memory, which must end with
+# "done". Either way NVML must name the device as the driver does.
+run_nvml() {
+	local p=nvml_query tr
+	if [ "$MODE" = gpu ]; then
+		env $DRIVER_ENV timeout 60 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+			{ bad "$p natively (exit $?)"; grep FAIL "$T/$p.native" | head -5; tail -3 "$T/$p.native.err"; return; }
+	else
+		env $(cicada_env shm) timeout 60 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err"
+		if [ "$(tail -n 1 "$T/$p.native")" != done ]; then
+			bad "$p through Cicada (shared memory): did not run to its end"
+			grep FAIL "$T/$p.native" | head -5; tail -3 "$T/$p.native.err"
+			return
+		fi
+		ok "$p through Cicada (shared memory) runs to its end, every check passing"
+	fi
+	check "$p: NVML's device is the driver's (name, UUID, compute capability, CUDA version$(
+		[ "$MODE" = cpu ] && echo ", memory"))" nvml_matches_driver
+	for tr in shm unix tcp preload; do run_same "$p" "$tr"; done
+	test_nvml_guard
+}
+
+# The facts device_query printed through the driver, found in what NVML
+# printed (any device: NVML's order may differ from CUDA's). NVML counts
+# a GPU's memory differently from cuDeviceTotalMem, so memory is
+# compared only where both come from the driver (CPU mode).
+nvml_matches_driver() {
+	local dq=$T/device_query.native nq=$T/nvml_query.norm name uuid mem ver maj min
+	name=$(sed -n 's/^device 0 name = //p' "$dq")
+	uuid=$(sed -n 's/^device 0 uuid = //p' "$dq")
+	mem=$(sed -n 's/^device 0 total_mem = //p' "$dq")
+	ver=$(sed -n 's/^driver_version = //p' "$dq")
+	maj=$(sed -n 's/^attr COMPUTE_CAPABILITY_MAJOR = //p' "$dq")
+	min=$(sed -n 's/^attr COMPUTE_CAPABILITY_MINOR = //p' "$dq")
+	sed 's/^device [0-9]* /device N /' "$T/nvml_query.native" >"$nq"
+	[ -n "$name" ] && [ -n "$uuid" ] && [ -n "$ver" ] && [ -n "$maj" ] || return 1
+	grep -qFx "device N name = $name" "$nq" && grep -qFx "device N uuid = GPU-$uuid" "$nq" &&
+		grep -qFx "device N compute capability = $maj.$min" "$nq" &&
+		grep -qFx "CUDA driver version = $ver" "$nq" &&
+		{ [ "$MODE" = gpu ] || grep -qFx "device N total memory = $mem" "$nq"; }
+}
+
+# A server whose library path leads to Cicada's replacement must not take
+# it for NVML: it says so and uses the real NVML (GPU) or the driver API.
+test_nvml_guard() {
+	local fake="" out=$T/nvml_query.guard
+	mkdir -p "$T/nvml-only"
+	ln -sf "$B/lib/libnvidia-ml.so.1" "$T/nvml-only/libnvidia-ml.so.1"
+	[ "$MODE" = cpu ] && fake="$B/tests/fakecuda:"
+	start_server guard $((PORT + 2)) "LD_LIBRARY_PATH=$fake$T/nvml-only" || { bad "guard server did not start"; return; }
+	env $(cicada_env shm guard) timeout 60 "$PROGS/nvml_query" >"$out" 2>"$out.err"
+	if [ $? -eq 0 ] && cmp -s "$T/nvml_query.native" "$out"; then
+		ok "nvml_query via a server that finds Cicada's libnvidia-ml.so.1 first: identical"
+	else
+		bad "nvml_query via a server that finds Cicada's libnvidia-ml.so.1 first"
+		diff "$T/nvml_query.native" "$out" | head -5; tail -3 "$out.err"
+	fi
+	check "that server refused the replacement as NVML, and said so" \
+		grep -q "is Cicada's NVML replacement, not NVML; not using it" "$T/guard.log"
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-guard" 2>/dev/null
+	kill -9 "$PID_guard" 2>/dev/null
+	rm -f "$T/guard.sock"
+}
+
 test_module_cache() {
 	env $(cicada_env shm) CICADA_LOG=debug "$PROGS/vecadd_cubin" >/dev/null 2>"$T/cache.err"
 	check "module images are cached by hash (second run sends only the hash)" \
@@ -238,6 +307,8 @@ test_malformed() {
 		check "malformed input ($c): connection dropped" \
 			"$TOOLS/wire_abuse" $c "tcp:127.0.0.1:$PORT" "$(cat "$T/token")"
 	done
+	check "malformed NVML queries: clean NVML errors; a text over the limit is dropped" \
+		sh -c "'$TOOLS/wire_abuse' nvml 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.nvml' 2>&1"
 	check "server still serves after malformed input" \
 		sh -c "env $(cicada_env shm) '$PROGS/vecadd_cubin' >/dev/null 2>&1"
 	check "gpu-server survived" kill -0 "$PID_main"
@@ -280,6 +351,7 @@ check "snapshot-format library: round trips, corruption, atomic commits" \
 check "gpu-snapshot inspect/verify" sh -c "bash tests/snapshot/test_cli.sh '$B' >'$T/snapshot-cli.log' 2>&1"
 start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
+run_nvml
 test_module_cache
 test_unreachable
 test_refusals

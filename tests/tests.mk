@@ -1,7 +1,8 @@
 # Test kernels (cubin, PTX and fatbin of each .cu) and the driver-API
 # test programs. The programs link the stub libcuda so they NEED
 # libcuda.so.1 and find the real, the interposer or the CPU stand-in
-# at run time through LD_LIBRARY_PATH. dlopen_app links no libcuda.
+# at run time through LD_LIBRARY_PATH. dlopen_app links no libcuda;
+# nvml_query links no NVML.
 
 TESTS_KDIR := $(BUILD)/tests/kernels
 TESTS_PDIR := $(BUILD)/tests/programs
@@ -51,6 +52,13 @@ $(TESTS_CR_BINS:%=%.o) $(TESTS_PDIR)/cr_common.o: tests/programs/cr_common.h
 
 $(TESTS_PDIR)/dlopen_app: $(TESTS_PDIR)/dlopen_app.o $(TESTS_PDIR)/common.o
 	$(CC) $(CFLAGS) -o $@ $^ -ldl
+
+# NVML through dlopen: it builds without NVML and runs on the real one or
+# on Cicada's replacement.
+$(TESTS_PDIR)/nvml_query: tests/programs/nvml_query.c nvml/nvml-wire.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Invml -o $@ $< -ldl
+all: $(TESTS_PDIR)/nvml_query
 
 # CUDA runtime programs, built the normal way: nvcc's default static
 # runtime, and again with -cudart shared (the shared runtime is copied next

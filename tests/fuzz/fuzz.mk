@@ -17,7 +17,7 @@ FUZZ_CORPUS  := $(FUZZ_DIR)/corpus
 FUZZ_LOG     := $(FUZZ_DIR)/fuzz.log
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Isnapshot-format
+                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Invml -Isnapshot-format
 
 FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/main.c,$(SERVER_SRCS))
 FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_OBJDIR)/%.o) \
@@ -35,9 +35,9 @@ $(FUZZ_BIN): $(FUZZ_OBJS) $(FAKECUDA_LIB) $(SNAPSHOT_LIB)
 	$(FUZZ_CC) $(FUZZ_SAN) -pthread -o $@ $(FUZZ_OBJS) $(SNAPSHOT_LIB) -L$(CUDA_STUBS) -lcuda \
 		-Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) -ltirpc $(SNAPSHOT_LDLIBS)
 
-$(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB)
+$(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB) nvml/nvml-wire.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC)
 
 # Runs the fuzzer, then prints "fuzz: N executions, M crashes"; fails on
 # any crash (artifacts land in $(FUZZ_DIR)/crashes, the log in $(FUZZ_LOG)).

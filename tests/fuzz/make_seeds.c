@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "wire.h"
+#include "nvml-wire.h"
 
 enum { MODE_BODY = 0, MODE_STREAM = 1, MODE_HELLO = 2 };
 
@@ -141,6 +142,14 @@ static void seed_shm_copy(void)
 	seed_call("memcpy_shm_async", P_memcpy_shm_async, (xdrproc_t)xdr_shm_copy_args, &a, 0);
 }
 
+static void seed_nvml(void)
+{
+	char uuid[] = "GPU-43696361-6461-4661-6b65-4750552d3030";
+	nvml_args a = { .func = NVMLF_BY_UUID, .device = 0, .arg = 0, .text = uuid };
+
+	seed_call("nvml_query", P_nvml_query, (xdrproc_t)xdr_nvml_args, &a, 1);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -155,6 +164,7 @@ int main(int argc, char **argv)
 	seed_module_load();
 	seed_get_function();
 	seed_shm_copy();
+	seed_nvml();
 	write_seed("stream", MODE_STREAM, stream.data, stream.len);
 	wire_buf_free(&stream);
 	return 0;

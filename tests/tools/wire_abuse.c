@@ -5,6 +5,10 @@
  * truncated, unknown or malformed call. Each case must end with the
  * server dropping that connection (or refusing it with a reason), never
  * with a crash; the test then checks that other clients are still served.
+ * The nvml case sends NVML queries no replacement library would: an
+ * unknown function, a device out of range, an argument out of range and
+ * a text at the limit must each get a clean NVML error on a connection
+ * that goes on serving; a text over the limit is malformed (dropped).
  *
  * usage: wire_abuse CASE ADDRESS [TOKEN]
  */
@@ -16,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "wire.h"
+#include "nvml-wire.h"
 
 static int fd;
 static struct wire_stream st;
@@ -74,6 +79,81 @@ static int send_raw(const void *buf, size_t len)
 	return wire_write(&st, buf, len);
 }
 
+/* One NVML query on the session; its NVML result, or -1 if the call
+ * itself failed. */
+static int nvml_call(uint32_t xid, unsigned func, unsigned device, uint64_t arg, const char *text, unsigned *ndata)
+{
+	nvml_args a = { .func = func, .device = device, .arg = arg, .text = (char *)text };
+	nvml_res r;
+	struct wire_buf b = { 0 };
+	char err[WIRE_ERRLEN];
+	int ret;
+
+	memset(&r, 0, sizeof(r));
+	if (wire_encode_call(&b, xid, P_nvml_query, (xdrproc_t)xdr_nvml_args, &a) || wire_send_record(&st, &b) ||
+	    wire_recv_record(&st, &b, 65536) || wire_decode_reply(&b, xid, (xdrproc_t)xdr_nvml_res, &r, err) || r.err)
+		ret = -1;
+	else
+		ret = r.ret;
+	*ndata = r.data.data_len;
+	xdr_free((xdrproc_t)xdr_nvml_res, (char *)&r);
+	wire_buf_free(&b);
+	return ret;
+}
+
+static int expect_nvml(const char *what, int got, int want, int or_want)
+{
+	printf("wire_abuse: nvml: %s: ret=%d (want %d)\n", what, got, want);
+	return got != want && got != or_want;
+}
+
+/* A query whose text is longer than the protocol allows: encoded at the
+ * limit, then its length word and bytes stretched. */
+static void send_overlong_text(void)
+{
+	char text[CICADA_NAME_MAX + 1];
+	nvml_args a = { .func = NVMLF_BY_UUID, .text = text };
+	struct wire_buf b = { 0 };
+	uint32_t len = htonl(CICADA_NAME_MAX + 64);
+
+	memset(text, 'A', CICADA_NAME_MAX);
+	text[CICADA_NAME_MAX] = '\0';
+	wire_encode_call(&b, 9, P_nvml_query, (xdrproc_t)xdr_nvml_args, &a);
+	memcpy(b.data + b.len - CICADA_NAME_MAX - 4, &len, 4);
+	wire_buf_reserve(&b, b.len + 64);
+	memset(b.data + b.len, 'A', 64);
+	b.len += 64;
+	wire_send_record(&st, &b);
+	wire_buf_free(&b);
+}
+
+static int case_nvml(const char *token)
+{
+	char longest[CICADA_NAME_MAX + 1];
+	unsigned n = 0;
+	int bad = 0;
+
+	if (valid_session(token))
+		return 1;
+	memset(longest, 'f', CICADA_NAME_MAX);
+	longest[CICADA_NAME_MAX] = '\0';
+	bad |= expect_nvml("unknown function", nvml_call(2, 9999, 0, 0, "", &n), NVML_ERROR_NOT_SUPPORTED, -2);
+	bad |= expect_nvml("function 0", nvml_call(3, 0, 0, 0, "", &n), NVML_ERROR_NOT_SUPPORTED, -2);
+	bad |= expect_nvml("device out of range", nvml_call(4, NVMLF_NAME, 1000, 0, "", &n),
+			   NVML_ERROR_INVALID_ARGUMENT, -2);
+	bad |= expect_nvml("argument out of range", nvml_call(5, NVMLF_MAX_CLOCK, 0, 1ull << 40, "", &n),
+			   NVML_ERROR_INVALID_ARGUMENT, -2);
+	bad |= expect_nvml("empty uuid", nvml_call(6, NVMLF_BY_UUID, 0, 0, "", &n), NVML_ERROR_INVALID_ARGUMENT, -2);
+	/* the real NVML may call a malformed UUID invalid rather than unknown */
+	bad |= expect_nvml("longest uuid", nvml_call(7, NVMLF_BY_UUID, 0, 0, longest, &n), NVML_ERROR_NOT_FOUND,
+			   NVML_ERROR_INVALID_ARGUMENT);
+	bad |= expect_nvml("still serving (device 0 name)", nvml_call(8, NVMLF_NAME, 0, 0, "", &n), NVML_SUCCESS, -2);
+	if (bad || n < 2)
+		return 1;
+	send_overlong_text();
+	return expect_closed("nvml text over the limit");
+}
+
 static int case_after_hello(const char *which, const char *token)
 {
 	struct wire_buf b = { 0 };
@@ -129,5 +209,7 @@ int main(int argc, char **argv)
 		printf("wire_abuse: %s: refused=%d message=%s\n", argv[1], r.err != 0, r.message);
 		return r.err ? 0 : 1;
 	}
+	if (!strcmp(argv[1], "nvml"))
+		return case_nvml(token);
 	return case_after_hello(argv[1], token);
 }
