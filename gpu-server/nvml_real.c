@@ -3,12 +3,13 @@
  * worker loads on the first query (dlopen, so a server without NVML
  * still runs). It refuses Cicada's replacement, which a library path
  * could make it find first (the replacement exports a marker), and then
- * looks in the usual driver folders. Each function is looked up by name
+ * looks beside the driver's libcuda.so.1 and in the usual folders. Each function is looked up by name
  * when asked, so an older NVML lacking one answers
  * NVML_ERROR_NOT_SUPPORTED for it alone.
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include "gpu-server.h"
 #include "nvml-wire.h"
@@ -27,32 +28,50 @@ static const char *const places[] = {
 #define SYM(name) ((__typeof__(name) *)dlsym(lib, #name))
 #define CALL(name, ...) (SYM(name) ? SYM(name)(__VA_ARGS__) : NVML_ERROR_NOT_SUPPORTED)
 
-int nvml_real_open(char *why, size_t len)
+/* 1: place is NVML, loaded and initialised; 0: not there or not NVML;
+ * -1: NVML that failed to start. */
+static int try_place(const char *place, char *why, size_t len)
 {
 	nvmlReturn_t (*init)(void);
+	void *h = dlopen(place, RTLD_NOW | RTLD_LOCAL);
 	int ret;
 
-	snprintf(why, len, "no libnvidia-ml.so.1");
-	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++) {
-		void *h = dlopen(places[i], RTLD_NOW | RTLD_LOCAL);
-
-		if (!h)
-			continue;
-		if (dlsym(h, NVML_MARKER_SYMBOL)) {
-			log_warn("%s is Cicada's NVML replacement, not NVML; not using it", places[i]);
-			snprintf(why, len, "only Cicada's own libnvidia-ml.so.1 was found");
-			dlclose(h);
-			continue;
-		}
-		init = (nvmlReturn_t (*)(void))dlsym(h, "nvmlInit_v2");
-		if (!init || (ret = init()) != NVML_SUCCESS) {
-			snprintf(why, len, "nvmlInit_v2 of %s failed (%d)", places[i], init ? ret : -1);
-			dlclose(h);
-			return -1;
-		}
-		lib = h;
+	if (!h)
+		return 0;
+	if (dlsym(h, NVML_MARKER_SYMBOL)) {
+		log_warn("%s is Cicada's NVML replacement, not NVML; not using it", place);
+		snprintf(why, len, "only Cicada's own libnvidia-ml.so.1 was found");
+		dlclose(h);
 		return 0;
 	}
+	init = (nvmlReturn_t (*)(void))dlsym(h, "nvmlInit_v2");
+	if (!init || (ret = init()) != NVML_SUCCESS) {
+		snprintf(why, len, "nvmlInit_v2 of %s failed (%d)", place, init ? ret : -1);
+		dlclose(h);
+		return -1;
+	}
+	lib = h;
+	return 1;
+}
+
+/* NVML is installed with the driver: first beside the libcuda.so.1 this
+ * worker runs on, then by name and in the usual folders. */
+int nvml_real_open(char *why, size_t len)
+{
+	char beside[4096];
+	Dl_info info;
+	int rc;
+
+	snprintf(why, len, "no libnvidia-ml.so.1");
+	if (dladdr((void *)cuInit, &info) && info.dli_fname && strrchr(info.dli_fname, '/')) {
+		snprintf(beside, sizeof(beside), "%.*s/libnvidia-ml.so.1",
+			 (int)(strrchr(info.dli_fname, '/') - info.dli_fname), info.dli_fname);
+		if ((rc = try_place(beside, why, len)))
+			return rc > 0 ? 0 : -1;
+	}
+	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++)
+		if ((rc = try_place(places[i], why, len)))
+			return rc > 0 ? 0 : -1;
 	return -1;
 }
 
