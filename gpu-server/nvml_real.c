@@ -54,8 +54,9 @@ static int try_place(const char *place, char *why, size_t len)
 	return 1;
 }
 
-/* NVML is installed with the driver: first beside the libcuda.so.1 this
- * worker runs on, then by name and in the usual folders. */
+/* NVML by name (the library path decides), else where the driver is
+ * installed: beside the libcuda.so.1 this worker runs on, then the usual
+ * folders. */
 int nvml_real_open(char *why, size_t len)
 {
 	char beside[4096];
@@ -63,13 +64,15 @@ int nvml_real_open(char *why, size_t len)
 	int rc;
 
 	snprintf(why, len, "no libnvidia-ml.so.1");
+	if ((rc = try_place(places[0], why, len)))
+		return rc > 0 ? 0 : -1;
 	if (dladdr((void *)cuInit, &info) && info.dli_fname && strrchr(info.dli_fname, '/')) {
 		snprintf(beside, sizeof(beside), "%.*s/libnvidia-ml.so.1",
 			 (int)(strrchr(info.dli_fname, '/') - info.dli_fname), info.dli_fname);
 		if ((rc = try_place(beside, why, len)))
 			return rc > 0 ? 0 : -1;
 	}
-	for (size_t i = 0; i < sizeof(places) / sizeof(places[0]); i++)
+	for (size_t i = 1; i < sizeof(places) / sizeof(places[0]); i++)
 		if ((rc = try_place(places[i], why, len)))
 			return rc > 0 ? 0 : -1;
 	return -1;
