@@ -16,15 +16,17 @@ int worker_quiesce(struct worker *w, char *err)
 	CUcontext ctx;
 	CUresult rc;
 
-	unsigned graphs = 0, arrays = 0;
+	unsigned graphs = 0, execs = 0, arrays = 0;
 
 	for (unsigned i = 0; i < w->nhandles; i++) {
-		graphs += w->handles[i].kind == H_GRAPH || w->handles[i].kind == H_GRAPH_EXEC;
+		graphs += w->handles[i].kind == H_GRAPH;
+		execs += w->handles[i].kind == H_GRAPH_EXEC;
 		arrays += w->handles[i].kind == H_ARRAY;
 	}
-	if (graphs || arrays || w->tex_objects) {
-		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graphs, %u arrays and %u texture or surface "
-			 "objects, which a checkpoint cannot carry yet", graphs, arrays, w->tex_objects);
+	if (graphs || execs || arrays || w->tex_objects) {
+		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graphs, %u executable graphs, %u arrays and %u "
+			 "texture or surface objects, which a checkpoint cannot carry yet", graphs, execs, arrays,
+			 w->tex_objects);
 		return -1;
 	}
 	for (unsigned i = 0; i < w->nhandles; i++) {

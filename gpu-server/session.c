@@ -421,7 +421,8 @@ CUresult hand_detach(struct worker *w, void *args, void *res)
 
 	if (worker_quiesce(w, err)) {
 		log_error("client %s: cannot pause: %s", w->peer, err);
-		return CUDA_ERROR_UNKNOWN;
+		r->name = strdup(err);
+		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	hostfn_close(w);
 	/* The socket listens before the ticket leaves: the plugin's next

@@ -206,6 +206,8 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		w->pending = CUDA_SUCCESS;
 	}
 	*(int *)&res = rc;
+	if (d->xres == (xdrproc_t)xdr_name_res && !((name_res *)&res)->name)
+		((name_res *)&res)->name = strdup("");     /* a failed call has no name */
 	st = output_forward(w, out);
 	if (!st)
 		st = send_reply(w, out, hdr.xid, WIRE_SUCCESS, d->xres, &res);

@@ -250,7 +250,10 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
 	}
 	rc = client_call_locked(P_detach, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
 	if (rc || !r.name) {
-		snprintf(err, WIRE_ERRLEN, "the gpu-server could not pause the session (error %d)", (int)rc);
+		if (r.name && r.name[0])
+			snprintf(err, WIRE_ERRLEN, "cannot pause the GPU session: %s", r.name);
+		else
+			snprintf(err, WIRE_ERRLEN, "the gpu-server could not pause the session (error %d)", (int)rc);
 		xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
 		return -1;
 	}

@@ -19,6 +19,7 @@ struct host_alloc {
 	unsigned region;                     /* shared with the server, or 0 */
 	unsigned flags;
 	int registered;                      /* cuMemHostRegister: not ours */
+	char *user;                          /* the address it was registered by */
 	CUdeviceptr device_ptr;
 };
 
@@ -92,7 +93,7 @@ static int take_host(const void *base, int registered, struct host_alloc *out)
 
 	pthread_mutex_lock(&hm_lock);
 	for (unsigned i = 0; i < nhosts; i++)
-		if (hosts[i].base == base && hosts[i].registered == registered) {
+		if ((registered ? hosts[i].user : hosts[i].base) == base && hosts[i].registered == registered) {
 			*out = hosts[i];
 			hosts[i] = hosts[--nhosts];
 			rc = 0;
@@ -170,9 +171,26 @@ out:
 	return err;
 }
 
-/* A restored worker has none of our pinned regions: each gets a fresh
- * memfd with the same bytes, mapped over the old pages (same addresses),
- * and is shared again under its old id. */
+/* Gives h's pages a memfd with the same bytes, mapped over the old pages
+ * (same addresses), which the worker can then share; the fd is the
+ * caller's to close. Another thread writing those pages meanwhile may
+ * lose the write. */
+static int remap_shared(struct host_alloc *h)
+{
+	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
+
+	if (fd < 0 || ftruncate(fd, h->size) || pwrite(fd, h->base, h->size, 0) != (ssize_t)h->size ||
+	    mmap(h->base, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != h->base) {
+		log_error("pinned memory at %p: %s", h->base, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* A restored worker has none of our pinned regions: each is remapped and
+ * shared again under its old id. */
 int hostmem_share_again(void)
 {
 	int rc = 0;
@@ -186,17 +204,14 @@ int hostmem_share_again(void)
 
 		if (!h->region)
 			continue;
-		fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
 		rc = -1;
-		if (fd < 0 || ftruncate(fd, h->size) || pwrite(fd, h->base, h->size, 0) != (ssize_t)h->size ||
-		    mmap(h->base, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != h->base)
-			log_error("pinned memory at %p: %s", h->base, strerror(errno));
-		else if ((err = share_region_id(h, fd)))
+		if ((fd = remap_shared(h)) < 0)
+			continue;
+		if ((err = share_region_id(h, fd)))
 			log_error("pinned memory at %p: the worker refused it (error %d)", h->base, (int)err);
 		else
 			rc = 0;
-		if (fd >= 0)
-			close(fd);
+		close(fd);
 		if (!rc && old && h->device_ptr != old)
 			log_warn("mapped pinned memory at %p has a new device address after the restore", h->base);
 	}
@@ -236,22 +251,28 @@ CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
 	return cuMemHostAlloc(pp, bytesize, 0);
 }
 
+/* The worker unmaps region id, which is then free for another. */
+static CUresult unshare_region(unsigned id)
+{
+	uint64_t v = id;
+	scalars a = { { 1, &v } };
+	scalar_res r = { 0 };
+	CUresult err = client_call(P_host_region_unmap, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
+
+	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+	put_region_id(id);
+	return err;
+}
+
 CUresult CUDAAPI cuMemFreeHost(void *p)
 {
 	struct host_alloc h;
-	uint64_t id;
-	scalars a = { { 1, &id } };
-	scalar_res r = { 0 };
 	CUresult err = CUDA_SUCCESS;
 
 	if (take_host(p, 0, &h))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (h.region) {
-		id = h.region;
-		err = client_call(P_host_region_unmap, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
-		xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
-		put_region_id(h.region);
-	}
+	if (h.region)
+		err = unshare_region(h.region);
 	munmap(h.base, h.size);
 	return err;
 }
@@ -290,32 +311,64 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 	return err;
 }
 
-/* Memory the application owns cannot be shared with the worker: copies
- * from it take the pageable path, and mapping it is not supported. */
+/* Whether any remembered host memory overlaps [base, base + size). */
+static int overlaps(const char *base, size_t size)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < nhosts && !found; i++)
+		found = base < hosts[i].base + hosts[i].size && hosts[i].base < base + size;
+	pthread_mutex_unlock(&hm_lock);
+	return found;
+}
+
+/* With a local server the registered pages become a shared region, as
+ * if allocated pinned: copies are direct and DEVICEMAP gives a device
+ * pointer. Pages another registration holds, read-only registrations and
+ * remote servers keep the application's memory as it is (copies take the
+ * pageable path; mapping it is refused). */
 CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
 {
-	struct host_alloc h = { .base = p, .size = bytesize, .flags = flags, .registered = 1 };
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)p / page * page, end = ((uintptr_t)p + bytesize + page - 1) / page * page;
+	struct host_alloc h = { .base = (char *)start, .size = end - start, .flags = flags, .registered = 1,
+				.user = p };
+	CUresult err;
+	int fd;
 
 	if (!p || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
-		log_error("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP is not supported; "
-			  "use cuMemHostAlloc");
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	pthread_mutex_lock(&hm_lock);
-	int dup = find_host(p, 1) != NULL;
-	pthread_mutex_unlock(&hm_lock);
-	if (dup)
+	if ((err = client_connect()))
+		return err;
+	if (overlaps(p, bytesize))
 		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-	return add_host(&h) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	if (!client_shm() || (flags & CU_MEMHOSTREGISTER_READ_ONLY) || overlaps(h.base, h.size)) {
+		if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+			log_error("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP needs a local gpu-server "
+				  "and pages of its own; use cuMemHostAlloc");
+			return CUDA_ERROR_NOT_SUPPORTED;
+		}
+		h = (struct host_alloc){ .base = p, .size = bytesize, .flags = flags, .registered = 1, .user = p };
+		return add_host(&h) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+	}
+	if ((fd = remap_shared(&h)) < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	err = share_region(&h, fd);
+	close(fd);
+	if (!err && add_host(&h))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	return err;
 }
 
+/* The pages stay as they are (a memory file now), the worker lets go. */
 CUresult CUDAAPI cuMemHostUnregister(void *p)
 {
 	struct host_alloc h;
 
-	return take_host(p, 1, &h) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+	if (take_host(p, 1, &h))
+		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	return h.region ? unshare_region(h.region) : CUDA_SUCCESS;
 }
 
 void devmem_note_alloc(CUdeviceptr ptr, size_t size)

@@ -8,7 +8,8 @@
 # LD_PRELOAD). The outputs must be identical. Then the fault cases:
 # unreachable servers, refused tokens and versions, malformed messages,
 # a server dying mid-run, a client dying next to another. Uses prebuilt
-# outputs only; prints "N passed, N failed" last.
+# outputs only; prints "N passed, N failed" last. KEEP_T=1 keeps the
+# scratch directory (logs, outputs, snapshots) for a look afterwards.
 set -u
 
 MODE=cpu
@@ -38,7 +39,7 @@ cleanup() {
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "$PROGS/cr_pattern" 2>/dev/null
 	ip netns del "cicada-node-$$" 2>/dev/null
-	rm -rf "$T"
+	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
 
@@ -127,9 +128,28 @@ run_runtime_programs() {
 	done
 	run_same rt_basic preload
 	run_same rt_features preload
+	run_mapped_program
 	check "device printf reaches the program's stdout, in order, at the synchronisation" \
 		printf_in_place "$T/rt_features.shm"
 	[ "$MODE" = gpu ] && run_library_programs
+}
+
+# rt_mapped: zero-copy needs memory shared with the worker, so a local
+# server; over a remote link mapping is refused (one clear line).
+run_mapped_program() {
+	local p=rt_mapped err
+	if [ "$MODE" = gpu ]; then
+		env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+			{ bad "$p natively (exit $?)"; return; }
+	else
+		env $(cicada_env shm) timeout 120 "$PROGS/$p" >"$T/$p.native" 2>/dev/null
+		check "$p through Cicada (shared memory) runs to its end, every check passing" grep -qx done "$T/$p.native"
+	fi
+	run_same "$p" shm
+	run_same "$p" preload
+	err=$(env $(cicada_env tcp) timeout 120 "$PROGS/$p" 2>&1 >/dev/null)
+	check "$p over tcp: mapped memory refused with one clear line" \
+		test "$(grep -c "mapped pinned memory needs a local gpu-server" <<<"$err")" = 1
 }
 
 # rt_features prints two device printf lines between two lines of its own.

@@ -64,7 +64,7 @@ all: $(TESTS_PDIR)/nvml_query
 # runtime, and again with -cudart shared (the shared runtime is copied next
 # to them, for nodes without a toolkit). They reach the driver only
 # through dlopen("libcuda.so.1").
-TESTS_RT_PROGS := rt_basic rt_features rt_texture
+TESTS_RT_PROGS := rt_basic rt_features rt_texture rt_mapped
 TESTS_RT_STATIC := rt_steps
 TESTS_RT_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS) $(TESTS_RT_STATIC)) \
 	$(addsuffix _shared,$(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS)))

@@ -220,17 +220,36 @@ run_cr_sizes() {
 
 # A CUDA runtime program (static runtime): the runtime's own state lives
 # in the process (CRIU's part), its driver objects in the replay log.
+# MODE hostfn: host functions and stream-ordered allocations each step,
+# which must go on after the restore (a new host-function channel).
 cr_runtime_program() {
-	local dir=$T/ckpt.runtime
-	CR_REF=$T/rt_steps.ref
-	if [ "$MODE" = gpu ]; then
-		env $DRIVER_ENV timeout 120 "$PROGS/rt_steps" 10 150 >"$CR_REF" || return 1
-	else
-		env $(cicada_env shm) timeout 120 "$PROGS/rt_steps" 10 150 >"$CR_REF" || return 1
-	fi
-	cr_launch shm main "$PROGS/rt_steps" 10 150 || return 1
+	local mode=${1:-plain} dir=$T/ckpt.runtime.${1:-plain}
+	CR_REF=$T/rt_steps.$mode.ref
+	rt_steps_reference "$mode" || return 1
+	cr_launch shm main "$PROGS/rt_steps" 10 150 "$mode" || return 1
 	cr_dump "$dir" || return 1
 	cr_restore "$dir" || return 1
+	cr_finished
+}
+
+rt_steps_reference() {
+	if [ "$MODE" = gpu ]; then
+		env $DRIVER_ENV timeout 120 "$PROGS/rt_steps" 10 150 "$1" >"$CR_REF"
+	else
+		env $(cicada_env shm) timeout 120 "$PROGS/rt_steps" 10 150 "$1" >"$CR_REF"
+	fi
+}
+
+# A session holding a CUDA graph: the dump is refused with one line that
+# says why, and the program runs on to its end undisturbed.
+cr_graph_refused() {
+	local dir=$T/ckpt.graph
+	CR_REF=$T/rt_steps.graph.ref
+	rt_steps_reference graph || return 1
+	cr_launch shm main "$PROGS/rt_steps" 10 150 graph || return 1
+	cr_dump "$dir" && return 1
+	grep -q "cicada: .*holds 1 CUDA graphs, 1 executable graphs, 0 arrays and 0 texture" "$dir/criu.err" \
+		"$dir/dump.log" || return 1
 	cr_finished
 }
 
@@ -268,7 +287,11 @@ run_cr_tests() {
 		"$T/ckpt.killed-dump" cr_killed_dump
 	cr_case "corrupted and wrong-version snapshots are refused with one line" "$T/ckpt.refuse" cr_refusals
 	cr_case "a CUDA runtime program checkpointed mid-run and restored: output identical" \
-		"$T/ckpt.runtime" cr_runtime_program
+		"$T/ckpt.runtime.plain" cr_runtime_program
+	cr_case "host functions and cudaMallocAsync go on working after a restore" \
+		"$T/ckpt.runtime.hostfn" cr_runtime_program hostfn
+	cr_case "a session holding a CUDA graph: the dump is refused, saying why; the program goes on" \
+		"$T/ckpt.graph" cr_graph_refused
 	unset CR_REF
 	[ "$MODE" = cpu ] && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target

@@ -332,7 +332,21 @@ static void rt_surf_write(const struct fc_launch *l)
 		}
 }
 
+/* rt_mapped.cu's kernel, on mapped host memory */
+static void rt_mapped_fill(const struct fc_launch *l)
+{
+	int *p = ARG(l, 0, int *), n = ARG(l, 1, int), base = ARG(l, 2, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			p[i] = p[i] * 2 + base;
+	}
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "rt_mapped_fill", 3, { PTR, sizeof(int), sizeof(int) }, rt_mapped_fill },
 	{ "rt_tex_linear", 3, { 8, PTR, sizeof(int) }, rt_tex_linear },
 	{ "rt_tex_2d", 4, { 8, PTR, sizeof(int), sizeof(int) }, rt_tex_2d },
 	{ "rt_surf_write", 3, { 8, sizeof(int), sizeof(int) }, rt_surf_write },

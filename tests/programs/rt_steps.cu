@@ -4,9 +4,14 @@
  * memory, a __device__ counter, a stream and an event carry state from
  * step to step, and each step prints a checksum. A run checkpointed and
  * restored mid-way must print exactly what an uninterrupted run prints.
+ * Usage: rt_steps [STEPS [MS [MODE]]]. MODE "hostfn" also runs a host
+ * function and a stream-ordered allocation each step (both must go on
+ * working after a restore); "graph" also launches a captured CUDA graph
+ * each step (a checkpoint must refuse it, and the run go on).
  */
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 extern "C" {
@@ -22,8 +27,45 @@ __global__ void rt_step(unsigned *p, int n, unsigned step)
 }
 }
 
+static unsigned long long host_steps;
+
+static void CUDART_CB count_step(void *p)
+{
+	host_steps++;
+}
+
+/* A graph of one kernel launch, captured on s. */
+static cudaGraphExec_t capture(unsigned *d, int n, cudaStream_t s)
+{
+	cudaGraphExec_t exec = NULL;
+	cudaGraph_t g;
+
+	if (cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal))
+		return NULL;
+	rt_step<<<n / 256, 256, 0, s>>>(d, n, 0u);
+	if (cudaStreamEndCapture(s, &g) || cudaGraphInstantiate(&exec, g, 0))
+		return NULL;
+	return exec;
+}
+
+/* The extra work of a mode, queued on s after the step's kernel. */
+static int extra(const char *mode, unsigned *d, int n, cudaStream_t s, cudaGraphExec_t exec)
+{
+	unsigned *tmp;
+
+	if (!strcmp(mode, "graph"))
+		return cudaGraphLaunch(exec, s) != cudaSuccess;
+	if (strcmp(mode, "hostfn"))
+		return 0;
+	return cudaMallocAsync(&tmp, n * sizeof(unsigned), s) ||
+	       cudaMemcpyAsync(tmp, d, n * sizeof(unsigned), cudaMemcpyDeviceToDevice, s) ||
+	       cudaLaunchHostFunc(s, count_step, NULL) || cudaFreeAsync(tmp, s);
+}
+
 int main(int argc, char **argv)
 {
+	const char *mode = argc > 3 ? argv[3] : "plain";
+	cudaGraphExec_t exec = NULL;
 	const int n = 1 << 20;
 	int steps = argc > 1 ? atoi(argv[1]) : 10, ms = argc > 2 ? atoi(argv[2]) : 150;
 	unsigned *d, *h;
@@ -37,9 +79,17 @@ int main(int argc, char **argv)
 		printf("setup failed: %s\n", cudaGetErrorString(cudaGetLastError()));
 		return 1;
 	}
+	if (!strcmp(mode, "graph") && !(exec = capture(d, n, s))) {
+		printf("graph capture failed\n");
+		return 1;
+	}
 	for (int step = 1; step <= steps; step++) {
 		unsigned long long sum = 0;
 		rt_step<<<n / 256, 256, 0, s>>>(d, n, (unsigned)step);
+		if (extra(mode, d, n, s, exec)) {
+			printf("step %d: %s work failed\n", step, mode);
+			return 1;
+		}
 		cudaMemcpyAsync(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost, s);
 		cudaEventRecord(done, s);
 		if (cudaEventSynchronize(done)) {
@@ -55,6 +105,6 @@ int main(int argc, char **argv)
 			;
 	}
 	cudaMemcpyFromSymbol(&count, rt_step_count, sizeof(count));
-	printf("device steps %llu\ndone\n", count);
+	printf("device steps %llu, host functions %llu\ndone\n", count, host_steps);
 	return 0;
 }
