@@ -329,6 +329,8 @@ test_malformed() {
 	done
 	check "malformed NVML queries: clean NVML errors; a text over the limit is dropped" \
 		sh -c "'$TOOLS/wire_abuse' nvml 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.nvml' 2>&1"
+	check "bad texture, 3D copy and host-function requests: CUDA errors, the connection serves on" \
+		sh -c "'$TOOLS/wire_abuse' objects 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.objects' 2>&1"
 	check "server still serves after malformed input" \
 		sh -c "env $(cicada_env shm) '$PROGS/vecadd_cubin' >/dev/null 2>&1"
 	check "gpu-server survived" kill -0 "$PID_main"

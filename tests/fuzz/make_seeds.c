@@ -150,6 +150,17 @@ static void seed_nvml(void)
 	seed_call("nvml_query", P_nvml_query, (xdrproc_t)xdr_nvml_args, &a, 1);
 }
 
+static void seed_arrays(void)
+{
+	char res[144] = { 0 }, tex[120] = { 0 };
+	memcpy3d_args c = { .src = { .type = 2, .device = 0x200000000000ull, .pitch = 256, .height = 4 },
+			    .dst = { .type = 3, .array = 0x1004 }, .width_bytes = 256, .height = 4, .depth = 1 };
+	tex_object_args t = { { sizeof(res), res }, { sizeof(tex), tex }, { 0, NULL } };
+
+	seed_call("memcpy_3d", P_memcpy_3d, (xdrproc_t)xdr_memcpy3d_args, &c, 0);
+	seed_call("tex_object_create", P_tex_object_create, (xdrproc_t)xdr_tex_object_args, &t, 1);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -165,6 +176,7 @@ int main(int argc, char **argv)
 	seed_get_function();
 	seed_shm_copy();
 	seed_nvml();
+	seed_arrays();
 	write_seed("stream", MODE_STREAM, stream.data, stream.len);
 	wire_buf_free(&stream);
 	return 0;

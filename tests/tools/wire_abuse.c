@@ -9,6 +9,10 @@
  * unknown function, a device out of range, an argument out of range and
  * a text at the limit must each get a clean NVML error on a connection
  * that goes on serving; a text over the limit is malformed (dropped).
+ * The objects case sends texture, copy and host-function calls no
+ * interposer would (wrong descriptor sizes, host memory in a 3D copy,
+ * unknown arrays, a bad channel request): each must get a CUDA error on
+ * a connection that goes on serving.
  *
  * usage: wire_abuse CASE ADDRESS [TOKEN]
  */
@@ -19,6 +23,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <cuda.h>
 #include "wire.h"
 #include "nvml-wire.h"
 
@@ -154,6 +159,70 @@ static int case_nvml(const char *token)
 	return expect_closed("nvml text over the limit");
 }
 
+/* One call; its CUDA result (the first field of every result), or -1. */
+static int any_call(uint32_t xid, unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res,
+		    size_t res_size)
+{
+	struct wire_buf b = { 0 };
+	char err[WIRE_ERRLEN];
+	int rc = -1;
+
+	memset(res, 0, res_size);
+	if (!wire_encode_call(&b, xid, proc, xargs, args) && !wire_send_record(&st, &b) &&
+	    !wire_recv_record(&st, &b, 65536) && !wire_decode_reply(&b, xid, xres, res, err))
+		rc = *(int *)res;
+	xdr_free(xres, res);
+	wire_buf_free(&b);
+	return rc;
+}
+
+static int expect_err(const char *what, int got, int want)
+{
+	printf("wire_abuse: objects: %s: error %d (want %d)\n", what, got, want);
+	return got != want;
+}
+
+static int case_objects(const char *token)
+{
+	char res[sizeof(CUDA_RESOURCE_DESC)] = { 0 }, tex[sizeof(CUDA_TEXTURE_DESC)] = { 0 };
+	CUDA_RESOURCE_DESC *rd = (CUDA_RESOURCE_DESC *)res;
+	tex_object_args t = { .res = { 10, res }, .tex = { sizeof(tex), tex } };
+	memcpy3d_args c = { .src = { .type = CU_MEMORYTYPE_HOST }, .dst = { .type = CU_MEMORYTYPE_DEVICE },
+			    .width_bytes = 64, .height = 1, .depth = 1 };
+	uint64_t seven = 7, v[8];
+	scalars sc = { { 1, &seven } };
+	scalar_res sr = { 0, { 0, v } };
+	name_res nr;
+	int bad = 0;
+
+	if (valid_session(token))
+		return 1;
+	bad |= expect_err("texture descriptor of the wrong size",
+			  any_call(2, P_tex_object_create, (xdrproc_t)xdr_tex_object_args, &t, (xdrproc_t)xdr_scalar_res,
+				   &sr, sizeof(sr)), CUDA_ERROR_INVALID_VALUE);
+	t.res.res_len = sizeof(res);
+	rd->resType = CU_RESOURCE_TYPE_ARRAY;
+	rd->res.array.hArray = (CUarray)(uintptr_t)0x7777;
+	bad |= expect_err("texture of an unknown array",
+			  any_call(3, P_surf_object_create, (xdrproc_t)xdr_tex_object_args, &t, (xdrproc_t)xdr_scalar_res,
+				   &sr, sizeof(sr)), CUDA_ERROR_INVALID_HANDLE);
+	bad |= expect_err("3D copy naming host memory",
+			  any_call(4, P_memcpy_3d, (xdrproc_t)xdr_memcpy3d_args, &c, (xdrproc_t)xdr_scalar_res, &sr,
+				   sizeof(sr)), CUDA_ERROR_INVALID_VALUE);
+	c.src = (copy_side){ .type = CU_MEMORYTYPE_ARRAY, .array = 0x7777 };
+	bad |= expect_err("3D copy from an unknown array",
+			  any_call(5, P_memcpy_3d, (xdrproc_t)xdr_memcpy3d_args, &c, (xdrproc_t)xdr_scalar_res, &sr,
+				   sizeof(sr)), CUDA_ERROR_INVALID_HANDLE);
+	bad |= expect_err("host-function channel request 7",
+			  any_call(6, P_host_func_channel, (xdrproc_t)xdr_scalars, &sc, (xdrproc_t)xdr_name_res, &nr,
+				   sizeof(nr)), CUDA_ERROR_INVALID_VALUE);
+	sc.v.v_len = 0;
+	bad |= expect_err("still serving (driver version)",
+			  any_call(7, P_cuDriverGetVersion, (xdrproc_t)xdr_scalars, &sc, (xdrproc_t)xdr_scalar_res, &sr,
+				   sizeof(sr)), CUDA_SUCCESS);
+	return bad;
+}
+
 static int case_after_hello(const char *which, const char *token)
 {
 	struct wire_buf b = { 0 };
@@ -211,5 +280,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "nvml"))
 		return case_nvml(token);
+	if (!strcmp(argv[1], "objects"))
+		return case_objects(token);
 	return case_after_hello(argv[1], token);
 }
