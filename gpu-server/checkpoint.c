@@ -23,6 +23,10 @@ int worker_quiesce(struct worker *w, char *err)
 		execs += w->handles[i].kind == H_GRAPH_EXEC;
 		arrays += w->handles[i].kind == H_ARRAY;
 	}
+	if (w->captures) {
+		snprintf(err, WIRE_ERRLEN, "a CUDA graph capture is in progress; try again when it has ended");
+		return -1;
+	}
 	if (graphs || execs || arrays || w->tex_objects) {
 		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graphs, %u executable graphs, %u arrays and %u "
 			 "texture or surface objects, which a checkpoint cannot carry yet", graphs, execs, arrays,

@@ -395,7 +395,7 @@ CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size)
 CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize)
 {
 	uint64_t va;
-	CUresult err = devmem_alloc(w, bytesize, &va);
+	CUresult err = ordered_alloc(w, bytesize, &va);
 
 	if (!err)
 		*dptr = (CUdeviceptr)va;
@@ -404,7 +404,7 @@ CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize
 
 CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr)
 {
-	return devmem_free(w, dptr);
+	return ordered_free(w, dptr);
 }
 
 /* Rows aligned like the driver's own (512 bytes on current GPUs). */

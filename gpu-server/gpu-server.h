@@ -47,6 +47,7 @@ struct worker {
 	unsigned nfrees, cap_frees;
 	int callback_fd;                     /* host functions: the client's channel */
 	unsigned tex_objects;                /* texture and surface objects alive */
+	unsigned captures;                   /* stream captures in progress */
 	struct replay_log *replay;
 	struct image_table *images;          /* module images a snapshot brought */
 	uint64_t current_ctx;                /* the client's current context id */
@@ -125,11 +126,15 @@ CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfi
 
 /* ordered.c, graph.c, hostfn.c: wrap_* calls named in calls.tbl */
 void ordered_collect(struct worker *w, int wait);
+CUresult ordered_alloc(struct worker *w, uint64_t size, uint64_t *va);
+CUresult ordered_free(struct worker *w, uint64_t va);
 CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream);
 CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream);
 CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id,
 				  cuuint64_t *graph, size_t *ndeps);
 CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count);
+CUresult wrap_cuStreamBeginCapture_v2(struct worker *w, CUstream stream, CUstreamCaptureMode mode);
+CUresult wrap_cuStreamEndCapture(struct worker *w, CUstream stream, CUgraph *graph);
 CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id);
 void hostfn_close(struct worker *w);
 
@@ -144,6 +149,7 @@ CUresult wrap_cuSurfObjectDestroy(struct worker *w, CUsurfObject s);
 /* output.c: device printf output, forwarded to the client */
 int output_capture(void);
 int output_forward(struct worker *w, struct wire_buf *out);
+int output_waiting(void);
 
 /* globals.c */
 void globals_track(struct worker *w, uint64_t id, void *handle, int library, const void *image, size_t size);

@@ -1,7 +1,9 @@
 /*
- * graph.c: the worker's side of stream capture queries. The graph of a
- * capture gets an id like any handle (the same id each time it is asked
- * for, and at cuStreamEndCapture); nodes are not handed out, only counted.
+ * graph.c: the worker's side of stream capture. Captures in progress are
+ * counted (a pause must not break one). The graph of a capture gets an id
+ * like any handle (the same id each time it is asked for, and at
+ * cuStreamEndCapture; dropped if the capture fails); nodes are not handed
+ * out, only counted.
  */
 #include "gpu-server.h"
 
@@ -21,4 +23,30 @@ CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCap
 CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count)
 {
 	return cuGraphGetNodes(graph, NULL, count);
+}
+
+CUresult wrap_cuStreamBeginCapture_v2(struct worker *w, CUstream stream, CUstreamCaptureMode mode)
+{
+	CUresult err = cuStreamBeginCapture(stream, mode);
+
+	if (!err)
+		w->captures++;
+	return err;
+}
+
+/* The capture ends whatever the result, if there was one. */
+CUresult wrap_cuStreamEndCapture(struct worker *w, CUstream stream, CUgraph *graph)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUgraph cur = NULL;
+	CUresult err;
+
+	cuStreamGetCaptureInfo(stream, &st, NULL, &cur, NULL, NULL, NULL);
+	err = cuStreamEndCapture(stream, graph);
+	if (st != CU_STREAM_CAPTURE_STATUS_NONE && w->captures)
+		w->captures--;
+	for (unsigned i = 0; err && cur && i < w->nhandles; i++)
+		if (w->handles[i].kind == H_GRAPH && w->handles[i].real == cur)
+			handle_forget(w, HANDLE_BASE + i);
+	return err;
 }

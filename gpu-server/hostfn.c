@@ -8,6 +8,7 @@
  * stream waits meanwhile, as CUDA defines. The channel is a second
  * connection that the client opens on first use (host_func_channel); it
  * carries 8-byte ids only. If the client is gone the stream goes on.
+ * Host functions inside a graph capture are not offered.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,26 +23,17 @@ struct host_call {
 
 static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int full_io(int fd, void *buf, size_t len, int writing)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t n = writing ? write(fd, (char *)buf + done, len - done) : read(fd, (char *)buf + done, len - done);
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
 /* Runs on the driver's callback thread. */
 static void CUDA_CB run_in_client(void *arg)
 {
 	struct host_call *c = arg;
 	uint64_t back = 0;
 
+	struct wire_stream st;
+
 	pthread_mutex_lock(&channel_lock);
-	if (c->w->callback_fd >= 0 && (full_io(c->w->callback_fd, &c->id, 8, 1) ||
-				       full_io(c->w->callback_fd, &back, 8, 0) || back != c->id)) {
+	wire_stream_init(&st, c->w->callback_fd);
+	if (c->w->callback_fd >= 0 && (wire_write(&st, &c->id, 8) || wire_read(&st, &back, 8) || back != c->id)) {
 		log_warn("client %s: host function channel lost", c->w->peer);
 		close(c->w->callback_fd);
 		c->w->callback_fd = -1;
@@ -50,13 +42,20 @@ static void CUDA_CB run_in_client(void *arg)
 	free(c);
 }
 
+/* A host function runs once per launch: captured into a graph it would
+ * run at every graph launch, which the one-shot ids do not allow. */
 CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id)
 {
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	struct host_call *c;
 	CUresult err;
 
 	if (w->callback_fd < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
+	if ((err = cuStreamIsCapturing(stream, &st)))
+		return err;
+	if (st != CU_STREAM_CAPTURE_STATUS_NONE)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!(c = malloc(sizeof(*c))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*c = (struct host_call){ w, id };

@@ -102,25 +102,24 @@ static void fill_pool(struct server *s)
 }
 
 /* A new worker's CUDA initialisation takes GPU time from the sessions
- * running: the pool is refilled only once no worker has been taken for
- * --refill-delay (a client finding the pool empty starts one itself).
- * Returns the poll timeout until the refill is due, or -1. */
-static int refill_when_quiet(struct server *s)
+ * running: a thread refills the pool only once no worker has been taken
+ * for --refill-delay (a client finding the pool empty starts one itself). */
+static void *refill_loop(void *arg)
 {
-	uint64_t due, now = wire_now_ns();
-	int short_of = 0;
+	struct server *s = arg;
 
-	pthread_mutex_lock(&s->lock);
-	short_of = s->nidle < s->pool_size;
-	due = s->last_take_ns + (uint64_t)s->refill_delay_ms * 1000000u;
-	pthread_mutex_unlock(&s->lock);
-	if (!short_of)
-		return -1;
-	if (now >= due) {
-		fill_pool(s);
-		return -1;
+	for (;;) {
+		uint64_t quiet = (uint64_t)s->refill_delay_ms * 1000000u;
+		int due;
+
+		usleep(100000);
+		pthread_mutex_lock(&s->lock);
+		due = s->nidle < s->pool_size && wire_now_ns() - s->last_take_ns >= quiet;
+		pthread_mutex_unlock(&s->lock);
+		if (due)
+			fill_pool(s);
 	}
-	return (int)((due - now) / 1000000u) + 1;
+	return NULL;
 }
 
 /* Takes a ready worker, waiting for one that is still initialising. */
@@ -224,8 +223,8 @@ static void *client_thread(void *arg)
 	setsockopt(job->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (h.op == OP_REATTACH || h.op == OP_CHECKPOINT || h.op == OP_RELEASE || h.op == OP_CALLBACK) {
 		if (!ticket_valid(h.ticket) || session_pass(job->srv->run_dir, h.ticket, job->fd, &b)) {
-			log_warn("refused connection from %s: no paused session %.8s", job->peer, h.ticket);
-			refuse(job->fd, &b, "no paused session with that ticket on this server");
+			log_warn("refused connection from %s: no session %.8s here", job->peer, h.ticket);
+			refuse(job->fd, &b, "no session with that ticket on this server");
 		}
 	} else if (hand_over(job->srv, job->fd, &b)) {
 		log_error("no worker available for %s", job->peer);
@@ -289,7 +288,7 @@ static int serve(struct server *s)
 	for (int i = 0; i < s->nlisteners; i++)
 		pfd[i] = (struct pollfd){ .fd = s->listeners[i].fd, .events = POLLIN };
 	for (;;) {
-		if (poll(pfd, s->nlisteners, refill_when_quiet(s)) < 0 && errno != EINTR)
+		if (poll(pfd, s->nlisteners, -1) < 0 && errno != EINTR)
 			return 1;
 		for (int i = 0; i < s->nlisteners; i++)
 			if (pfd[i].revents & POLLIN)
@@ -391,6 +390,7 @@ bad:
 int main(int argc, char **argv)
 {
 	char err[WIRE_ERRLEN], text[300];
+	pthread_t refill;
 	int worker_fd = -1;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -420,5 +420,9 @@ int main(int argc, char **argv)
 		log_info("listening on %s", text);
 	}
 	fill_pool(&srv);
+	if (pthread_create(&refill, NULL, refill_loop, &srv)) {
+		log_error("cannot start the pool's refill thread: %s", strerror(errno));
+		return 1;
+	}
 	return serve(&srv);
 }

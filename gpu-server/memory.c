@@ -108,6 +108,8 @@ out:
 	if (!staged)
 		return err;
 	/* Staged copies report through the slot, never twice. */
+	if (!a->async && output_waiting())
+		atomic_store(&w->shm.hdr->output_pending, 1);
 	atomic_store(&w->shm.hdr->slot_err[a->slot], err);
 	shm_slot_set(&w->shm, a->slot, a->to_device ? SLOT_FREE : SLOT_READY);
 	return CUDA_SUCCESS;

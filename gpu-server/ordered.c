@@ -3,8 +3,9 @@
  * from the worker's arena at once (usable in stream order, and earlier);
  * cuMemFreeAsync records an event on the stream and the memory returns to
  * the arena when the event has completed. Completed frees are collected at
- * the next allocation, and all of them before a pause. Allocating inside a
- * graph capture (a graph memory node) is not offered.
+ * the next allocation (of any kind), and all of them before a pause or
+ * when memory runs out. Allocating or freeing inside a graph capture (a
+ * graph memory node) is not offered.
  */
 #include <stdlib.h>
 #include "gpu-server.h"
@@ -42,24 +43,45 @@ static int pending_free(struct worker *w, uint64_t va)
 	return 0;
 }
 
-CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream)
+static CUresult refuse_capture(struct worker *w, CUstream stream)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult err = cuStreamIsCapturing(stream, &st);
+
+	if (err || st == CU_STREAM_CAPTURE_STATUS_NONE)
+		return err;
+	log_warn("client %s: stream-ordered allocation inside a graph capture is not supported", w->peer);
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* Every allocation: frees the streams have passed go back first, and
+ * when memory runs out, the worker waits for all pending frees. */
+CUresult ordered_alloc(struct worker *w, uint64_t size, uint64_t *va)
+{
 	CUresult err;
 
-	if ((err = cuStreamIsCapturing(stream, &st)))
-		return err;
-	if (st != CU_STREAM_CAPTURE_STATUS_NONE) {
-		log_warn("client %s: stream-ordered allocation inside a graph capture is not supported", w->peer);
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	ordered_collect(w, 0);
-	err = wrap_cuMemAlloc_v2(w, dptr, size);
+	if (w->nfrees)
+		ordered_collect(w, 0);
+	err = devmem_alloc(w, size, va);
 	if (err == CUDA_ERROR_OUT_OF_MEMORY && w->nfrees) {
 		ordered_collect(w, 1);
-		err = wrap_cuMemAlloc_v2(w, dptr, size);
+		err = devmem_alloc(w, size, va);
 	}
 	return err;
+}
+
+/* A free while a stream-ordered free of the same memory is pending is a
+ * double free. */
+CUresult ordered_free(struct worker *w, uint64_t va)
+{
+	return pending_free(w, va) ? CUDA_ERROR_INVALID_VALUE : devmem_free(w, va);
+}
+
+CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	CUresult err = refuse_capture(w, stream);
+
+	return err ? err : wrap_cuMemAlloc_v2(w, dptr, size);
 }
 
 CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream)
@@ -71,6 +93,8 @@ CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream
 
 	if (devmem_range(w, dptr, &base, &size) || base != dptr || pending_free(w, dptr))
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = refuse_capture(w, stream)))
+		return err;
 	if (w->nfrees == w->cap_frees) {
 		unsigned cap = w->cap_frees ? 2 * w->cap_frees : 64;
 		if (!(f = realloc(w->frees, cap * sizeof(*f))))

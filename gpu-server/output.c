@@ -5,7 +5,10 @@
  * stdout is a memory file; before each reply to a synchronous call the
  * worker sends what was printed since the last one as CICADA_NOTICE_OUTPUT
  * notices, which the client writes to its own stdout before it returns.
- * So the output arrives in order, at the same points as natively.
+ * So the output arrives in order, at the same points as natively. A
+ * synchronous copy through shared-memory slots has no reply: the worker
+ * raises output_pending in the segment and the client asks for the output
+ * (output_flush, whose reply carries it) before the copy returns.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,4 +68,16 @@ int output_forward(struct worker *w, struct wire_buf *out)
 	if (ftruncate(STDOUT_FILENO, 0) == 0)
 		lseek(STDOUT_FILENO, 0, SEEK_SET);
 	return 0;
+}
+
+/* Whether device output waits to be sent. */
+int output_waiting(void)
+{
+	return lseek(STDOUT_FILENO, 0, SEEK_CUR) > 0;
+}
+
+/* The reply of this call carries the output (see worker.c dispatch). */
+CUresult hand_output_flush(struct worker *w, void *args, void *res)
+{
+	return CUDA_SUCCESS;
 }

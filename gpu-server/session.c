@@ -421,7 +421,7 @@ CUresult hand_detach(struct worker *w, void *args, void *res)
 
 	if (worker_quiesce(w, err)) {
 		log_error("client %s: cannot pause: %s", w->peer, err);
-		r->name = strdup(err);
+		r->name = strndup(err, CICADA_NAME_MAX - 1);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	hostfn_close(w);

@@ -4,8 +4,8 @@
  * an array is one call. Host memory never reaches the worker directly: a
  * copy between host memory and an array goes through a device buffer
  * (host to buffer as any copy, then buffer to array, or the reverse),
- * freed in stream order. 3D copies between host and device memory go
- * slice by slice as 2D copies.
+ * freed in stream order (so not inside a graph capture). 3D copies between
+ * host and device memory go slice by slice as 2D copies.
  */
 #include "interposer.h"
 
@@ -32,11 +32,12 @@ CUresult CUDAAPI cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR *d, CUarray h
 
 	if (!d)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = rpc_array_descriptor(hArray, &d->Width, &d->Height, &d->Depth, &format, &channels, &flags);
+	if ((err = rpc_array_descriptor(hArray, &d->Width, &d->Height, &d->Depth, &format, &channels, &flags)))
+		return err;
 	d->Format = (CUarray_format)format;
 	d->NumChannels = channels;
 	d->Flags = flags;
-	return err;
+	return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray hArray)
@@ -110,8 +111,11 @@ static CUresult copy_staged(const CUDA_MEMCPY3D *p, CUstream stream, int async, 
 	CUDA_MEMCPY3D first = *p, second = *p;
 	CUdeviceptr buf;
 	CUresult err, freed;
+	size_t size;
 
-	if ((err = cuMemAllocAsync(&buf, p->WidthInBytes * p->Height * p->Depth, stream)))
+	if (__builtin_mul_overflow(p->WidthInBytes, p->Height, &size) || __builtin_mul_overflow(size, p->Depth, &size))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = cuMemAllocAsync(&buf, size, stream)))
 		return err;
 	first.dstMemoryType = CU_MEMORYTYPE_DEVICE, first.dstDevice = buf;
 	first.dstXInBytes = first.dstY = first.dstZ = 0;

@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include "interposer.h"
 
@@ -173,8 +175,10 @@ int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
 		snprintf(err, WIRE_ERRLEN, "the worker did not take the connection (error %d)", (int)rc);
 		goto fail;
 	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 10, 0 }, sizeof(struct timeval));
 	if (hello_answer(&st, xid, &r, err))
 		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 }, sizeof(struct timeval));
 	if (r.err) {
 		snprintf(err, WIRE_ERRLEN, "%s", r.message ? r.message : "refused");
 		goto fail;

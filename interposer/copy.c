@@ -39,6 +39,22 @@ static CUresult slot_request(struct shm_segment *seg, unsigned slot, CUdeviceptr
 	return client_call_locked(P_memcpy_shm_async, (xdrproc_t)xdr_shm_copy_args, &a, NULL, NULL);
 }
 
+/* A synchronous staged copy had no reply to bring device output with it:
+ * if the worker has some, ask for it now (it comes before the reply). */
+static CUresult take_output(struct shm_segment *seg, int async, CUresult err)
+{
+	uint64_t none = 0;
+	scalars a = { { 0, &none } };
+	scalar_res r = { 0 };
+	CUresult e;
+
+	if (async || !atomic_exchange(&seg->hdr->output_pending, 0))
+		return err;
+	e = client_call_locked(P_output_flush, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
+	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+	return err ? err : e;
+}
+
 static CUresult staged_htod(struct shm_segment *seg, CUdeviceptr dst, const char *src, size_t n,
 			    CUstream stream, int async)
 {
@@ -64,7 +80,7 @@ static CUresult staged_htod(struct shm_segment *seg, CUdeviceptr dst, const char
 		if (!err)
 			err = e;
 	}
-	return err;
+	return take_output(seg, async, err);
 }
 
 static CUresult staged_dtoh(struct shm_segment *seg, char *dst, CUdeviceptr src, size_t n,
@@ -98,7 +114,7 @@ static CUresult staged_dtoh(struct shm_segment *seg, char *dst, CUdeviceptr src,
 			err = e;
 		done++;
 	}
-	return err;
+	return take_output(seg, async, err);
 }
 
 static CUresult inline_htod(CUdeviceptr dst, const char *src, size_t n, CUstream stream, int async)

@@ -27,6 +27,8 @@ static struct host_call *calls;
 static unsigned ncalls, cap_calls;
 static uint64_t next_id = 1;
 static int channel = -1;                 /* guarded by the client lock */
+static pthread_t channel_thread;
+static int channel_ended;                /* the thread saw the channel end */
 
 static uint64_t calls_add(struct host_call c)
 {
@@ -63,25 +65,16 @@ static int calls_take(uint64_t id, struct host_call *out)
 	return found;
 }
 
-static int full_io(int fd, void *buf, size_t len, int writing)
-{
-	for (size_t done = 0; done < len;) {
-		ssize_t n = writing ? write(fd, (char *)buf + done, len - done) : read(fd, (char *)buf + done, len - done);
-		if (n <= 0)
-			return -1;
-		done += (size_t)n;
-	}
-	return 0;
-}
-
-/* The channel's thread: one id in, the function runs, the id goes back. */
+/* The channel's thread: one id in, the function runs, the id goes back.
+ * It ends when the channel does; channel_close joins it. */
 static void *serve_channel(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	struct wire_stream st;
 	struct host_call c;
 	uint64_t id;
 
-	while (!full_io(fd, &id, 8, 0)) {
+	wire_stream_init(&st, (int)(intptr_t)arg);
+	while (!wire_read(&st, &id, 8)) {
 		if (!calls_take(id, &c)) {
 			log_warn("the gpu-server called unknown host function %llu", (unsigned long long)id);
 			break;
@@ -90,10 +83,10 @@ static void *serve_channel(void *arg)
 			c.fn(c.data);
 		else
 			c.callback(c.stream, CUDA_SUCCESS, c.data);
-		if (full_io(fd, &id, 8, 1))
+		if (wire_write(&st, &id, 8))
 			break;
 	}
-	close(fd);
+	__atomic_store_n(&channel_ended, 1, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -115,7 +108,6 @@ static CUresult channel_open(void)
 	scalars a = { { 1, &ready } };
 	name_res r = { 0 };
 	char err[WIRE_ERRLEN] = "";
-	pthread_t t;
 	CUresult rc;
 	int fd;
 
@@ -130,20 +122,25 @@ static CUresult channel_open(void)
 		log_error("cannot open the host function channel: %s", err);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
-	if (pthread_create(&t, NULL, serve_channel, (void *)(intptr_t)fd)) {
+	channel_ended = 0;
+	if (pthread_create(&channel_thread, NULL, serve_channel, (void *)(intptr_t)fd)) {
 		close(fd);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
-	pthread_detach(t);
 	channel = fd;
 	return CUDA_SUCCESS;
 }
 
-/* The session paused: its worker closed the channel, the thread ends. */
+/* Ends the channel (a pause, or the worker dropped it): its thread stops
+ * and is joined, then the fd closes (never before: the number could go to
+ * another file meanwhile). The caller holds the client lock. */
 void hostfn_forget_channel(void)
 {
-	if (channel >= 0)
-		shutdown(channel, SHUT_RDWR);
+	if (channel < 0)
+		return;
+	shutdown(channel, SHUT_RDWR);
+	pthread_join(channel_thread, NULL);
+	close(channel);
 	channel = -1;
 }
 
@@ -155,6 +152,8 @@ static CUresult launch(CUstream stream, struct host_call c)
 	if (err)
 		return err;
 	client_lock();
+	if (channel >= 0 && __atomic_load_n(&channel_ended, __ATOMIC_ACQUIRE))
+		hostfn_forget_channel();     /* the worker dropped it: a new one */
 	if (channel < 0 && (err = channel_open()))
 		goto out;
 	if (!(id = calls_add(c))) {

@@ -19,7 +19,8 @@ struct host_alloc {
 	unsigned region;                     /* shared with the server, or 0 */
 	unsigned flags;
 	int registered;                      /* cuMemHostRegister: not ours */
-	char *user;                          /* the address it was registered by */
+	char *user;                          /* registered: the range asked for */
+	size_t user_size;
 	CUdeviceptr device_ptr;
 };
 
@@ -29,6 +30,7 @@ struct dev_alloc {
 };
 
 static pthread_mutex_t hm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_alloc *hosts;
 static unsigned nhosts, cap_hosts;
 static unsigned char region_used[CICADA_MAX_REGIONS];
@@ -311,6 +313,31 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 	return err;
 }
 
+/* Whether [start, end) is all private anonymous read-write memory (heap
+ * or mmap'd), the only kind whose pages can be remapped onto a memory file
+ * without changing what the program sees. */
+static int anonymous_private(uintptr_t start, uintptr_t end)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512], perms[8];
+	unsigned long lo, hi, inode;
+	uintptr_t covered = start;
+	int n;
+
+	if (!f)
+		return 0;
+	while (covered < end && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %lu %n", &lo, &hi, perms, &inode, &n) < 4 || hi <= covered)
+			continue;
+		if (lo > covered || strcmp(perms, "rw-p") || inode ||
+		    (line[n] && strncmp(line + n, "[heap]", 6)))
+			break;
+		covered = hi;
+	}
+	fclose(f);
+	return covered >= end;
+}
+
 /* Whether any remembered host memory overlaps [base, base + size). */
 static int overlaps(const char *base, size_t size)
 {
@@ -323,41 +350,55 @@ static int overlaps(const char *base, size_t size)
 	return found;
 }
 
-/* With a local server the registered pages become a shared region, as
- * if allocated pinned: copies are direct and DEVICEMAP gives a device
- * pointer. Pages another registration holds, read-only registrations and
+/* With a local server the registered pages (private anonymous memory
+ * only) become a shared region, as if allocated pinned: copies are direct
+ * and DEVICEMAP gives a device pointer. The pages stay shared after
+ * unregistering (a fork() child would share them). Pages another
+ * registration holds, other kinds of memory, read-only registrations and
  * remote servers keep the application's memory as it is (copies take the
  * pageable path; mapping it is refused). */
+static CUresult register_shared(struct host_alloc *h)
+{
+	CUresult err;
+	int fd = remap_shared(h);
+
+	if (fd < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	err = share_region(h, fd);
+	close(fd);
+	if (!err && add_host(h))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	return err;
+}
+
 CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uintptr_t start = (uintptr_t)p / page * page, end = ((uintptr_t)p + bytesize + page - 1) / page * page;
 	struct host_alloc h = { .base = (char *)start, .size = end - start, .flags = flags, .registered = 1,
-				.user = p };
+				.user = p, .user_size = bytesize };
 	CUresult err;
-	int fd;
 
 	if (!p || !bytesize)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = client_connect()))
 		return err;
+	pthread_mutex_lock(&register_lock);
 	if (overlaps(p, bytesize))
-		return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-	if (!client_shm() || (flags & CU_MEMHOSTREGISTER_READ_ONLY) || overlaps(h.base, h.size)) {
-		if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
-			log_error("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP needs a local gpu-server "
-				  "and pages of its own; use cuMemHostAlloc");
-			return CUDA_ERROR_NOT_SUPPORTED;
-		}
-		h = (struct host_alloc){ .base = p, .size = bytesize, .flags = flags, .registered = 1, .user = p };
-		return add_host(&h) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+		err = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	else if (client_shm() && !(flags & CU_MEMHOSTREGISTER_READ_ONLY) && !overlaps(h.base, h.size) &&
+		 anonymous_private(start, end))
+		err = register_shared(&h);
+	else if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
+		log_error("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP needs a local gpu-server and "
+			  "anonymous pages of its own; use cuMemHostAlloc");
+		err = CUDA_ERROR_NOT_SUPPORTED;
+	} else {
+		h = (struct host_alloc){ .base = p, .size = bytesize, .flags = flags, .registered = 1, .user = p,
+					 .user_size = bytesize };
+		err = add_host(&h) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 	}
-	if ((fd = remap_shared(&h)) < 0)
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	err = share_region(&h, fd);
-	close(fd);
-	if (!err && add_host(&h))
-		err = CUDA_ERROR_OUT_OF_MEMORY;
+	pthread_mutex_unlock(&register_lock);
 	return err;
 }
 
@@ -428,8 +469,10 @@ static CUresult host_attribute(const struct host_alloc *h, uint64_t off, CUpoint
 	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = 0; break;
 	case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = h->device_ptr != 0; break;
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = (CUdeviceptr)h->base; break;
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = h->size; break;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		*(CUdeviceptr *)data = (CUdeviceptr)(h->user ? h->user : h->base);
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = h->user ? h->user_size : h->size; break;
 	default: return CUDA_ERROR_INVALID_VALUE;
 	}
 	return CUDA_SUCCESS;

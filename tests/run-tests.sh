@@ -129,7 +129,7 @@ run_runtime_programs() {
 	run_same rt_basic preload
 	run_same rt_features preload
 	run_mapped_program
-	check "device printf reaches the program's stdout, in order, at the synchronisation" \
+	check "device printf reaches the program's stdout, in order, at synchronise and at a blocking copy" \
 		printf_in_place "$T/rt_features.shm"
 	[ "$MODE" = gpu ] && run_library_programs
 }
@@ -152,10 +152,12 @@ run_mapped_program() {
 		test "$(grep -c "mapped pinned memory needs a local gpu-server" <<<"$err")" = 1
 }
 
-# rt_features prints two device printf lines between two lines of its own.
+# rt_features prints device printf lines between lines of its own: after
+# a device synchronise, and after a blocking copy.
 printf_in_place() {
 	local want="before the kernel's output|device printf: value 21|device printf: twice 42|after the kernel's output|"
-	[ "$(sed -n "/^before the kernel/,/^after the kernel/p" "$1" | tr '\n' '|')" = "$want" ]
+	want="${want}device printf: value 5|device printf: twice 10|after the copy|"
+	[ "$(sed -n "/^before the kernel/,/^after the copy/p" "$1" | tr '\n' '|')" = "$want" ]
 }
 
 # CUDA library programs (GPU only: the stand-in has none of their

@@ -67,6 +67,7 @@ struct shm_header {
 	uint32_t nslots;
 	_Atomic uint32_t slot_state[SHM_MAX_SLOTS];
 	_Atomic int32_t slot_err[SHM_MAX_SLOTS];
+	_Atomic uint32_t output_pending;     /* device output waits (output_flush) */
 };
 
 struct shm_segment {
@@ -122,9 +123,6 @@ int wire_encode_call(struct wire_buf *b, uint32_t xid, uint32_t proc, xdrproc_t 
 int wire_decode_call(const struct wire_buf *b, struct wire_call_hdr *hdr, XDR *xdrs, char *err);
 int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, xdrproc_t xres, void *res);
 int wire_record_is_call(const struct wire_buf *b);
-
-/* attr.c */
-size_t wire_pointer_attr_size(unsigned attr);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
 
 /* ---- logging (level from CICADA_LOG at run time) ---- */
@@ -138,5 +136,8 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 #define log_debug(...) do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
 
 uint64_t wire_now_ns(void);
+
+/* attr.c */
+size_t wire_pointer_attr_size(unsigned attr);
 
 #endif

@@ -285,13 +285,23 @@ static void threads(void)
 	}
 }
 
+/* Output comes at a synchronisation: a device synchronise, then a
+ * blocking copy (1 MiB of pageable memory). */
 static void device_printf(void)
 {
+	static int big[1 << 18];
+	int *d;
+
+	CHECK_RT(cudaMalloc(&d, sizeof(big)));
 	printf("before the kernel's output\n");
 	fflush(stdout);
 	rt_hello<<<1, 1>>>(21);
 	CHECK_RT(cudaDeviceSynchronize());
 	printf("after the kernel's output\n");
+	rt_hello<<<1, 1>>>(5);
+	CHECK_RT(cudaMemcpy(big, d, sizeof(big), cudaMemcpyDeviceToHost));
+	printf("after the copy\n");
+	CHECK_RT(cudaFree(d));
 }
 
 int main(void)
