@@ -103,7 +103,8 @@ static void fill_pool(struct server *s)
 
 /* A new worker's CUDA initialisation takes GPU time from the sessions
  * running: a thread refills the pool only once no worker has been taken
- * for --refill-delay (a client finding the pool empty starts one itself). */
+ * for --refill-delay, unless the pool is empty (the next client would
+ * wait for a worker's CUDA start). */
 static void *refill_loop(void *arg)
 {
 	struct server *s = arg;
@@ -114,7 +115,7 @@ static void *refill_loop(void *arg)
 
 		usleep(100000);
 		pthread_mutex_lock(&s->lock);
-		due = s->nidle < s->pool_size && wire_now_ns() - s->last_take_ns >= quiet;
+		due = s->nidle < s->pool_size && (!s->nidle || wire_now_ns() - s->last_take_ns >= quiet);
 		pthread_mutex_unlock(&s->lock);
 		if (due)
 			fill_pool(s);
