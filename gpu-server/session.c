@@ -401,10 +401,8 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 
 void session_run(struct worker *w, int fd, struct wire_buf *hello)
 {
-	int lfd = -1;
-
 	const char *env = getenv("CICADA_DETACH_TIMEOUT");
-	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S;
+	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S, lfd = -1;
 
 	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
 		fd = wait_handed(w, lfd, hello, timeout);
