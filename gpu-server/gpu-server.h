@@ -135,7 +135,7 @@ CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCap
 CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count);
 CUresult wrap_cuStreamBeginCapture_v2(struct worker *w, CUstream stream, CUstreamCaptureMode mode);
 CUresult wrap_cuStreamEndCapture(struct worker *w, CUstream stream, CUgraph *graph);
-CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id);
+CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id, unsigned int callback);
 void hostfn_close(struct worker *w);
 
 /* array.c: CUDA arrays, texture and surface objects */

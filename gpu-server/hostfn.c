@@ -7,7 +7,9 @@
  * waits until the client writes it back (the function has returned). The
  * stream waits meanwhile, as CUDA defines. The channel is a second
  * connection that the client opens on first use (host_func_channel); it
- * carries 8-byte ids only. If the client is gone the stream goes on.
+ * carries an id and a status out, the id back. If the client is gone the
+ * stream goes on. A stream callback (cuStreamAddCallback) gets the
+ * stream's status, as natively.
  * Host functions inside a graph capture are not offered.
  */
 #include <pthread.h>
@@ -19,21 +21,22 @@
 struct host_call {
 	struct worker *w;
 	uint64_t id;
+	uint64_t status;                     /* the stream's, for a stream callback */
 };
 
 static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Runs on the driver's callback thread. */
-static void CUDA_CB run_in_client(void *arg)
+/* Runs on the driver's callback thread: the id and status go to the
+ * client, which writes the id back once the function has returned. */
+static void call_client(struct host_call *c)
 {
-	struct host_call *c = arg;
-	uint64_t back = 0;
-
+	uint64_t msg[2] = { c->id, c->status }, back = 0;
 	struct wire_stream st;
 
 	pthread_mutex_lock(&channel_lock);
 	wire_stream_init(&st, c->w->callback_fd);
-	if (c->w->callback_fd >= 0 && (wire_write(&st, &c->id, 8) || wire_read(&st, &back, 8) || back != c->id)) {
+	if (c->w->callback_fd >= 0 && (wire_write(&st, msg, sizeof(msg)) || wire_read(&st, &back, 8) ||
+				       back != c->id)) {
 		log_warn("client %s: host function channel lost", c->w->peer);
 		close(c->w->callback_fd);
 		c->w->callback_fd = -1;
@@ -42,9 +45,20 @@ static void CUDA_CB run_in_client(void *arg)
 	free(c);
 }
 
+static void CUDA_CB run_host_func(void *arg)
+{
+	call_client(arg);
+}
+
+static void CUDA_CB run_callback(CUstream stream, CUresult status, void *arg)
+{
+	((struct host_call *)arg)->status = (uint64_t)status;
+	call_client(arg);
+}
+
 /* A host function runs once per launch: captured into a graph it would
  * run at every graph launch, which the one-shot ids do not allow. */
-CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id)
+CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id, unsigned int callback)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	struct host_call *c;
@@ -58,8 +72,9 @@ CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long 
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!(c = malloc(sizeof(*c))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*c = (struct host_call){ w, id };
-	if ((err = cuLaunchHostFunc(stream, run_in_client, c)))
+	*c = (struct host_call){ w, id, 0 };
+	err = callback ? cuStreamAddCallback(stream, run_callback, c, 0) : cuLaunchHostFunc(stream, run_host_func, c);
+	if (err)
 		free(c);
 	return err;
 }

@@ -71,19 +71,19 @@ static void *serve_channel(void *arg)
 {
 	struct wire_stream st;
 	struct host_call c;
-	uint64_t id;
+	uint64_t msg[2];                     /* id, the stream's status */
 
 	wire_stream_init(&st, (int)(intptr_t)arg);
-	while (!wire_read(&st, &id, 8)) {
-		if (!calls_take(id, &c)) {
-			log_warn("the gpu-server called unknown host function %llu", (unsigned long long)id);
+	while (!wire_read(&st, msg, sizeof(msg))) {
+		if (!calls_take(msg[0], &c)) {
+			log_warn("the gpu-server called unknown host function %llu", (unsigned long long)msg[0]);
 			break;
 		}
 		if (c.fn)
 			c.fn(c.data);
 		else
-			c.callback(c.stream, CUDA_SUCCESS, c.data);
-		if (wire_write(&st, &id, 8))
+			c.callback(c.stream, (CUresult)msg[1], c.data);
+		if (wire_write(&st, &msg[0], 8))
 			break;
 	}
 	__atomic_store_n(&channel_ended, 1, __ATOMIC_RELEASE);
@@ -160,7 +160,7 @@ static CUresult launch(CUstream stream, struct host_call c)
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if ((err = rpc_host_func_launch(stream, id)))
+	if ((err = rpc_host_func_launch(stream, id, c.callback != NULL)))
 		calls_take(id, &c);
 out:
 	client_unlock();
