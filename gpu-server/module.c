@@ -81,6 +81,90 @@ CUresult hand_library_get_kernel(struct worker *w, void *args, void *res)
 	return one_scalar(res, handle_put(w, H_KERNEL, k));
 }
 
+/* The functions of a module (or kernels of a library), for table
+ * 6e163fbe's walk (interposer/export_tables.c). */
+static CUresult list_functions(struct worker *w, enum handle_kind kind, void *owner, void ***out, unsigned *n)
+{
+	CUresult err = kind == H_MODULE ? cuModuleGetFunctionCount(n, owner) : cuLibraryGetKernelCount(n, owner);
+
+	if (err)
+		return err;
+	if (*n > CICADA_CHUNK_MAX / 8 || !(*out = calloc(*n ? *n : 1, sizeof(void *))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	err = kind == H_MODULE ? cuModuleEnumerateFunctions((CUfunction *)*out, *n, owner) :
+				 cuLibraryEnumerateKernels((CUkernel *)*out, *n, owner);
+	if (err)
+		free(*out);
+	return err;
+}
+
+/* Appends id and name (length, then bytes) to the reply buffer. */
+static int put_function(struct wire_buf *b, uint64_t id, const char *name)
+{
+	uint32_t len = name ? (uint32_t)strnlen(name, CICADA_NAME_MAX - 1) : 0;
+
+	if (!id || wire_buf_reserve(b, b->len + 12 + len))
+		return -1;
+	memcpy(b->data + b->len, &id, 8);
+	memcpy(b->data + b->len + 8, &len, 4);
+	memcpy(b->data + b->len + 12, name, len);
+	b->len += 12 + len;
+	return 0;
+}
+
+/* A function handed out by a walk is kept in the replay log as the
+ * lookup by name that makes it again (a restore binds the same id). */
+static void note_lookup(struct worker *w, enum handle_kind kind, uint64_t owner, const char *name)
+{
+	handle_name_args a = { owner, (char *)name };
+	const struct proc_desc *d = worker_proc(kind == H_MODULE ? P_module_get_function : P_library_get_kernel);
+
+	if (d)
+		replay_note(w, d, &a, owner);
+}
+
+/* Each function of a module (or kernel of a library): its id, then its
+ * name, as table 6e163fbe's walk hands them out. */
+CUresult hand_module_functions(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	bytes_res *r = res;
+	struct wire_buf b = { 0 };
+	enum handle_kind kind;
+	void *owner, **fns;
+	unsigned n;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	kind = handle_kind_of(w, a->v.v_val[0]);
+	if (kind != H_MODULE && kind != H_LIBRARY)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if ((err = handle_get(w, kind, a->v.v_val[0], &owner)) || (err = list_functions(w, kind, owner, &fns, &n)))
+		return err;
+	for (unsigned i = 0; i < n && !err; i++) {
+		const char *name = NULL;
+		uint64_t id;
+
+		if (kind == H_MODULE ? cuFuncGetName(&name, fns[i]) : cuKernelGetName(&name, fns[i]))
+			name = NULL;
+		w->created = 0;
+		id = handle_put(w, kind == H_MODULE ? H_FUNCTION : H_KERNEL, fns[i]);
+		if (put_function(&b, id, name))
+			err = CUDA_ERROR_OUT_OF_MEMORY;
+		else if (w->created && name)
+			note_lookup(w, kind, a->v.v_val[0], name);
+	}
+	free(fns);
+	if (err || b.len > CICADA_CHUNK_MAX) {
+		wire_buf_free(&b);
+		return err ? err : CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	r->data.data_val = b.data;
+	r->data.data_len = (u_int)b.len;
+	return CUDA_SUCCESS;
+}
+
 CUresult hand_module_get_global(struct worker *w, void *args, void *res)
 {
 	handle_name_args *a = args;

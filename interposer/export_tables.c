@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include "interposer.h"
 
 typedef void (*slot)(void);
@@ -222,12 +223,80 @@ static slot lt_table[] = {
 };
 _Static_assert(sizeof(lt_table) / sizeof(lt_table[0]) == 93 + 1, "table 21318c60 has 93 entries");
 
+/* --- module functions {6e163fbe}: cuFFT walks the functions of each
+ * module it loads, with slot 7 (ctx, module, visit, user, ...): each
+ * function is handed to visit(user, function, name), and the slot returns
+ * how many it visited (the driver returns 1 for a module of one function).
+ * The names stay valid (cached by function id). Its other slots are not
+ * known and fail. --- */
+typedef void (*function_visitor)(void *user, CUfunction f, const char *name);
+
+struct function_name {
+	uint64_t id;
+	char *name;
+};
+
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct function_name names[1024];
+static unsigned nnames;
+
+/* The name kept for function id (the first one given stays). */
+static const char *keep_name(uint64_t id, const char *name, uint32_t len)
+{
+	const char *kept = NULL;
+
+	pthread_mutex_lock(&names_lock);
+	for (unsigned i = 0; i < nnames && !kept; i++)
+		if (names[i].id == id)
+			kept = names[i].name;
+	if (!kept && nnames < sizeof(names) / sizeof(names[0]) && (kept = strndup(name, len)))
+		names[nnames++] = (struct function_name){ id, (char *)kept };
+	pthread_mutex_unlock(&names_lock);
+	return kept;
+}
+
+static CUresult CUDAAPI walk_functions(CUcontext ctx, CUmodule mod, function_visitor visit, void *user)
+{
+	uint64_t id = handle_id(mod), fid;
+	scalars a = { { 1, &id } };
+	bytes_res r = { 0 };
+	const char *name;
+	uint32_t len;
+	size_t at = 0;
+	int visited = 0;
+	CUresult err;
+
+	if (!visit)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = client_call(P_module_functions, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_bytes_res, &r);
+	while (!err && at + 12 <= r.data.data_len) {
+		memcpy(&fid, r.data.data_val + at, 8);
+		memcpy(&len, r.data.data_val + at + 8, 4);
+		if (len > r.data.data_len - at - 12 || !(name = keep_name(fid, r.data.data_val + at + 12, len))) {
+			err = client_lost("malformed reply");
+			break;
+		}
+		visit(user, (CUfunction)(uintptr_t)fid, name);
+		visited++;
+		at += 12 + len;
+	}
+	xdr_free((xdrproc_t)xdr_bytes_res, (char *)&r);
+	return err ? err : (CUresult)visited;
+}
+
+static slot functions_table[] = {
+	SIZE_WORD(99), NO, NO, NO, NO, NO, NO, (slot)walk_functions,     /* 0-7 */
+	NO10, NO10, NO10, NO10, NO10, NO10, NO10, NO10, NO10, NO, NULL   /* 8-98, end */
+};
+_Static_assert(sizeof(functions_table) / sizeof(functions_table[0]) == 99 + 1, "table 6e163fbe has 99 entries");
+
 struct known_table {
 	unsigned char id[16];
 	slot *table;
 };
 
 static const struct known_table tables[] = {
+	{ { 0x6e, 0x16, 0x3f, 0xbe, 0xb9, 0x58, 0x44, 0x4d, 0x83, 0x5c, 0xe1, 0x82, 0xaf, 0xf1, 0x99, 0x1e }, functions_table },
 	{ { 0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9 }, log_table },
 	{ { 0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12, 0xfd, 0x9d, 0xf9 }, interface_table },
 	{ { 0xa0, 0x94, 0x79, 0x8c, 0x2e, 0x74, 0x2e, 0x74, 0x93, 0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66 }, hooks_table },
