@@ -206,6 +206,73 @@ run_library_programs() {
 	done 3<<<"$LIBRARY_PROGRAMS"
 }
 
+# NVML through Cicada's libnvidia-ml.so.1 ($B/lib, beside libcuda.so.1).
+# On a GPU node the reference is the real NVML, natively. The stand-in
+# has no NVML (the server answers from the driver API), so in CPU mode
+# the reference is the run over shared memory, which must end with
+# "done". Either way NVML must name the device as the driver does.
+run_nvml() {
+	local p=nvml_query tr
+	if [ "$MODE" = gpu ]; then
+		env $DRIVER_ENV timeout 60 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+			{ bad "$p natively (exit $?)"; grep FAIL "$T/$p.native" | head -5; tail -3 "$T/$p.native.err"; return; }
+	else
+		env $(cicada_env shm) timeout 60 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err"
+		if [ "$(tail -n 1 "$T/$p.native")" != done ]; then
+			bad "$p through Cicada (shared memory): did not run to its end"
+			grep FAIL "$T/$p.native" | head -5; tail -3 "$T/$p.native.err"
+			return
+		fi
+		ok "$p through Cicada (shared memory) runs to its end, every check passing"
+	fi
+	check "$p: NVML's device is the driver's (name, UUID, compute capability, CUDA version$(
+		[ "$MODE" = cpu ] && echo ", memory"))" nvml_matches_driver
+	for tr in shm unix tcp preload; do run_same "$p" "$tr"; done
+	test_nvml_guard
+}
+
+# The facts device_query printed through the driver, found in what NVML
+# printed (any device: NVML's order may differ from CUDA's). NVML counts
+# a GPU's memory differently from cuDeviceTotalMem, so memory is
+# compared only where both come from the driver (CPU mode).
+nvml_matches_driver() {
+	local dq=$T/device_query.native nq=$T/nvml_query.norm name uuid mem ver maj min
+	name=$(sed -n 's/^device 0 name = //p' "$dq")
+	uuid=$(sed -n 's/^device 0 uuid = //p' "$dq")
+	mem=$(sed -n 's/^device 0 total_mem = //p' "$dq")
+	ver=$(sed -n 's/^driver_version = //p' "$dq")
+	maj=$(sed -n 's/^attr COMPUTE_CAPABILITY_MAJOR = //p' "$dq")
+	min=$(sed -n 's/^attr COMPUTE_CAPABILITY_MINOR = //p' "$dq")
+	sed 's/^device [0-9]* /device N /' "$T/nvml_query.native" >"$nq"
+	[ -n "$name" ] && [ -n "$uuid" ] && [ -n "$ver" ] && [ -n "$maj" ] || return 1
+	grep -qFx "device N name = $name" "$nq" && grep -qFx "device N uuid = GPU-$uuid" "$nq" &&
+		grep -qFx "device N compute capability = $maj.$min" "$nq" &&
+		grep -qFx "CUDA driver version = $ver" "$nq" &&
+		{ [ "$MODE" = gpu ] || grep -qFx "device N total memory = $mem" "$nq"; }
+}
+
+# A server whose library path leads to Cicada's replacement must not take
+# it for NVML: it says so and uses the real NVML (GPU) or the driver API.
+test_nvml_guard() {
+	local fake="" out=$T/nvml_query.guard
+	mkdir -p "$T/nvml-only"
+	ln -sf "$B/lib/libnvidia-ml.so.1" "$T/nvml-only/libnvidia-ml.so.1"
+	[ "$MODE" = cpu ] && fake="$B/tests/fakecuda:"
+	start_server guard $((PORT + 2)) "LD_LIBRARY_PATH=$fake$T/nvml-only" || { bad "guard server did not start"; return; }
+	env $(cicada_env shm guard) timeout 60 "$PROGS/nvml_query" >"$out" 2>"$out.err"
+	if [ $? -eq 0 ] && cmp -s "$T/nvml_query.native" "$out"; then
+		ok "nvml_query via a server that finds Cicada's libnvidia-ml.so.1 first: identical"
+	else
+		bad "nvml_query via a server that finds Cicada's libnvidia-ml.so.1 first"
+		diff "$T/nvml_query.native" "$out" | head -5; tail -3 "$out.err"
+	fi
+	check "that server refused the replacement as NVML, and said so" \
+		grep -q "is Cicada's NVML replacement, not NVML; not using it" "$T/guard.log"
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-guard" 2>/dev/null
+	kill -9 "$PID_guard" 2>/dev/null
+	rm -f "$T/guard.sock"
+}
+
 test_module_cache() {
 	env $(cicada_env shm) CICADA_LOG=debug "$PROGS/vecadd_cubin" >/dev/null 2>"$T/cache.err"
 	check "module images are cached by hash (second run sends only the hash)" \
