@@ -86,6 +86,12 @@ $(TESTS_LIB_BINS): $(TESTS_PDIR)/%: tests/programs/%.cu tests/programs/rt_common
 	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $< -l$(patsubst rt_%,%,$*)
 all: $(TESTS_LIB_BINS)
 
+# cuFFT in steps, for checkpoint/restore on a GPU node.
+$(TESTS_PDIR)/rt_cufft_steps: tests/programs/rt_cufft_steps.cu tests/programs/rt_common.h
+	@mkdir -p $(@D)
+	$(NVCC) $(TESTS_RT_FLAGS) -o $@ $< -lcufft
+all: $(TESTS_PDIR)/rt_cufft_steps
+
 $(TESTS_PDIR)/libcudart.so.13:
 	@mkdir -p $(@D)
 	cp -L $(CUDA)/lib64/libcudart.so.13 $@

@@ -27,14 +27,15 @@ wait_for() {
 
 # cr_launch TRANSPORT SERVER [PROGRAM ARGS...]: starts a program (default
 # cr_pattern) through Cicada as its own session leader, output in
-# $T/cr.N.out; sets CR_PID and CR_OUT.
+# $T/cr.N.out; sets CR_PID and CR_OUT. CR_LIBS: more library folders.
 cr_launch() {
 	local tr=$1 srv=$2
 	shift 2
 	[ $# -gt 0 ] || set -- "$PROGS/cr_pattern" $CR_ARGS
 	CR_N=$((CR_N + 1))
 	CR_OUT=$T/cr.$CR_N.out
-	env $(cicada_env "$tr" "$srv") setsid "$@" </dev/null >"$CR_OUT" 2>"$CR_OUT.err" &
+	env $(cicada_env "$tr" "$srv") ${CR_LIBS:+LD_LIBRARY_PATH=$B/lib:$CR_LIBS} setsid "$@" </dev/null \
+		>"$CR_OUT" 2>"$CR_OUT.err" &
 	CR_PID=$!
 	disown $CR_PID
 	wait_for "^step 2 " "$CR_OUT" 60
@@ -253,6 +254,19 @@ cr_graph_refused() {
 	cr_finished
 }
 
+# A cuFFT program (GPU only): the functions cuFFT found through the
+# driver's function walk come back under their ids.
+cr_cufft() {
+	local dir=$T/ckpt.cufft libs
+	CR_REF=$T/rt_cufft_steps.ref
+	libs=$(library_path libcufft.so.12) || return 1
+	env $DRIVER_ENV LD_LIBRARY_PATH="$libs" timeout 120 "$PROGS/rt_cufft_steps" 10 150 >"$CR_REF" || return 1
+	CR_LIBS=$libs cr_launch shm main "$PROGS/rt_cufft_steps" 10 150 || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" || return 1
+	cr_finished
+}
+
 # A target GPU with too little memory: one clear line, nothing restored.
 cr_small_target() {
 	local dir=$T/ckpt.small
@@ -295,6 +309,9 @@ run_cr_tests() {
 	unset CR_REF
 	[ "$MODE" = cpu ] && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target
+	[ "$MODE" = gpu ] && cr_case "a cuFFT program checkpointed mid-run and restored: output identical" \
+		"$T/ckpt.cufft" cr_cufft
+	unset CR_REF
 	[ "$MODE" = gpu ] && run_cr_sizes
 	ip netns del "cicada-node-$$" 2>/dev/null
 }
