@@ -249,8 +249,8 @@ static const char *keep_name(uint64_t id, const char *name, uint32_t len)
 	for (unsigned i = 0; i < nnames && !kept; i++)
 		if (names[i].id == id)
 			kept = names[i].name;
-	if (!kept && nnames < sizeof(names) / sizeof(names[0]) && (kept = strndup(name, len)))
-		names[nnames++] = (struct function_name){ id, (char *)kept };
+	if (!kept && (kept = strndup(name, len)) && nnames < sizeof(names) / sizeof(names[0]))
+		names[nnames++] = (struct function_name){ id, (char *)kept };  /* past 1024: not cached */
 	pthread_mutex_unlock(&names_lock);
 	return kept;
 }
@@ -272,8 +272,12 @@ static CUresult CUDAAPI walk_functions(CUcontext ctx, CUmodule mod, function_vis
 	while (!err && at + 12 <= r.data.data_len) {
 		memcpy(&fid, r.data.data_val + at, 8);
 		memcpy(&len, r.data.data_val + at + 8, 4);
-		if (len > r.data.data_len - at - 12 || !(name = keep_name(fid, r.data.data_val + at + 12, len))) {
+		if (len > r.data.data_len - at - 12) {
 			err = client_lost("malformed reply");
+			break;
+		}
+		if (!(name = keep_name(fid, r.data.data_val + at + 12, len))) {
+			err = CUDA_ERROR_OUT_OF_MEMORY;
 			break;
 		}
 		visit(user, (CUfunction)(uintptr_t)fid, name);
