@@ -134,7 +134,8 @@ static int add_record(void *ctx, const struct replay_entry *e)
 	b->m->records[b->m->n_records++] = r;
 	r->seq = e->seq;
 	r->proc = e->proc;
-	r->has_handle = r->has_parent = r->has_ctx = r->has_args = 1;
+	r->has_handle = r->has_parent = r->has_ctx = r->has_args = r->has_chunks_before = 1;
+	r->chunks_before = e->chunks;
 	r->handle = e->handle;
 	r->parent = e->parent;
 	r->ctx = e->ctx;

@@ -159,6 +159,7 @@ struct replay_entry {
 	uint64_t seq;
 	unsigned proc;
 	uint64_t handle, parent, ctx;
+	uint64_t chunks;                     /* arena chunks mapped when recorded */
 	const void *args;
 	size_t len;
 };

@@ -15,6 +15,7 @@
 struct record {
 	struct record *next;
 	uint64_t seq, handle, parent, ctx;
+	uint64_t chunks;                     /* arena chunks mapped then */
 	unsigned proc;
 	size_t len;
 	char args[];
@@ -73,6 +74,7 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 	r->proc = d->proc;
 	r->handle = (d->flags & PROC_CREATES) ? w->created : 0;
 	r->ctx = w->current_ctx;
+	r->chunks = devmem_count(w, 1);
 	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
 	*l->tail = r;
 	l->tail = &r->next;
@@ -148,7 +150,7 @@ unsigned replay_count(const struct worker *w)
 int replay_each(const struct worker *w, replay_fn fn, void *ctx)
 {
 	for (const struct record *r = w->replay ? w->replay->head : NULL; r; r = r->next) {
-		struct replay_entry e = { r->seq, r->proc, r->handle, r->parent, r->ctx, r->args, r->len };
+		struct replay_entry e = { r->seq, r->proc, r->handle, r->parent, r->ctx, r->chunks, r->args, r->len };
 		if (fn(ctx, &e))
 			return -1;
 	}

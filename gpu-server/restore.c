@@ -1,8 +1,9 @@
 /*
  * restore.c: rebuilds a session from a snapshot in a fresh worker. The
- * arena is reserved at its old address and every chunk mapped where it
- * was; the replay log runs in order, each call binding the handle id it
- * had; the module globals must come back at their old addresses; then
+ * arena is reserved at its old address; the replay log runs in order,
+ * each call binding the handle id it had, and the chunks are mapped where
+ * they were, as many before each call as there were when it was made; the
+ * module globals must come back at their old addresses; then
  * device memory is written back, every piece checked. Any failure leaves
  * nothing usable behind: the worker reports one line and exits.
  */
@@ -75,21 +76,34 @@ static int check_room(const Cicada__Manifest *m, char *err)
 	return -1;
 }
 
-static int map_memory(struct worker *w, const Cicada__Manifest *m, char *err)
+static int reserve_arena(struct worker *w, const Cicada__Manifest *m, char *err)
+{
+	CUresult rc = devmem_init(w, m->arena_va, m->arena_size);
+
+	if (rc)
+		snprintf(err, SNAP_ERRLEN, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
+			 (unsigned long long)m->arena_va, (unsigned long long)(m->arena_va + m->arena_size), rc);
+	return rc ? -1 : 0;
+}
+
+/* Maps the snapshot's chunks, in address order, until upto are mapped. */
+static int map_chunks(struct worker *w, const Cicada__Manifest *m, size_t upto, size_t *mapped, char *err)
 {
 	CUresult rc;
 
-	if ((rc = devmem_init(w, m->arena_va, m->arena_size))) {
-		snprintf(err, SNAP_ERRLEN, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
-			 (unsigned long long)m->arena_va, (unsigned long long)(m->arena_va + m->arena_size), rc);
-		return -1;
-	}
-	for (size_t i = 0; i < m->n_chunks; i++)
-		if ((rc = devmem_restore_chunk(w, m->chunks[i]->va, m->chunks[i]->size))) {
+	for (; *mapped < upto && *mapped < m->n_chunks; ++*mapped) {
+		const Cicada__Chunk *c = m->chunks[*mapped];
+		if ((rc = devmem_restore_chunk(w, c->va, c->size))) {
 			snprintf(err, SNAP_ERRLEN, "cannot map device memory at 0x%llx (%llu bytes): error %d",
-				 (unsigned long long)m->chunks[i]->va, (unsigned long long)m->chunks[i]->size, rc);
+				 (unsigned long long)c->va, (unsigned long long)c->size, rc);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+static int restore_allocations(struct worker *w, const Cicada__Manifest *m, char *err)
+{
 	for (size_t i = 0; i < m->n_allocations; i++)
 		if (devmem_restore_alloc(w, m->allocations[i]->va, m->allocations[i]->size)) {
 			snprintf(err, SNAP_ERRLEN, "allocation at 0x%llx does not fit the snapshot's chunks",
@@ -157,13 +171,21 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 {
 	const Cicada__Manifest *m = snap_reader_manifest(r);
 	struct snap_memory_ops ops;
+	size_t mapped = 0;
 	CUcontext ctx;
 
-	if (check_room(m, err) || load_images(w, r, m, err) || map_memory(w, m, err))
+	if (check_room(m, err) || load_images(w, r, m, err) || reserve_arena(w, m, err))
 		return -1;
-	for (size_t i = 0; i < m->n_records; i++)
-		if (replay_one(w, m->records[i], err))
+	/* Calls and mappings in their original interleaving: where the driver
+	 * places module variables depends on what was mapped before. */
+	for (size_t i = 0; i < m->n_records; i++) {
+		const Cicada__Record *rec = m->records[i];
+		if (map_chunks(w, m, rec->has_chunks_before ? rec->chunks_before : m->n_chunks, &mapped, err) ||
+		    replay_one(w, rec, err))
 			return -1;
+	}
+	if (map_chunks(w, m, m->n_chunks, &mapped, err) || restore_allocations(w, m, err))
+		return -1;
 	if (check_globals(w, m, err))
 		return -1;
 	worker_memory_ops(w, &ops);
