@@ -53,7 +53,7 @@ CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR *d, CUarray hArra
 	return CUDA_SUCCESS;
 }
 
-static enum side_kind kind_of(CUmemorytype type, const void *host, CUdeviceptr dev)
+static enum side_kind kind_of(CUmemorytype type, CUdeviceptr dev)
 {
 	if (type == CU_MEMORYTYPE_ARRAY)
 		return SIDE_ARRAY;
@@ -138,8 +138,8 @@ CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!p->WidthInBytes || !p->Height || !p->Depth)
 		return CUDA_SUCCESS;
-	src = kind_of(p->srcMemoryType, p->srcHost, p->srcDevice);
-	dst = kind_of(p->dstMemoryType, p->dstHost, p->dstDevice);
+	src = kind_of(p->srcMemoryType, p->srcDevice);
+	dst = kind_of(p->dstMemoryType, p->dstDevice);
 	if (src != SIDE_HOST && dst != SIDE_HOST)
 		return copy_on_device(p, stream, async);
 	if (src != SIDE_ARRAY && dst != SIDE_ARRAY)
