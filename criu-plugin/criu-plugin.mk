@@ -19,3 +19,10 @@ $(PLUGIN_SO): $(PLUGIN_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB) criu-plugin/exports.map
 		-Wl,-rpath,'$$ORIGIN/../deps' -ltirpc $(SNAPSHOT_LDLIBS)
 
 all: $(PLUGIN_SO)
+
+# The hardware-breakpoint probe that build/bin/criu runs once per boot.
+HWBP_PROBE := $(BUILD)/libexec/cicada-hwbp-probe
+$(HWBP_PROBE): criu-plugin/hwbp_probe.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $<
+all: $(HWBP_PROBE)
