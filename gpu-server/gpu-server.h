@@ -225,6 +225,27 @@ int nvml_cuda_count(unsigned *count);
 int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r);
 
 /* auth.c */
+/* The daemon (main.c): a listening socket. */
+struct listener {
+	struct wire_addr addr;
+	int fd;
+};
+
+/* The pool of pre-initialised workers (pool.c). */
+int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
+	       void (*exit_hook)(pid_t pid));
+pid_t pool_hand_over(int fd, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg), void *arg);
+int pool_max(void);
+
+/* The front door (admit.c): hellos, caps, the queue. */
+struct admit_config {
+	const char *token, *run_dir;
+	int max_sessions, max_per_client, max_pending, queue_len;
+	int hello_timeout_ms, queue_timeout_ms;
+};
+int admit_serve(const struct admit_config *cfg, const struct listener *ls, int nls);
+void admit_worker_ended(pid_t pid);
+
 int token_load(const char *path, char *token, size_t len, char *err);
 int token_equal(const char *expected, const char *given, size_t given_len);
 

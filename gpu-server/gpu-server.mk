@@ -1,6 +1,6 @@
 # gpu-server.mk: the gpu-server daemon (links the real libcuda.so.1).
 
-SERVER_SRCS := gpu-server/main.c gpu-server/worker.c gpu-server/session.c gpu-server/handles.c \
+SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server/worker.c gpu-server/session.c gpu-server/handles.c \
                gpu-server/device.c gpu-server/memory.c gpu-server/module.c gpu-server/modcache.c \
                gpu-server/auth.c gpu-server/primary.c gpu-server/devmem.c gpu-server/replay.c \
                gpu-server/checkpoint.c gpu-server/restore.c gpu-server/globals.c \

@@ -5,7 +5,9 @@
  * socket, sets up the shared-memory data path (CICADA_SHM=0 turns it off).
  * Calls are serialised on the connection; pipelined ones return at once.
  * If the server cannot be reached or goes away, one line says so on
- * stderr and every call from then on fails quickly.
+ * stderr and every call from then on fails quickly. The hello's answer
+ * is awaited at most CICADA_CONNECT_TIMEOUT seconds (120): a busy server
+ * may queue a new session for a while, or answer "server busy".
  *
  * For a checkpoint the session can be paused: the worker finishes the
  * device's work and keeps the state under a ticket, and the connection
@@ -112,27 +114,49 @@ static int hello_answer(struct wire_stream *st, uint32_t xid, hello_res *r, char
 	return wire_decode_reply(&cl.in, xid, (xdrproc_t)xdr_hello_res, r, err);
 }
 
+static int connect_timeout(void)
+{
+	const char *env = getenv("CICADA_CONNECT_TIMEOUT");
+	int s = env ? atoi(env) : 120;
+
+	return s > 0 ? s : 120;
+}
+
+/* The error a refused hello gives the application. */
+static CUresult refusal_error(int err)
+{
+	return err == CUDA_ERROR_NOT_PERMITTED || err == CUDA_ERROR_DEVICE_UNAVAILABLE ||
+	       err == CUDA_ERROR_NOT_SUPPORTED ? (CUresult)err : CUDA_ERROR_NO_DEVICE;
+}
+
+/* Says hello on the dialled connection; the shm segment, if any, was
+ * made before dialling, so nothing slow stands between connect and hello. */
 static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
 {
+	struct timeval tv = { connect_timeout(), 0 };
 	struct hello_buf hb;
 	hello_args h;
 	hello_res r;
 	char err[WIRE_ERRLEN];
 
 	hello_fill(&h, &hb, op, ticket);
-	if (cl.use_shm) {
-		if (shm_segment_create(&cl.shm, STAGING_SLOTS, STAGING_SLOT_SIZE))
-			cl.use_shm = 0;
-		h.want_shm = cl.use_shm;
-		h.shm_size = cl.use_shm ? cl.shm.size : 0;
+	h.want_shm = cl.use_shm;
+	h.shm_size = cl.use_shm ? cl.shm.size : 0;
+	setsockopt(cl.stream.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	errno = 0;
+	if (hello_send(&cl.stream, &h, cl.use_shm ? cl.shm.fd : -1) ||
+	    hello_answer(&cl.stream, cl.xid, &r, err)) {
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			snprintf(err, sizeof(err), "did not answer the hello within %d s (CICADA_CONNECT_TIMEOUT)",
+				 (int)tv.tv_sec);
+		else
+			snprintf(err, sizeof(err), "closed the connection during hello");
+		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s %s", err);
 	}
-	if (hello_send(&cl.stream, &h, cl.use_shm ? cl.shm.fd : -1))
-		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s closed the connection during hello%s", "");
-	if (hello_answer(&cl.stream, cl.xid, &r, err))
-		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s: %s", err);
+	tv.tv_sec = 0;
+	setsockopt(cl.stream.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (r.err) {
-		fail(r.err == CUDA_ERROR_NOT_PERMITTED ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_NO_DEVICE,
-		     "gpu-server at %s refused the connection: %s", r.message);
+		fail(refusal_error(r.err), "gpu-server at %s refused the connection: %s", r.message);
 		xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
 		return cl.fail_err;
 	}
@@ -191,6 +215,8 @@ fail:
 	return -1;
 }
 
+static void close_link(void);
+
 /* Dials text and says hello with op; the connection becomes the session's. */
 static CUresult dial_locked(const char *text, hello_op op, const char *ticket, int *regions_lost)
 {
@@ -202,16 +228,22 @@ static CUresult dial_locked(const char *text, hello_op op, const char *ticket, i
 	snprintf(cl.addr_text, sizeof(cl.addr_text), "%s", text);
 	if (wire_parse_addr(text, &addr, err))
 		return fail(CUDA_ERROR_NO_DEVICE, "CICADA_SERVER=%s: %s", err);
-	fd = wire_dial(&addr, err);
-	if (fd < 0)
-		return fail(CUDA_ERROR_NO_DEVICE, "cannot reach gpu-server at %s: %s", strchr(err, ':') ?
-			    strrchr(err, ':') + 2 : err);
-	wire_stream_init(&cl.stream, fd);
-	cl.use_shm = addr.kind == WIRE_UNIX && !(shm && !strcmp(shm, "0"));
 	if (!cl.scratch && !(cl.scratch = malloc(CICADA_CHUNK_MAX)))
 		return fail(CUDA_ERROR_OUT_OF_MEMORY, "%s: %s", "out of memory");
-	if (say_hello(op, ticket, regions_lost))
+	cl.use_shm = addr.kind == WIRE_UNIX && !(shm && !strcmp(shm, "0")) &&
+		     !shm_segment_create(&cl.shm, STAGING_SLOTS, STAGING_SLOT_SIZE);
+	fd = wire_dial(&addr, err);
+	if (fd < 0) {
+		if (cl.use_shm)
+			shm_segment_detach(&cl.shm), cl.use_shm = 0;
+		return fail(CUDA_ERROR_NO_DEVICE, "cannot reach gpu-server at %s: %s", strchr(err, ':') ?
+			    strrchr(err, ':') + 2 : err);
+	}
+	wire_stream_init(&cl.stream, fd);
+	if (say_hello(op, ticket, regions_lost)) {
+		close_link();
 		return cl.fail_err;
+	}
 	cl.state = ST_CONNECTED;
 	cl.server_ctx_known = 0;
 	return CUDA_SUCCESS;

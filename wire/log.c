@@ -1,7 +1,14 @@
 /*
  * log.c: run-time leveled logging to stderr. CICADA_LOG=error|warn|info|debug
  * sets the level (default: warn in clients, info in the server).
+ *
+ * A line never holds a control character: what a client sent (a host
+ * name, say) cannot forge a line of its own. Lines above debug level are
+ * rate-limited per call site (its format string): a burst of LOG_BURST,
+ * then LOG_RATE a second; the next line let through says how many were
+ * suppressed.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,19 +38,92 @@ int log_enabled(enum log_level level)
 	return (int)level <= log_level;
 }
 
+/* Copies in to out with control characters and bytes past 0x7e written
+ * as \n, \t or \xNN, truncated to fit len. */
+void log_escape(const char *in, char *out, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (; *in && o + 5 < len; in++) {
+		unsigned char c = (unsigned char)*in;
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[o++] = (char)c;
+		} else if (c == '\n' || c == '\t' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = c == '\n' ? 'n' : c == '\t' ? 't' : '\\';
+		} else {
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	if (len)
+		out[o < len ? o : len - 1] = 0;
+}
+
+#define LOG_SITES 64
+#define LOG_BURST 20.0
+#define LOG_RATE 10.0
+
+struct log_site {
+	const char *fmt;
+	double tokens;
+	uint64_t last_ns;
+	unsigned long suppressed;
+};
+
+static struct log_site log_sites[LOG_SITES];
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Takes a token of fmt's bucket: 1 to print (*dropped: how many were
+ * suppressed since the last line), 0 to suppress. */
+static int log_admit(const char *fmt, unsigned long *dropped)
+{
+	size_t i = ((uintptr_t)fmt >> 3) % LOG_SITES;
+	struct log_site *s = &log_sites[i];
+	uint64_t now = wire_now_ns();
+	int ok;
+
+	pthread_mutex_lock(&log_lock);
+	for (int probe = 1; probe < 4 && s->fmt && s->fmt != fmt; probe++)
+		s = &log_sites[(i + probe) % LOG_SITES];
+	if (s->fmt != fmt)
+		*s = (struct log_site){ .fmt = fmt, .tokens = LOG_BURST, .last_ns = now };
+	s->tokens += (double)(now - s->last_ns) * LOG_RATE / 1e9;
+	if (s->tokens > LOG_BURST)
+		s->tokens = LOG_BURST;
+	s->last_ns = now;
+	ok = s->tokens >= 1.0;
+	if (ok) {
+		s->tokens -= 1.0;
+		*dropped = s->suppressed;
+		s->suppressed = 0;
+	} else {
+		s->suppressed++;
+	}
+	pthread_mutex_unlock(&log_lock);
+	return ok;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	static const char *tags[] = { "error", "warning", "info", "debug" };
-	char line[1024];
+	char text[1024], line[1200];
+	unsigned long dropped = 0;
 	va_list ap;
 	int n;
 
-	if (!log_enabled(level))
+	if (!log_enabled(level) || (level != LOG_DEBUG && !log_admit(fmt, &dropped)))
 		return;
-	n = snprintf(line, sizeof(line), "%s[%d]: %s: ", log_prog, (int)getpid(), tags[level]);
 	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	n = snprintf(line, sizeof(line), "%s[%d]: %s: ", log_prog, (int)getpid(), tags[level]);
+	log_escape(text, line + n, sizeof(line) - (size_t)n - 64);
+	if (dropped)
+		snprintf(line + strlen(line), 64, " (%lu similar lines suppressed)", dropped);
 	fprintf(stderr, "%s\n", line);
 }
 

@@ -14,7 +14,16 @@
  * unknown arrays, a bad channel request): each must get a CUDA error on
  * a connection that goes on serving.
  *
+ * The front-door cases: trickle sends a hello one byte a second and
+ * reports when the server cut it (it must, at its hello deadline); hold
+ * opens N connections that never finish their hello and reports how many
+ * the server closed at once (past --max-pending) and how many at the
+ * deadline; forge presents a wrong token with a host name holding a
+ * newline and a forged log line, for the test to look for in the log.
+ *
  * usage: wire_abuse CASE ADDRESS [TOKEN]
+ *        wire_abuse trickle ADDRESS TOKEN LIMIT_S
+ *        wire_abuse hold ADDRESS N SECONDS
  */
 #include <arpa/inet.h>
 #include <poll.h>
@@ -30,16 +39,21 @@
 static int fd;
 static struct wire_stream st;
 
-static int send_hello(unsigned version, const char *token)
+static int encode_hello(struct wire_buf *b, unsigned version, const char *token, const char *host)
 {
-	char host[] = "wire_abuse";
-	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = host,
+	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = (char *)host,
 			 .ticket = "", .snapshot = "" };
-	struct wire_buf b = { 0 };
 
 	h.token.token_val = (char *)token;
 	h.token.token_len = token ? (unsigned)strlen(token) : 0;
-	return wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &b);
+	return wire_encode_call(b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h);
+}
+
+static int send_hello(unsigned version, const char *token)
+{
+	struct wire_buf b = { 0 };
+
+	return encode_hello(&b, version, token, "wire_abuse") || wire_send_record(&st, &b);
 }
 
 static int read_hello_reply(hello_res *r)
@@ -253,6 +267,93 @@ static int case_after_hello(const char *which, const char *token)
 	return expect_closed(which);
 }
 
+static double now_s(void)
+{
+	return (double)wire_now_ns() / 1e9;
+}
+
+/* Waits up to seconds for the server to close fd; the time it took, or -1. */
+static double wait_closed(int sock, double seconds)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	double t0 = now_s(), left;
+	char buf[256];
+
+	while ((left = seconds - (now_s() - t0)) > 0 && poll(&p, 1, (int)(left * 1000) + 1) >= 0) {
+		if (p.revents && recv(sock, buf, sizeof(buf), MSG_DONTWAIT) <= 0)
+			return now_s() - t0;
+	}
+	return -1;
+}
+
+/* The hello, one byte a second: the server must cut it by limit s. */
+static int case_trickle(const char *token, double limit)
+{
+	struct wire_buf b = { 0 };
+	double t0 = now_s(), took;
+
+	encode_hello(&b, CICADA_PROTO_VERSION, token, "wire_abuse");
+	for (size_t i = 0; i + 1 < b.len && now_s() - t0 < limit + 2; i++) {
+		if (send(fd, b.data + i, 1, MSG_NOSIGNAL) != 1 || wait_closed(fd, 1.0) >= 0)
+			break;
+	}
+	took = now_s() - t0;
+	printf("wire_abuse: trickle: the server cut the hello after %.1f s (limit %.1f s)\n", took, limit);
+	return took <= limit ? 0 : 1;
+}
+
+/* n connections that never finish their hello, held up to seconds. */
+static int case_hold(const struct wire_addr *addr, int n, double seconds)
+{
+	int *fds = calloc((size_t)n, sizeof(int)), at_once = 0, later = 0, open = 0;
+	char err[WIRE_ERRLEN];
+	double t0 = now_s();
+
+	for (int i = 0; i < n; i++) {
+		fds[i] = wire_dial(addr, err);
+		if (fds[i] >= 0 && send(fds[i], "\x80", 1, MSG_NOSIGNAL) != 1)
+			close(fds[i]), fds[i] = -1;
+	}
+	usleep(500000);
+	for (int i = 0; i < n; i++) {
+		if (fds[i] >= 0 && wait_closed(fds[i], 0.01) < 0)
+			continue;
+		at_once++;
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (wait_closed(fds[i], seconds - (now_s() - t0)) >= 0)
+			later++;
+		else
+			open++;
+		close(fds[i]);
+	}
+	printf("wire_abuse: hold: %d connections: %d closed at once, %d at the deadline, %d still open after %.0f s\n",
+	       n, at_once, later, open, seconds);
+	free(fds);
+	return 0;
+}
+
+/* A wrong token, with a host name that tries to forge a log line. */
+static int case_forge(void)
+{
+	struct wire_buf b = { 0 };
+	hello_res r;
+
+	if (encode_hello(&b, CICADA_PROTO_VERSION, "not-the-token-at-all",
+			 "wire_abuse\ngpu-server[1]: info: FORGED line\r\x1b[2J") ||
+	    wire_send_record(&st, &b) || read_hello_reply(&r)) {
+		printf("wire_abuse: forge: no reply\n");
+		return 1;
+	}
+	printf("wire_abuse: forge: refused=%d message=%s\n", r.err != 0, r.message);
+	return r.err ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct wire_addr addr;
@@ -265,6 +366,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	wire_stream_init(&st, fd);
+	if (!strcmp(argv[1], "trickle") && argc > 4)
+		return case_trickle(token, atof(argv[4]));
+	if (!strcmp(argv[1], "hold") && argc > 4)
+		return close(fd), case_hold(&addr, atoi(argv[3]), atof(argv[4]));
+	if (!strcmp(argv[1], "forge"))
+		return case_forge();
 	if (!strcmp(argv[1], "garbage")) {
 		send_raw("GET / HTTP/1.0\r\n\r\n", 18);
 		return expect_closed("garbage before hello");

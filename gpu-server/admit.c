@@ -1,0 +1,548 @@
+/*
+ * admit.c: the gpu-server's front door. One thread reads the hello of
+ * every new connection with poll, never a thread per connection; each
+ * connection has one deadline for its whole hello (--hello-timeout), and
+ * at most --max-pending wait at once (more are closed at once). A whole
+ * hello is checked, protocol version and token, before any worker is
+ * taken. A new session (a client, or a restore) is admitted under
+ * --max-sessions and --max-sessions-per-client, a client being a unix
+ * peer's uid or a TCP peer's address; past the total cap it waits in a
+ * queue of --queue places for at most --queue-timeout, and past that, or
+ * past its own cap, it is told "server busy" at once. A session lasts as
+ * long as its worker: the pool's reaper frees the place.
+ *
+ * Handing a connection over can wait (for a worker's CUDA start, or a
+ * paused worker's accept), so a few handover threads do it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "gpu-server.h"
+
+#define HANDOVER_THREADS 16
+#define IDENT_LEN 64
+
+enum { C_HELLO, C_QUEUED };
+
+struct conn {
+	int fd, is_tcp, state;
+	uint64_t deadline_ns, seq;
+	char peer[80], ident[IDENT_LEN];
+	unsigned char mark[4];               /* record marking: this fragment's header */
+	size_t mark_got, frag_len, frag_got;
+	int last_frag;
+	struct wire_buf b;
+	hello_args h;
+};
+
+struct session {
+	pid_t pid;                           /* 0: admitted, no worker yet */
+	char ident[IDENT_LEN];
+};
+
+struct job {
+	struct job *next;
+	int fd, slot;                        /* slot < 0: pass to a paused worker */
+	char ticket[CICADA_TICKET_LEN + 1], peer[80];
+	struct wire_buf b;
+};
+
+static struct {
+	const struct admit_config *cfg;
+	struct conn **conns;
+	int nconns, cap_conns, npending, nqueued;
+	uint64_t seq;
+	struct session *sessions;            /* cfg->max_sessions places */
+	int nsessions;
+	struct job *jobs, **jobs_tail;
+	pthread_mutex_t lock;
+	pthread_cond_t more_jobs;
+	int wake[2];
+} adm = { .lock = PTHREAD_MUTEX_INITIALIZER, .more_jobs = PTHREAD_COND_INITIALIZER };
+
+static void wake_loop(void)
+{
+	char one = 1;
+
+	if (write(adm.wake[1], &one, 1) < 0 && errno != EAGAIN)
+		log_debug("cannot wake the front door: %s", strerror(errno));
+}
+
+/* --- sessions ---------------------------------------------------------- */
+
+static int sessions_of(const char *ident)
+{
+	int n = 0;
+
+	for (int i = 0; i < adm.cfg->max_sessions; i++)
+		n += adm.sessions[i].ident[0] && !strcmp(adm.sessions[i].ident, ident);
+	return n;
+}
+
+static int session_take(const char *ident)
+{
+	for (int i = 0; i < adm.cfg->max_sessions; i++)
+		if (!adm.sessions[i].ident[0]) {
+			adm.sessions[i].pid = 0;
+			snprintf(adm.sessions[i].ident, IDENT_LEN, "%s", ident);
+			adm.nsessions++;
+			return i;
+		}
+	return -1;
+}
+
+static void session_free(int slot)
+{
+	adm.sessions[slot].ident[0] = 0;
+	adm.sessions[slot].pid = 0;
+	adm.nsessions--;
+}
+
+/* The pool's reaper: a worker ended, and with it its session. */
+void admit_worker_ended(pid_t pid)
+{
+	pthread_mutex_lock(&adm.lock);
+	for (int i = 0; adm.sessions && i < adm.cfg->max_sessions; i++)
+		if (adm.sessions[i].ident[0] && adm.sessions[i].pid == pid) {
+			log_debug("session of %s ended (worker %d)", adm.sessions[i].ident, (int)pid);
+			session_free(i);
+			break;
+		}
+	pthread_mutex_unlock(&adm.lock);
+	wake_loop();
+}
+
+static void session_bound(pid_t pid, void *arg)
+{
+	pthread_mutex_lock(&adm.lock);
+	adm.sessions[*(int *)arg].pid = pid;
+	pthread_mutex_unlock(&adm.lock);
+}
+
+/* --- handover threads -------------------------------------------------- */
+
+static void refuse(int fd, const struct wire_buf *b, CUresult err, const char *why)
+{
+	struct wire_stream st;
+	struct wire_buf out = { 0 };
+	hello_res r = { .err = err, .proto_version = CICADA_PROTO_VERSION };
+	uint32_t xid = 0;
+
+	if (b->len >= 4)
+		xid = ntohl(*(uint32_t *)b->data);
+	r.message = (char *)why;
+	r.ticket = "";
+	wire_stream_init(&st, fd);
+	if (!wire_encode_reply(&out, xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))
+		wire_send_record(&st, &out);
+	wire_buf_free(&out);
+}
+
+static void run_job(struct job *j)
+{
+	if (j->slot < 0) {
+		if (session_pass(adm.cfg->run_dir, j->ticket, j->fd, &j->b)) {
+			log_warn("refused connection from %s: no session %.8s here", j->peer, j->ticket);
+			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
+		}
+		return;
+	}
+	if (pool_hand_over(j->fd, &j->b, session_bound, &j->slot) < 0) {
+		log_error("no worker available for %s", j->peer);
+		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
+		pthread_mutex_lock(&adm.lock);
+		if (!adm.sessions[j->slot].pid)
+			session_free(j->slot);   /* else the reaper frees it */
+		pthread_mutex_unlock(&adm.lock);
+		wake_loop();
+	}
+}
+
+static void *handover_loop(void *arg)
+{
+	for (;;) {
+		struct job *j;
+
+		pthread_mutex_lock(&adm.lock);
+		while (!adm.jobs)
+			pthread_cond_wait(&adm.more_jobs, &adm.lock);
+		j = adm.jobs;
+		adm.jobs = j->next;
+		if (!adm.jobs)
+			adm.jobs_tail = &adm.jobs;
+		pthread_mutex_unlock(&adm.lock);
+		run_job(j);
+		close(j->fd);
+		wire_buf_free(&j->b);
+		free(j);
+	}
+	return NULL;
+}
+
+/* Gives c's connection to a handover thread (slot < 0: to the paused
+ * worker of its ticket); c is consumed. Called with adm.lock held. */
+static void queue_job(struct conn *c, int slot)
+{
+	struct job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		close(c->fd);
+		wire_buf_free(&c->b);
+		if (slot >= 0)
+			session_free(slot);
+		return;
+	}
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
+	j->fd = c->fd;
+	j->slot = slot;
+	j->b = c->b;
+	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
+	if (c->h.ticket)
+		snprintf(j->ticket, sizeof(j->ticket), "%s", c->h.ticket);
+	*adm.jobs_tail = j;
+	adm.jobs_tail = &j->next;
+	pthread_cond_signal(&adm.more_jobs);
+}
+
+/* --- connections ------------------------------------------------------- */
+
+static void conn_drop(int i)
+{
+	struct conn *c = adm.conns[i];
+
+	if (c->state == C_QUEUED)
+		adm.nqueued--;
+	else
+		adm.npending--;
+	xdr_free((xdrproc_t)xdr_hello_args, (char *)&c->h);
+	if (c->fd >= 0)
+		close(c->fd);
+	wire_buf_free(&c->b);
+	free(c);
+	adm.conns[i] = adm.conns[--adm.nconns];
+}
+
+static void conn_refuse(int i, CUresult err, const char *why)
+{
+	refuse(adm.conns[i]->fd, &adm.conns[i]->b, err, why);
+	conn_drop(i);
+}
+
+/* Hands conn i on (consumed); slot as for queue_job. */
+static void conn_hand(int i, int slot)
+{
+	struct conn *c = adm.conns[i];
+
+	queue_job(c, slot);
+	c->fd = -1;
+	c->b = (struct wire_buf){ 0 };
+	conn_drop(i);
+}
+
+static void describe_peer(int fd, const struct wire_addr *addr, struct conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	char host[64] = "?";
+
+	if (addr->kind == WIRE_UNIX) {
+		snprintf(c->peer, sizeof(c->peer), "unix:%.70s", addr->path);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
+			cred.uid = (uid_t)-1;
+		snprintf(c->ident, IDENT_LEN, "uid %u", (unsigned)cred.uid);
+		return;
+	}
+	if (!getpeername(fd, (struct sockaddr *)&ss, &sl)) {
+		if (ss.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
+		else if (ss.ss_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
+	}
+	snprintf(c->peer, sizeof(c->peer), "tcp:%s", host);
+	snprintf(c->ident, IDENT_LEN, "%s", host);
+}
+
+static void accept_one(const struct listener *l)
+{
+	struct conn *c;
+	int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	if (adm.npending >= adm.cfg->max_pending || adm.nconns == adm.cap_conns || !(c = calloc(1, sizeof(*c)))) {
+		log_warn("too many connections waiting for their hello (%d, --max-pending); closed a new one",
+			 adm.npending);
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->is_tcp = l->addr.kind == WIRE_TCP;
+	c->state = C_HELLO;
+	c->deadline_ns = wire_now_ns() + (uint64_t)adm.cfg->hello_timeout_ms * 1000000u;
+	describe_peer(fd, &l->addr, c);
+	adm.conns[adm.nconns++] = c;
+	adm.npending++;
+}
+
+/* Reads what has come of c's hello, never past its record (a shared
+ * memory segment's descriptor may follow it). Returns 1 when the record
+ * is whole, 0 for more to come, -1 when the connection is to be dropped
+ * (err says why). */
+static int read_more(struct conn *c, char *err)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (c->mark_got < 4) {
+			n = read(c->fd, c->mark + c->mark_got, 4 - c->mark_got);
+		} else {
+			n = c->frag_len - c->frag_got ? read(c->fd, c->b.data + c->b.len, c->frag_len - c->frag_got) : 0;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (n < 0 || (n == 0 && (c->mark_got < 4 || c->frag_len > c->frag_got))) {
+			snprintf(err, WIRE_ERRLEN, "closed before its hello was whole");
+			return -1;
+		}
+		if (c->mark_got < 4) {
+			uint32_t mark;
+
+			c->mark_got += (size_t)n;
+			if (c->mark_got < 4)
+				continue;
+			memcpy(&mark, c->mark, 4);
+			mark = ntohl(mark);
+			c->last_frag = !!(mark & 0x80000000u);
+			c->frag_len = mark & 0x7fffffffu;
+			c->frag_got = 0;
+			if (c->b.len + c->frag_len > 65536 || wire_buf_reserve(&c->b, c->b.len + c->frag_len + 8)) {
+				snprintf(err, WIRE_ERRLEN, "hello too large");
+				return -1;
+			}
+		} else {
+			c->frag_got += (size_t)n;
+			c->b.len += (size_t)n;
+		}
+		if (c->mark_got == 4 && c->frag_got == c->frag_len) {
+			if (c->last_frag)
+				return 1;
+			c->mark_got = 0;
+		}
+	}
+}
+
+static int is_pass_op(hello_op op)
+{
+	return op == OP_REATTACH || op == OP_CHECKPOINT || op == OP_RELEASE || op == OP_CALLBACK;
+}
+
+/* Admits a new session for conn i, queues it, or refuses it. */
+static void admit_new(int i)
+{
+	struct conn *c = adm.conns[i];
+	const struct admit_config *cfg = adm.cfg;
+	char why[160];
+	int mine = sessions_of(c->ident), slot;
+
+	if (mine >= cfg->max_per_client && cfg->max_per_client < cfg->max_sessions) {
+		snprintf(why, sizeof(why), "server busy: this client has %d sessions, the most it may have here", mine);
+		log_warn("refused a session to %s (%s): %s", c->peer, c->ident, why);
+		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
+		return;
+	}
+	if (adm.nsessions < cfg->max_sessions && (slot = session_take(c->ident)) >= 0) {
+		if (c->state == C_QUEUED)
+			adm.nqueued--, adm.npending++, c->state = C_HELLO;
+		conn_hand(i, slot);
+		return;
+	}
+	if (c->state == C_QUEUED)
+		return;
+	if (adm.nqueued >= cfg->queue_len) {
+		snprintf(why, sizeof(why), "server busy: %d sessions running and %d waiting", adm.nsessions,
+			 adm.nqueued);
+		log_warn("refused a session to %s: %s", c->peer, why);
+		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
+		return;
+	}
+	c->state = C_QUEUED;
+	c->seq = ++adm.seq;
+	c->deadline_ns = wire_now_ns() + (uint64_t)cfg->queue_timeout_ms * 1000000u;
+	adm.npending--;
+	adm.nqueued++;
+	log_info("%s waits for a session (%d running, %d waiting)", c->peer, adm.nsessions, adm.nqueued);
+}
+
+static int decode_hello(struct conn *c)
+{
+	struct wire_call_hdr hdr;
+	char err[WIRE_ERRLEN];
+	XDR x;
+	int ok;
+
+	memset(&c->h, 0, sizeof(c->h));
+	if (wire_decode_call(&c->b, &hdr, &x, err))
+		return -1;
+	ok = hdr.proc == P_hello && xdr_hello_args(&x, &c->h);
+	xdr_destroy(&x);
+	return ok ? 0 : -1;
+}
+
+/* A whole hello on conn i: checked here, before any worker is taken. */
+static void on_hello(int i)
+{
+	struct conn *c = adm.conns[i];
+	char why[WIRE_ERRLEN];
+
+	if (decode_hello(c)) {
+		log_warn("refused connection from %s: first message is not a valid hello", c->peer);
+		conn_drop(i);
+		return;
+	}
+	if (c->h.proto_version != CICADA_PROTO_VERSION) {
+		snprintf(why, sizeof(why), "protocol version %u is not supported (server speaks %u)",
+			 c->h.proto_version, CICADA_PROTO_VERSION);
+		log_warn("refused connection from %s: %s", c->peer, why);
+		conn_refuse(i, CUDA_ERROR_NOT_SUPPORTED, why);
+	} else if (c->is_tcp && !token_equal(adm.cfg->token, c->h.token.token_val, c->h.token.token_len)) {
+		log_warn("refused connection from %s (pid %llu on %s): %s", c->peer, (unsigned long long)c->h.pid,
+			 c->h.host ? c->h.host : "?", c->h.token.token_len ? "wrong token" : "no token");
+		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED,
+			    c->h.token.token_len ? "wrong token" : "this server requires a token");
+	} else if (is_pass_op(c->h.op)) {
+		if (ticket_valid(c->h.ticket))
+			conn_hand(i, -1);
+		else
+			conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
+	} else if (c->h.op == OP_CONNECT || c->h.op == OP_RESTORE) {
+		admit_new(i);
+	} else {
+		conn_refuse(i, CUDA_ERROR_INVALID_VALUE, "unknown request");
+	}
+}
+
+/* Queued connections, oldest first, as places free up. */
+static void dequeue(void)
+{
+	for (;;) {
+		int best = -1;
+
+		if (adm.nsessions >= adm.cfg->max_sessions)
+			return;
+		for (int i = 0; i < adm.nconns; i++)
+			if (adm.conns[i]->state == C_QUEUED && (best < 0 || adm.conns[i]->seq < adm.conns[best]->seq))
+				best = i;
+		if (best < 0)
+			return;
+		admit_new(best);
+	}
+}
+
+/* Connections past their deadline: a hello not whole, or a queue wait. */
+static int expire(uint64_t now)
+{
+	int next_ms = -1;
+
+	for (int i = 0; i < adm.nconns;) {
+		struct conn *c = adm.conns[i];
+		int64_t left = (int64_t)(c->deadline_ns - now);
+
+		if (left > 0) {
+			int ms = (int)(left / 1000000) + 1;
+			next_ms = next_ms < 0 || ms < next_ms ? ms : next_ms;
+			i++;
+		} else if (c->state == C_HELLO) {
+			log_warn("refused connection from %s: no whole hello within %d ms", c->peer,
+				 adm.cfg->hello_timeout_ms);
+			conn_drop(i);
+		} else {
+			log_warn("refused a session to %s: server busy, waited %d ms", c->peer, adm.cfg->queue_timeout_ms);
+			conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, "server busy: no session free in time");
+		}
+	}
+	return next_ms;
+}
+
+static void poll_conns(struct pollfd *p, int n)
+{
+	char err[WIRE_ERRLEN];
+
+	/* Backwards: dropping conn i moves the last one into its place. */
+	for (int i = n - 1; i >= 0; i--) {
+		struct conn *c = adm.conns[i];
+		int r;
+
+		if (!p[i].revents)
+			continue;
+		if (c->state == C_QUEUED) {
+			if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+				log_info("%s left the queue", c->peer);
+				conn_drop(i);
+			}
+			continue;
+		}
+		r = read_more(c, err);
+		if (r < 0) {
+			log_warn("refused connection from %s: %s", c->peer, err);
+			conn_drop(i);
+		} else if (r > 0) {
+			on_hello(i);
+		}
+	}
+}
+
+int admit_serve(const struct admit_config *cfg, const struct listener *ls, int nls)
+{
+	int cap = cfg->max_pending + cfg->queue_len, nfds;
+	struct pollfd *p = calloc((size_t)cap + (size_t)nls + 1, sizeof(*p));
+	pthread_t t;
+
+	adm.cfg = cfg;
+	adm.cap_conns = cap;
+	adm.conns = calloc((size_t)cap, sizeof(*adm.conns));
+	adm.sessions = calloc((size_t)cfg->max_sessions, sizeof(*adm.sessions));
+	adm.jobs_tail = &adm.jobs;
+	if (!p || !adm.conns || !adm.sessions || pipe2(adm.wake, O_CLOEXEC | O_NONBLOCK))
+		return -1;
+	for (int i = 0; i < HANDOVER_THREADS; i++)
+		if (pthread_create(&t, NULL, handover_loop, NULL) || pthread_detach(t))
+			return -1;
+	for (;;) {
+		int timeout, n;
+
+		pthread_mutex_lock(&adm.lock);
+		dequeue();
+		timeout = expire(wire_now_ns());
+		n = adm.nconns;
+		for (int i = 0; i < n; i++)
+			p[i] = (struct pollfd){ .fd = adm.conns[i]->fd,
+						.events = adm.conns[i]->state == C_HELLO ? POLLIN : POLLRDHUP };
+		pthread_mutex_unlock(&adm.lock);
+		for (int i = 0; i < nls; i++)
+			p[n + i] = (struct pollfd){ .fd = ls[i].fd, .events = POLLIN };
+		p[n + nls] = (struct pollfd){ .fd = adm.wake[0], .events = POLLIN };
+		nfds = n + nls + 1;
+		if (poll(p, (nfds_t)nfds, timeout) < 0 && errno != EINTR)
+			return -1;
+		if (p[n + nls].revents) {
+			char buf[64];
+			while (read(adm.wake[0], buf, sizeof(buf)) > 0)
+				;
+		}
+		pthread_mutex_lock(&adm.lock);
+		poll_conns(p, n);
+		for (int i = 0; i < nls; i++)
+			if (p[n + i].revents & POLLIN)
+				accept_one(&ls[i]);
+		pthread_mutex_unlock(&adm.lock);
+	}
+}

@@ -1,0 +1,197 @@
+/*
+ * pool.c: the gpu-server's pool of pre-initialised workers. Each worker
+ * re-executes this binary with --worker-fd, so CUDA is never initialised
+ * in the parent, and says 'R' on its control socket once CUDA is up. A
+ * taken worker gets the client's connection and hello, and serves that
+ * one client. A thread refills the pool; another reaps every worker that
+ * ends and tells the pool's user through its exit hook.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "gpu-server.h"
+
+#define MAX_POOL 64
+
+struct pool_worker {
+	pid_t pid;
+	int control_fd;
+};
+
+static struct {
+	const char *cache_dir, *run_dir;
+	int size;
+	int refill_delay_ms;                 /* after a worker is taken */
+	uint64_t last_take_ns;
+	struct pool_worker idle[MAX_POOL];
+	int nidle;
+	void (*exit_hook)(pid_t pid);
+	pthread_mutex_t lock;
+} pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int spawn_worker(void)
+{
+	int sv[2];
+	char fdarg[16];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -1;
+	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	pid = fork();
+	if (pid == 0) {
+		/* Every worker gets the same address-space layout, so objects the
+		 * driver places itself (module globals) land at the same device
+		 * addresses in a restoring worker as in the original. */
+		personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
+		close(sv[0]);
+		fcntl(sv[1], F_SETFD, 0);
+		execl("/proc/self/exe", "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
+		      "--run-dir", pool.run_dir, (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return -1;
+	}
+	pool.idle[pool.nidle].pid = pid;
+	pool.idle[pool.nidle].control_fd = sv[0];
+	pool.nidle++;
+	return 0;
+}
+
+static void fill_pool(void)
+{
+	pthread_mutex_lock(&pool.lock);
+	while (pool.nidle < pool.size)
+		if (spawn_worker()) {
+			log_error("cannot start a worker: %s", strerror(errno));
+			break;
+		}
+	pthread_mutex_unlock(&pool.lock);
+}
+
+/* A new worker's CUDA initialisation takes GPU time from the sessions
+ * running: the pool is refilled only once no worker has been taken for
+ * --refill-delay, unless it is empty (the next client would wait for a
+ * worker's CUDA start). */
+static void *refill_loop(void *arg)
+{
+	for (;;) {
+		uint64_t quiet = (uint64_t)pool.refill_delay_ms * 1000000u;
+		int due;
+
+		usleep(100000);
+		pthread_mutex_lock(&pool.lock);
+		due = pool.nidle < pool.size && (!pool.nidle || wire_now_ns() - pool.last_take_ns >= quiet);
+		pthread_mutex_unlock(&pool.lock);
+		if (due)
+			fill_pool();
+	}
+	return NULL;
+}
+
+/* Reaps every worker that ends: idle ones leave the pool, the others are
+ * reported to the exit hook (their session is over). */
+static void *reap_loop(void *arg)
+{
+	for (;;) {
+		int status, was_idle = 0;
+		pid_t pid = waitpid(-1, &status, 0);
+
+		if (pid < 0) {
+			usleep(100000);
+			continue;
+		}
+		pthread_mutex_lock(&pool.lock);
+		for (int i = 0; i < pool.nidle; i++)
+			if (pool.idle[i].pid == pid) {
+				close(pool.idle[i].control_fd);
+				pool.idle[i] = pool.idle[--pool.nidle];
+				was_idle = 1;
+				break;
+			}
+		pthread_mutex_unlock(&pool.lock);
+		if (was_idle)
+			log_warn("idle worker %d ended (status %d)", (int)pid, status);
+		else if (pool.exit_hook)
+			pool.exit_hook(pid);
+	}
+	return NULL;
+}
+
+int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
+	       void (*exit_hook)(pid_t pid))
+{
+	pthread_t t;
+
+	pool.cache_dir = cache_dir;
+	pool.run_dir = run_dir;
+	pool.size = size;
+	pool.refill_delay_ms = refill_delay_ms;
+	pool.exit_hook = exit_hook;
+	fill_pool();
+	if (pthread_create(&t, NULL, reap_loop, NULL) || pthread_detach(t))
+		return -1;
+	if (pthread_create(&t, NULL, refill_loop, NULL) || pthread_detach(t))
+		return -1;
+	return 0;
+}
+
+/* Takes a ready worker, waiting for one that is still initialising. */
+static int take_worker(struct pool_worker *out)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		char ready;
+
+		pthread_mutex_lock(&pool.lock);
+		if (pool.nidle == 0 && spawn_worker()) {
+			pthread_mutex_unlock(&pool.lock);
+			return -1;
+		}
+		*out = pool.idle[0];
+		memmove(&pool.idle[0], &pool.idle[1], (size_t)(--pool.nidle) * sizeof(pool.idle[0]));
+		pool.last_take_ns = wire_now_ns();
+		pthread_mutex_unlock(&pool.lock);
+		if (read(out->control_fd, &ready, 1) == 1 && ready == 'R')
+			return 0;
+		log_error("worker %d failed to initialise", (int)out->pid);
+		close(out->control_fd);
+		kill(out->pid, SIGKILL);
+	}
+	return -1;
+}
+
+/* Hands connection fd and its hello to a ready worker. taken (if set) is
+ * called with the worker's pid before the worker can see the connection.
+ * Returns the pid, or -1. */
+pid_t pool_hand_over(int fd, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg), void *arg)
+{
+	struct pool_worker w;
+	uint32_t len = (uint32_t)hello->len;
+	pid_t rc = -1;
+
+	if (take_worker(&w))
+		return -1;
+	if (taken)
+		taken(w.pid, arg);
+	if (!wire_send_fd(w.control_fd, fd) && write(w.control_fd, &len, 4) == 4 &&
+	    write(w.control_fd, hello->data, len) == (ssize_t)len)
+		rc = w.pid;
+	else
+		kill(w.pid, SIGKILL);
+	close(w.control_fd);
+	return rc;
+}
+
+int pool_max(void)
+{
+	return MAX_POOL;
+}
