@@ -354,7 +354,7 @@ static void admit_new(int i)
 	int mine = sessions_of(c->ident), slot;
 
 	if (mine >= cfg->max_per_client && cfg->max_per_client < cfg->max_sessions) {
-		snprintf(why, sizeof(why), "server busy: this client has %d sessions, the most it may have here", mine);
+		snprintf(why, sizeof(why), "server busy: this client already holds %d sessions, its most here (--max-sessions-per-client)", mine);
 		log_warn("refused a session to %s (%s): %s", c->peer, c->ident, why);
 		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
 		return;
