@@ -142,7 +142,7 @@ why_failed() {
 }
 
 start_server() {
-	LD_LIBRARY_PATH=$DRIVER_LIBS "$SERVER" --listen "unix:$TMP/gpu.sock" \
+	LD_LIBRARY_PATH=$DRIVER_LIBS timeout -k 5 3600 "$SERVER" --listen "unix:$TMP/gpu.sock" \
 		--cache-dir "$TMP/cache" >>"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
 	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench-cr
@@ -241,7 +241,7 @@ dump() {
 	local size=$1 kind=$2 img=$3 dir=$TMP/cicada-$1-$2 t0 t1
 	t0=$(now)
 	# shellcheck disable=SC2086
-	if ! CICADA_SERVER="unix:$TMP/gpu.sock" "$CRIU_BIN" dump -t "$APP_PID" -D "$img" \
+	if ! CICADA_SERVER="unix:$TMP/gpu.sock" deadline 600 "$CRIU_BIN" dump -t "$APP_PID" -D "$img" \
 		-L "$PLUGINS" -o "$dir/dump.log" ${CRIU_DUMP_OPTS:-} 2>"$dir/dump.err"; then
 		cicada_fail "$size" "$kind" "criu dump failed: $(criu_error "$dir/dump")"
 		return 1
@@ -265,7 +265,7 @@ restore() {
 	fi
 	t0=$(now)
 	# shellcheck disable=SC2086
-	if ! CICADA_SERVER="unix:$TMP/gpu.sock" "$CRIU_BIN" restore -d -D "$img" \
+	if ! CICADA_SERVER="unix:$TMP/gpu.sock" deadline 600 "$CRIU_BIN" restore -d -D "$img" \
 		-L "$PLUGINS" -o "$dir/restore.log" ${CRIU_RESTORE_OPTS:-} 2>"$dir/restore.err"; then
 		cicada_fail "$size" "$kind" "criu restore failed: $(criu_error "$dir/restore")"
 		return 1

@@ -48,7 +48,7 @@ start_server() {
 	PORT=$(free_port)
 	head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/token"
 	chmod 600 "$TMP/token"
-	LD_LIBRARY_PATH=$DRIVER_LIBS "$SERVER" --listen "unix:$TMP/gpu.sock" \
+	LD_LIBRARY_PATH=$DRIVER_LIBS timeout -k 5 3600 "$SERVER" --listen "unix:$TMP/gpu.sock" \
 		--listen "tcp:127.0.0.1:$PORT" --token-file "$TMP/token" \
 		--cache-dir "$TMP/cache" >"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
@@ -75,7 +75,7 @@ run_mode() {
 		echo "## $mode: cicada-bench $cmd" >>"$TMP/raw.txt"
 		# shellcheck disable=SC2086
 		if ! env -u LD_PRELOAD -u CICADA_SERVER -u CICADA_TOKEN_FILE -u CICADA_SHM \
-			CICADA_KERNELS="$KDIR" CUDA_KERNELS="$KDIR" "$@" "$BIN" $cmd \
+			CICADA_KERNELS="$KDIR" CUDA_KERNELS="$KDIR" "$@" timeout -k 5 600 "$BIN" $cmd \
 			>"$TMP/out" 2>"$TMP/err"; then
 			echo "bench: $mode: cicada-bench $cmd failed: $(tail -n 1 "$TMP/err")" >&2
 			FAILED=1

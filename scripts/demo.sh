@@ -47,7 +47,7 @@ have_gpu() {
 }
 
 start_server() {
-	build/bin/gpu-server --listen "unix:$TMP/gpu.sock" --cache-dir "$TMP/cache" \
+	timeout -k 5 600 build/bin/gpu-server --listen "unix:$TMP/gpu.sock" --cache-dir "$TMP/cache" \
 		>"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
 	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" demo || exit 1
@@ -59,7 +59,7 @@ run_program() {
 	echo
 	echo "== running an unmodified CUDA program ($name); its GPU work executes in gpu-server pid $SERVER_PID =="
 	CICADA_SERVER="unix:$TMP/gpu.sock" LD_LIBRARY_PATH="$ROOT/build/lib" \
-		CICADA_KERNELS="$ROOT/build/tests/kernels" "build/tests/programs/$name" \
+		CICADA_KERNELS="$ROOT/build/tests/kernels" timeout -k 5 120 "build/tests/programs/$name" \
 		>"$TMP/out" 2>&1 || rc=$?
 	head -n "$lines" "$TMP/out"
 	if [ "$(wc -l <"$TMP/out")" -gt "$lines" ]; then echo "   [...]"; fi

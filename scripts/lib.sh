@@ -15,3 +15,22 @@ wait_for_server() {
 	cat "$log" >&2
 	return 1
 }
+
+# deadline SECONDS CMD...: runs CMD, killed if it runs past SECONDS (then
+# KILL 5 s later). Past its deadline it prints "DEADLINE: CMD ran past N
+# s" on stderr, with the last lines of DEADLINE_LOG if that names a file,
+# and returns 124, so the caller's test fails and the suite goes on.
+deadline() {
+	local secs=$1 rc
+	shift
+	timeout -k 5 "$secs" "$@"
+	rc=$?
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		echo "DEADLINE: $(basename "$1") ran past $secs s" >&2
+		if [ -n "${DEADLINE_LOG:-}" ] && [ -f "$DEADLINE_LOG" ]; then
+			tail -n 5 "$DEADLINE_LOG" | sed 's/^/  | /' >&2
+		fi
+		return 124
+	fi
+	return $rc
+}

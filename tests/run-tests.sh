@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# run-tests.sh [--gpu]: Cicada's test suite, run by 'make test' (CPU
-# stand-in for the driver, no GPU needed) and 'make test-gpu' (real driver).
+# run-tests.sh [--gpu] [--list] [NAME...]: Cicada's test suite, run by
+# 'make test' (CPU stand-in for the driver, no GPU needed) and 'make
+# test-gpu' (real driver). With NAMEs (shell patterns allowed: 'cr-*')
+# only those tests run; --list prints every name. To add a test, add its
+# name to TESTS below and begin it with 'want NAME || return'.
 #
 # Every test program runs twice: directly on the driver ("native": the
 # stand-in in CPU mode, the real libcuda on a GPU machine) and through
@@ -10,10 +13,52 @@
 # a server dying mid-run, a client dying next to another. Uses prebuilt
 # outputs only; prints "N passed, N failed" last. KEEP_T=1 keeps the
 # scratch directory (logs, outputs, snapshots) for a look afterwards.
+#
+# Nothing here can hang: every process a test starts has a deadline
+# (scripts/lib.sh's deadline, or timeout), a process past it is a FAIL
+# that says so, and servers are bounded by SERVER_DEADLINE.
 set -u
 
-MODE=cpu
-[ "${1:-}" = "--gpu" ] && MODE=gpu
+TESTS="snapshot snapshot-cli
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 device_query
+context_ops errors_app zero_copy dlopen_app
+rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped printf
+rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse
+nvml module-cache unreachable refusals malformed server-death isolation
+criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
+cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
+cr-hostfn cr-graph cr-small-target cr-cufft cr-sizes"
+MODE=cpu SELECT=()
+for a in "$@"; do
+	case $a in
+	--gpu) MODE=gpu ;;
+	--list) printf '%s\n' $TESTS; exit 0 ;;
+	-*) echo "run-tests: unknown option $a (--gpu, --list, or test names)"; exit 2 ;;
+	*) SELECT+=("$a") ;;
+	esac
+done
+for pat in "${SELECT[@]}"; do
+	found=""
+	for n in $TESTS; do
+		# shellcheck disable=SC2053  # a pattern on purpose
+		[[ $n == $pat ]] && found=1
+	done
+	[ -n "$found" ] || { echo "run-tests: no test is named '$pat' (run-tests.sh --list)"; exit 2; }
+done
+
+# want NAME: whether test NAME is to run (all are when none was named).
+want() {
+	local pat
+	[ ${#SELECT[@]} -eq 0 ] && return 0
+	for pat in "${SELECT[@]}"; do
+		# shellcheck disable=SC2053
+		[[ $1 == $pat ]] && return 0
+	done
+	return 1
+}
+
+SUITE_START=$(date +%s)
+SERVER_DEADLINE=${SERVER_DEADLINE:-5400}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 . scripts/lib.sh
@@ -22,6 +67,7 @@ PROGS=$B/tests/programs
 TOOLS=$B/tests/tools
 export CICADA_KERNELS=$B/tests/kernels
 . tests/cr/cr-tests.sh
+. tests/load/admission-tests.sh
 T=$(mktemp -d /tmp/cicada-test.XXXXXX)
 PORT=$((20000 + $$ % 20000))
 PASS=0
@@ -36,8 +82,9 @@ fi
 
 cleanup() {
 	for p in $SERVERS; do kill -9 "$p" 2>/dev/null; done
+	pkill -9 -f "gpu-server --listen .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
-	pkill -9 -f "$PROGS/cr_pattern" 2>/dev/null
+	pkill -9 -f "^$PROGS/" 2>/dev/null         # checkpointed programs (setsid, no deadline of their own)
 	ip netns del "cicada-node-$$" 2>/dev/null
 	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
@@ -55,14 +102,19 @@ head -c 24 /dev/urandom | base64 > "$T/token"
 
 # start_server NAME PORT [ENV]: starts a gpu-server on $T/NAME.sock and tcp
 # PORT (ENV: more variables for it, after the driver's).
+# PID_NAME is the server's own pid (the deadline's timeout is its parent).
 start_server() {
-	local name=$1 port=$2
-	env $DRIVER_ENV ${3:-} "$B/bin/gpu-server" --listen "unix:$T/$name.sock" --listen "tcp:127.0.0.1:$port" \
-		--token-file "$T/token" --cache-dir "$T/cache-$name" --workers 2 >>"$T/$name.log" 2>&1 &
-	SERVERS="$SERVERS $!"
-	eval "PID_$name=$!"
-	disown $!
-	wait_for_server $! "$T/$name.sock" "$T/$name.log" run-tests
+	local name=$1 port=$2 pid
+	env $DRIVER_ENV ${3:-} timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/$name.sock" \
+		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-$name" --workers 2 \
+		>>"$T/$name.log" 2>&1 &
+	pid=$!
+	SERVERS="$SERVERS $pid"
+	disown $pid
+	wait_for_server $pid "$T/$name.sock" "$T/$name.log" run-tests || return 1
+	pid=$(pgrep -P "$pid" | head -n 1)
+	SERVERS="$SERVERS $pid"
+	eval "PID_$name=$pid"
 }
 
 # cicada_env TRANSPORT [SERVER]: the environment of a client of SERVER.
@@ -81,7 +133,7 @@ cicada_env() {
 run_same() {
 	local prog=$1 tr=$2 out=$T/$1.$2
 	[ -s "$T/$prog.native" ] || { bad "$prog over $tr: no native reference"; return; }
-	env $(cicada_env "$tr") timeout 120 "$PROGS/$prog" >"$out" 2>"$out.err"
+	deadline 120 env $(cicada_env "$tr") "$PROGS/$prog" >"$out" 2>"$out.err"
 	local rc=$?
 	if [ $rc -eq 0 ] && cmp -s "$T/$prog.native" "$out"; then
 		ok "$prog over $tr: identical to native"
@@ -94,6 +146,7 @@ run_programs() {
 	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000
 		     device_query context_ops errors_app zero_copy dlopen_app"
 	for p in $progs; do
+		want "$p" || continue
 		env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 			{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
 		case $p in
@@ -102,7 +155,7 @@ run_programs() {
 		*) for tr in shm unix tcp; do run_same "$p" "$tr"; done ;;
 		esac
 	done
-	[ "$MODE" = gpu ] && run_same vecadd_cubin preload
+	[ "$MODE" = gpu ] && want vecadd_cubin && run_same vecadd_cubin preload
 	run_runtime_programs
 }
 
@@ -112,6 +165,7 @@ run_programs() {
 run_runtime_programs() {
 	local p
 	for p in rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared; do
+		want "$p" || { [ "$p" = rt_features ] && want printf; } || continue
 		if [ "$MODE" = gpu ]; then
 			env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 				{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
@@ -126,10 +180,10 @@ run_runtime_programs() {
 		fi
 		for tr in shm unix tcp; do run_same "$p" "$tr"; done
 	done
-	run_same rt_basic preload
-	run_same rt_features preload
-	run_mapped_program
-	check "device printf reaches the program's stdout, in order, at synchronise and at a blocking copy" \
+	want rt_basic && run_same rt_basic preload
+	want rt_features && run_same rt_features preload
+	want rt_mapped && run_mapped_program
+	want printf && check "device printf reaches the program's stdout, in order, at synchronise and at a blocking copy" \
 		printf_in_place "$T/rt_features.shm"
 	[ "$MODE" = gpu ] && run_library_programs
 }
@@ -190,7 +244,7 @@ library_path() {
 run_library_programs() {
 	local prog what needs libs tr out
 	while IFS='|' read -r -u 3 prog what needs; do
-		[ -n "$prog" ] || continue
+		[ -n "$prog" ] && want "$prog" || continue
 		libs=$(library_path $needs) || { bad "$prog ($what): no $libs in the toolkit or the pip NVIDIA packages"; continue; }
 		env $DRIVER_ENV LD_LIBRARY_PATH="$libs" timeout 120 "$PROGS/$prog" >"$T/$prog.native" 2>&1 ||
 			{ bad "$prog natively"; tail -3 "$T/$prog.native"; continue; }
@@ -213,6 +267,9 @@ run_library_programs() {
 # "done". Either way NVML must name the device as the driver does.
 run_nvml() {
 	local p=nvml_query tr
+	want nvml || return
+	[ -s "$T/device_query.native" ] ||
+		env $DRIVER_ENV timeout 120 "$PROGS/device_query" >"$T/device_query.native" 2>/dev/null
 	if [ "$MODE" = gpu ]; then
 		env $DRIVER_ENV timeout 60 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 			{ bad "$p natively (exit $?)"; grep FAIL "$T/$p.native" | head -5; tail -3 "$T/$p.native.err"; return; }
@@ -274,7 +331,8 @@ test_nvml_guard() {
 }
 
 test_module_cache() {
-	env $(cicada_env shm) CICADA_LOG=debug "$PROGS/vecadd_cubin" >/dev/null 2>"$T/cache.err"
+	want module-cache || return
+	env $(cicada_env shm) CICADA_LOG=debug timeout 60 "$PROGS/vecadd_cubin" >/dev/null 2>"$T/cache.err"
 	check "module images are cached by hash (second run sends only the hash)" \
 		grep -q "already cached on the server" "$T/cache.err"
 	check "module cache holds the image on disk" compgen -G "$T/cache-main/*.img" >/dev/null
@@ -282,6 +340,7 @@ test_module_cache() {
 
 test_unreachable() {
 	local err
+	want unreachable || return
 	err=$(CICADA_SERVER=unix:$T/nowhere.sock LD_LIBRARY_PATH=$B/lib timeout 10 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
 	check "unreachable unix server: one clear line naming it" \
 		test "$(echo "$err" | grep -c "cicada: cannot reach gpu-server at unix:$T/nowhere.sock")" = 1
@@ -293,6 +352,7 @@ test_unreachable() {
 
 test_refusals() {
 	local err
+	want refusals || return
 	echo "not-the-right-token-at-all" >"$T/wrong"
 	err=$(CICADA_SERVER=tcp:127.0.0.1:$PORT CICADA_TOKEN_FILE=$T/wrong LD_LIBRARY_PATH=$B/lib timeout 10 \
 		"$PROGS/vecadd_cubin" 2>&1 >/dev/null)
@@ -301,26 +361,28 @@ test_refusals() {
 	err=$(CICADA_SERVER=tcp:127.0.0.1:$PORT LD_LIBRARY_PATH=$B/lib timeout 10 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
 	check "no token over TCP: refused" grep -q "requires a token" <<<"$err"
 	check "wrong protocol version: refused with a reason" \
-		sh -c "'$TOOLS/wire_abuse' version unix:$T/main.sock | grep -q 'refused=1 message=protocol version 99'"
+		sh -c "timeout 30 '$TOOLS/wire_abuse' version unix:$T/main.sock | grep -q 'refused=1 message=protocol version 99'"
 }
 
 test_malformed() {
+	want malformed || return
 	for c in garbage oversized truncated badproc badargs; do
 		check "malformed input ($c): connection dropped" \
-			"$TOOLS/wire_abuse" $c "tcp:127.0.0.1:$PORT" "$(cat "$T/token")"
+			deadline 30 "$TOOLS/wire_abuse" $c "tcp:127.0.0.1:$PORT" "$(cat "$T/token")"
 	done
 	check "malformed NVML queries: clean NVML errors; a text over the limit is dropped" \
-		sh -c "'$TOOLS/wire_abuse' nvml 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.nvml' 2>&1"
+		sh -c "timeout 30 '$TOOLS/wire_abuse' nvml 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.nvml' 2>&1"
 	check "bad texture, 3D copy and host-function requests: CUDA errors, the connection serves on" \
-		sh -c "'$TOOLS/wire_abuse' objects 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.objects' 2>&1"
+		sh -c "timeout 30 '$TOOLS/wire_abuse' objects 'tcp:127.0.0.1:$PORT' '$(cat "$T/token")' >'$T/wire_abuse.objects' 2>&1"
 	check "server still serves after malformed input" \
-		sh -c "env $(cicada_env shm) '$PROGS/vecadd_cubin' >/dev/null 2>&1"
+		sh -c "env $(cicada_env shm) timeout 60 '$PROGS/vecadd_cubin' >/dev/null 2>&1"
 	check "gpu-server survived" kill -0 "$PID_main"
 }
 
 # The server dies mid-run: calls fail within a second, nothing hangs.
 test_server_death() {
 	local tr=$1 out=$T/death.$1
+	want server-death || return
 	start_server spare $((PORT + 1)) || return
 	env $(cicada_env "$tr" spare) timeout 20 "$TOOLS/fault_client" expect-failure 15 >"$out" 2>"$out.err" &
 	local client=$!
@@ -337,9 +399,10 @@ test_server_death() {
 
 # One client dying frees only its worker; its neighbour carries on.
 test_client_isolation() {
+	want isolation || return
 	env $(cicada_env shm) timeout 20 "$TOOLS/fault_client" expect-success 3 >"$T/iso.b" 2>&1 &
 	local survivor=$!
-	env $(cicada_env shm) "$TOOLS/fault_client" expect-success 10 >"$T/iso.a" 2>&1 &
+	env $(cicada_env shm) "$TOOLS/fault_client" expect-success 10 >"$T/iso.a" 2>&1 &   # ends by itself in 10 s
 	local victim=$!
 	sleep 1
 	{ kill -9 $victim; wait $victim; } 2>/dev/null
@@ -349,10 +412,23 @@ test_client_isolation() {
 	check "the killed client's worker noticed and exited" grep -q "client .*/$victim disconnected" "$T/main.log"
 }
 
+run_admission_tests() {
+	want criu-plain && check "the bundled criu dumps and restores a plain process on this host" adm_criu_plain
+	want load-shm && check "many clients at once over shared memory: every answer right" adm_load shm
+	want load-tcp && check "many clients at once over TCP: every answer right" adm_load tcp
+	want busy && check "past --max-sessions with no queue: 'server busy' at once" adm_busy
+	want queue && check "past --max-sessions with a queue: the client waits, then is served" adm_queue
+	want per-client && check "past --max-sessions-per-client: 'server busy' at once" adm_per_client
+	want hello-deadline && check "a trickled hello is cut at its deadline; held hellos are bounded, no thread each" \
+		adm_hello_deadline
+	want log-abuse && check "a forged host name is logged escaped; a refusal flood is rate-limited" adm_log_abuse
+}
+
 echo "Cicada tests ($MODE mode)"
-check "snapshot-format library: round trips, corruption, atomic commits" \
-	sh -c "'$B/tests/snapshot/test_snapshot' >'$T/snapshot.log' 2>&1"
-check "gpu-snapshot inspect/verify" sh -c "bash tests/snapshot/test_cli.sh '$B' >'$T/snapshot-cli.log' 2>&1"
+want snapshot && check "snapshot-format library: round trips, corruption, atomic commits" \
+	deadline 300 sh -c "'$B/tests/snapshot/test_snapshot' >'$T/snapshot.log' 2>&1"
+want snapshot-cli && check "gpu-snapshot inspect/verify" \
+	deadline 300 sh -c "bash tests/snapshot/test_cli.sh '$B' >'$T/snapshot-cli.log' 2>&1"
 start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
 run_nvml
@@ -363,6 +439,8 @@ test_malformed
 test_server_death shm
 test_server_death tcp
 test_client_isolation
+run_admission_tests
 run_cr_tests
+echo "suite: $(($(date +%s) - SUITE_START)) s"
 echo "$PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]

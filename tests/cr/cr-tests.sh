@@ -15,6 +15,8 @@ CR_STEPS=10
 CR_STEP_MS=150
 CR_ARGS="$CICADA_KERNELS $CR_MIB $CR_STEPS $CR_STEP_MS"
 CR_N=0
+# How long one criu dump or restore may take (GPU sizes need more).
+CR_DEADLINE=${CICADA_CR_DEADLINE:-90}
 
 # wait_for LINE FILE SECONDS: waits until FILE has a line matching LINE.
 wait_for() {
@@ -41,25 +43,33 @@ cr_launch() {
 	wait_for "^step 2 " "$CR_OUT" 60
 }
 
-# cr_dump DIR [criu options]: checkpoints $CR_PID into DIR.
+# cr_dump DIR [criu options]: checkpoints $CR_PID into DIR, within
+# CR_DEADLINE seconds.
 cr_dump() {
 	local dir=$1; shift
 	mkdir -p "$dir"
-	"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 "$@" 2>>"$dir/criu.err"
+	DEADLINE_LOG=$dir/dump.log deadline "$CR_DEADLINE" \
+		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 "$@" 2>>"$dir/criu.err"
 }
 
 # cr_restore DIR [env...]: restores DIR; criu stays in the background as
 # the restored process's parent (and reaper). Fails if criu does.
+# It must finish within CR_DEADLINE seconds; criu itself, the restored
+# program's parent, is bounded by 600 s.
 cr_restore() {
 	local dir=$1; shift
-	${CRIU_NS:-} env "$@" "$CRIU" restore -D "$dir" -L "$PLUGIN_DIR" -o restore.log -v4 2>>"$dir/criu.err" &
+	${CRIU_NS:-} env "$@" timeout -k 5 600 "$CRIU" restore -D "$dir" -L "$PLUGIN_DIR" -o restore.log -v4 \
+		2>>"$dir/criu.err" &
 	local criu=$!
 	disown $criu
-	for _ in $(seq 1200); do
+	for _ in $(seq $((CR_DEADLINE * 20))); do
 		grep -q "Restore finished successfully" "$dir/restore.log" 2>/dev/null && return 0
 		kill -0 $criu 2>/dev/null || return 1
 		sleep 0.05
 	done
+	echo "DEADLINE: criu restore ran past $CR_DEADLINE s" >&2
+	tail -n 5 "$dir/restore.log" | sed 's/^/  | /' >&2
+	kill -9 $criu 2>/dev/null
 	return 1
 }
 
@@ -117,7 +127,7 @@ cr_other_node() {
 		ip -n "$ns" link set lo up
 		in_ns="ip netns exec $ns"
 	fi
-	$in_ns env $DRIVER_ENV "$B/bin/gpu-server" --listen "unix:$T/node.sock" \
+	$in_ns env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/node.sock" \
 		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-node" \
 		--workers 1 >>"$T/node.log" 2>&1 &
 	local node=$!
@@ -279,39 +289,53 @@ cr_small_target() {
 }
 
 run_cr_tests() {
-	if ! "$CRIU" check >/dev/null 2>&1; then
+	wants_cr || return
+	if ! deadline 60 "$CRIU" check >/dev/null 2>&1; then
 		bad "criu check fails here ($CRIU); checkpoint tests skipped"
 		return
 	fi
 	env $DRIVER_ENV timeout 120 "$PROGS/cr_pattern" $CR_ARGS >"$T/cr.native" 2>"$T/cr.native.err" ||
 		{ bad "cr_pattern natively"; tail -3 "$T/cr.native.err"; return; }
-	cr_case "checkpoint mid-run and restore (shared memory): output identical" "$T/ckpt.shm" cr_dump_restore shm
-	cr_case "checkpoint mid-run and restore (unix socket): output identical" "$T/ckpt.unix" cr_dump_restore unix
-	cr_case "checkpoint mid-run and restore (TCP): output identical" "$T/ckpt.tcp" cr_dump_restore tcp
-	cr_case "restore after the original server was killed" "$T/ckpt.killed" cr_server_killed
-	if command -v ip >/dev/null; then
+	want cr-shm && cr_case "checkpoint mid-run and restore (shared memory): output identical" "$T/ckpt.shm" \
+		cr_dump_restore shm
+	want cr-unix && cr_case "checkpoint mid-run and restore (unix socket): output identical" "$T/ckpt.unix" \
+		cr_dump_restore unix
+	want cr-tcp && cr_case "checkpoint mid-run and restore (TCP): output identical" "$T/ckpt.tcp" cr_dump_restore tcp
+	want cr-server-killed && cr_case "restore after the original server was killed" "$T/ckpt.killed" \
+		cr_server_killed
+	if want cr-other-node && command -v ip >/dev/null; then
 		cr_case "restore on another node (network namespace, TCP)" "$T/ckpt.node" cr_other_node
-	else
+	elif want cr-other-node; then
 		cr_case "restore on another server over TCP (no iproute2 here for a namespace)" \
 			"$T/ckpt.node" cr_other_node
 	fi
-	cr_case "--leave-running twice, then dump, restore, and dump the restored process" \
+	want cr-periodic && cr_case "--leave-running twice, then dump, restore, and dump the restored process" \
 		"$T/ckpt.periodic.4" cr_periodic
-	cr_case "a dump killed part-way: the program goes on, the snapshot is whole" \
+	want cr-killed-dump && cr_case "a dump killed part-way: the program goes on, the snapshot is whole" \
 		"$T/ckpt.killed-dump" cr_killed_dump
-	cr_case "corrupted and wrong-version snapshots are refused with one line" "$T/ckpt.refuse" cr_refusals
-	cr_case "a CUDA runtime program checkpointed mid-run and restored: output identical" \
+	want cr-refusals && cr_case "corrupted and wrong-version snapshots are refused with one line" \
+		"$T/ckpt.refuse" cr_refusals
+	want cr-runtime && cr_case "a CUDA runtime program checkpointed mid-run and restored: output identical" \
 		"$T/ckpt.runtime.plain" cr_runtime_program
-	cr_case "host functions and cudaMallocAsync go on working after a restore" \
+	want cr-hostfn && cr_case "host functions and cudaMallocAsync go on working after a restore" \
 		"$T/ckpt.runtime.hostfn" cr_runtime_program hostfn
-	cr_case "a session holding a CUDA graph: the dump is refused, saying why; the program goes on" \
+	want cr-graph && cr_case "a session holding a CUDA graph: the dump is refused, saying why; the program goes on" \
 		"$T/ckpt.graph" cr_graph_refused
 	unset CR_REF
-	[ "$MODE" = cpu ] && cr_case "a target GPU with too little memory is refused with one line" \
+	[ "$MODE" = cpu ] && want cr-small-target && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target
-	[ "$MODE" = gpu ] && cr_case "a cuFFT program checkpointed mid-run and restored: output identical" \
+	[ "$MODE" = gpu ] && want cr-cufft && cr_case "a cuFFT program checkpointed mid-run and restored: output identical" \
 		"$T/ckpt.cufft" cr_cufft
 	unset CR_REF
-	[ "$MODE" = gpu ] && run_cr_sizes
+	[ "$MODE" = gpu ] && want cr-sizes && CR_DEADLINE=${CICADA_CR_DEADLINE:-300} run_cr_sizes
 	ip netns del "cicada-node-$$" 2>/dev/null
+}
+
+# wants_cr: whether any checkpoint test is to run.
+wants_cr() {
+	local n
+	for n in $TESTS; do
+		case $n in cr-*) want "$n" && return 0 ;; esac
+	done
+	return 1
 }

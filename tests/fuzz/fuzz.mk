@@ -46,13 +46,12 @@ fuzz: $(FUZZ_BIN) $(FUZZ_SEEDGEN)
 	@$(FUZZ_SEEDGEN) $(FUZZ_SEEDS)
 	@echo "fuzz: running $(FUZZ_BIN) for $(FUZZ_SECONDS) s (log: $(FUZZ_LOG))"
 	@rc=0; CICADA_LOG=error $(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-		-print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/crashes/ \
+		-print_final_stats=1 -report_slow_units=100000 -artifact_prefix=$(FUZZ_DIR)/crashes/ \
 		$(FUZZ_CORPUS) $(FUZZ_SEEDS) >$(FUZZ_LOG) 2>&1 || rc=$$?; \
 	n=$$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' $(FUZZ_LOG) | tail -n 1); \
 	[ -n "$$n" ] || n=$$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' $(FUZZ_LOG) | tail -n 1); \
 	[ -n "$$n" ] || n=$$(sed -n 's/^#\([0-9]*\).*/\1/p' $(FUZZ_LOG) | tail -n 1); \
-	c=$$(grep -c 'Test unit written to' $(FUZZ_LOG) || true); \
-	if [ $$rc -ne 0 ] && [ $$c -eq 0 ]; then c=1; fi; \
+	c=$$(bash tests/fuzz/count-crashes.sh $(FUZZ_LOG) $$rc); \
 	if [ $$c -ne 0 ]; then tail -n 60 $(FUZZ_LOG); fi; \
 	echo "fuzz: $${n:-0} executions, $$c crashes"; \
 	[ $$c -eq 0 ]

@@ -72,7 +72,7 @@ adm_busy() {
 	local holder=$!
 	for _ in $(seq 100); do grep -q ready "$T/caps.hold" && break; sleep 0.05; done
 	t0=$(date +%s%N)
-	err=$(env $(cicada_env tcp caps) timeout 20 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
+	err=$(env $(cicada_env unix caps) timeout 20 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
 	rc=$?
 	t1=$(date +%s%N)
 	wait $holder

@@ -44,12 +44,11 @@ fuzz-manifest: $(SFUZZ_BIN) $(SNAPTEST_SEEDS)
 	@mkdir -p $(SFUZZ_DIR)/seeds $(SFUZZ_DIR)/corpus $(SFUZZ_DIR)/crashes
 	@$(SNAPTEST_SEEDS) $(SFUZZ_DIR)/seeds
 	@echo "fuzz-manifest: running $(SFUZZ_BIN) for $(FUZZ_SECONDS) s (log: $(SFUZZ_LOG))"
-	@rc=0; $(SFUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	@rc=0; $(SFUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 -report_slow_units=100000 \
 		-artifact_prefix=$(SFUZZ_DIR)/crashes/ $(SFUZZ_DIR)/corpus $(SFUZZ_DIR)/seeds \
 		>$(SFUZZ_LOG) 2>&1 || rc=$$?; \
 	n=$$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' $(SFUZZ_LOG) | tail -n 1); \
-	c=$$(grep -c 'Test unit written to' $(SFUZZ_LOG) || true); \
-	if [ $$rc -ne 0 ] && [ $$c -eq 0 ]; then c=1; fi; \
+	c=$$(bash tests/fuzz/count-crashes.sh $(SFUZZ_LOG) $$rc); \
 	if [ $$c -ne 0 ]; then tail -n 60 $(SFUZZ_LOG); fi; \
 	echo "fuzz-manifest: $${n:-0} executions, $$c crashes"; \
 	[ $$c -eq 0 ]
