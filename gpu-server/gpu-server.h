@@ -65,6 +65,9 @@ struct worker {
 
 #define HANDLE_BASE 0x1000u
 
+/* The wrap_ functions calls.tbl names, which the generated handlers call. */
+#include "server_calls.h"
+
 CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void **real);
 uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real);
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id);
@@ -99,16 +102,8 @@ static inline uint64_t float_to_u64(float f)
 	return v.u;
 }
 
-/* primary.c, devmem.c: wrap_* calls named in calls.tbl */
+/* primary.c */
 void primary_note_warm(CUdevice dev);
-CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevice dev);
-CUresult wrap_cuDevicePrimaryCtxGetState(struct worker *w, CUdevice dev, unsigned int *flags, int *active);
-CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev);
-CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize);
-CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr);
-CUresult wrap_cuMemAllocPitch_v2(struct worker *w, CUdeviceptr *dptr, size_t *pitch, size_t width,
-				 size_t height, unsigned int elem);
-CUresult wrap_cuMemGetAddressRange_v2(struct worker *w, CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 
 /* devmem.c: device memory in a fixed VMM arena (pointer-stable restore) */
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
@@ -124,27 +119,13 @@ CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
 /* module.c: the launch configuration launch_config_pack sent */
 CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfig *c, CUlaunchAttribute *attrs);
 
-/* ordered.c, graph.c, hostfn.c: wrap_* calls named in calls.tbl */
+/* ordered.c, graph.c, hostfn.c */
 void ordered_collect(struct worker *w, int wait);
 CUresult ordered_alloc(struct worker *w, uint64_t size, uint64_t *va);
 CUresult ordered_free(struct worker *w, uint64_t va);
-CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream);
-CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream);
-CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCaptureStatus *status, cuuint64_t *id,
-				  cuuint64_t *graph, size_t *ndeps);
-CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count);
-CUresult wrap_cuStreamBeginCapture_v2(struct worker *w, CUstream stream, CUstreamCaptureMode mode);
-CUresult wrap_cuStreamEndCapture(struct worker *w, CUstream stream, CUgraph *graph);
-CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id, unsigned int callback);
 void hostfn_close(struct worker *w);
 
 /* array.c: CUDA arrays, texture and surface objects */
-CUresult wrap_array_create(struct worker *w, CUarray *out, size_t width, size_t height, size_t depth,
-			   unsigned int format, unsigned int channels, unsigned int flags);
-CUresult wrap_array_descriptor(struct worker *w, CUarray a, size_t *width, size_t *height, size_t *depth,
-			       unsigned int *format, unsigned int *channels, unsigned int *flags);
-CUresult wrap_cuTexObjectDestroy(struct worker *w, CUtexObject t);
-CUresult wrap_cuSurfObjectDestroy(struct worker *w, CUsurfObject s);
 
 /* output.c: device printf output, forwarded to the client */
 int output_capture(void);

@@ -9,12 +9,12 @@ SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o
 SERVER_BIN := $(BUILD)/bin/gpu-server
 
-$(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h wire/wire.h $(GEN)/cicada.h \
+$(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h wire/wire.h $(GEN)/cicada.h $(GEN)/server_calls.h \
 		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml $(SNAPSHOT_CFLAGS) -c $< -o $@
 $(BUILD)/gpu-server/nvml.o $(BUILD)/gpu-server/nvml_real.o $(BUILD)/gpu-server/nvml_cuda.o: nvml/nvml-wire.h
-$(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c gpu-server/gpu-server.h $(GEN)/cicada.h
+$(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c $(GEN)/server_calls.h gpu-server/gpu-server.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -c $< -o $@
 
 $(SERVER_BIN): $(SERVER_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB)

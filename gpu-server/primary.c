@@ -1,14 +1,17 @@
 /*
  * primary.c: the worker creates device 0's primary context before any
- * client arrives (that is most of CUDA's start-up cost). The client must
- * not see that warm-up: its first retain takes the context over, and
- * until then the context reports itself inactive.
+ * client arrives (that is most of CUDA's start-up cost), and keeps its own
+ * reference for good: its pinned buffers and the arena live there. The
+ * client must not see that: the context reports itself active only while
+ * the client holds retains, and releasing or resetting it frees what the
+ * client made, not the context.
  */
 #include "gpu-server.h"
 
 #define MAX_WARM_DEVICES 64
 
-static int warm[MAX_WARM_DEVICES];
+static int warm[MAX_WARM_DEVICES];          /* the worker holds a reference of its own */
+static int client_refs[MAX_WARM_DEVICES];   /* the client's retains not yet released */
 
 void primary_note_warm(CUdevice dev)
 {
@@ -21,15 +24,49 @@ static int is_warm(CUdevice dev)
 	return dev >= 0 && dev < MAX_WARM_DEVICES && warm[dev];
 }
 
+/* What a native context's destruction frees: every allocation the client
+ * made. The context itself stays, holding the worker's own buffers. */
+static CUresult clear_client_state(struct worker *w)
+{
+	uint64_t va, size;
+	CUresult err;
+
+	cuCtxPushCurrent(w->base_ctx);
+	err = cuCtxSynchronize();
+	cuCtxPopCurrent(NULL);
+	while (devmem_count(w, 0)) {
+		devmem_get(w, 0, 0, &va, &size);
+		if (devmem_free(w, va))
+			break;
+	}
+	return err;
+}
+
 CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevice dev)
 {
 	CUresult err = cuDevicePrimaryCtxRetain(pctx, dev);
 
-	if (!err && is_warm(dev)) {
-		cuDevicePrimaryCtxRelease(dev);
-		warm[dev] = 0;
-	}
+	if (!err && is_warm(dev))
+		client_refs[dev]++;
 	return err;
+}
+
+/* The worker's own reference never goes: a client that releases more
+ * than it retained is told so, as the driver would, instead of taking
+ * the context (and the worker's buffers in it) away. */
+CUresult wrap_cuDevicePrimaryCtxRelease_v2(struct worker *w, CUdevice dev)
+{
+	CUresult err;
+
+	if (!is_warm(dev))
+		return cuDevicePrimaryCtxRelease(dev);
+	if (!client_refs[dev])
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if ((err = cuDevicePrimaryCtxRelease(dev)))
+		return err;
+	if (!--client_refs[dev])
+		clear_client_state(w);
+	return CUDA_SUCCESS;
 }
 
 CUresult wrap_cuDevicePrimaryCtxGetState(struct worker *w, CUdevice dev, unsigned int *flags, int *active)
@@ -37,17 +74,23 @@ CUresult wrap_cuDevicePrimaryCtxGetState(struct worker *w, CUdevice dev, unsigne
 	CUresult err = cuDevicePrimaryCtxGetState(dev, flags, active);
 
 	if (!err && is_warm(dev))
-		*active = 0;
+		*active = client_refs[dev] > 0;
 	return err;
 }
 
+/* A real reset would free the worker's own buffers (pinned scratch, the
+ * registered staging area, the arena) under it: the worker frees what is
+ * the client's instead. Its modules, streams and events stay until the
+ * session ends. */
 CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev)
 {
-	if (is_warm(dev)) {
-		cuDevicePrimaryCtxRelease(dev);
-		warm[dev] = 0;
-	}
-	return cuDevicePrimaryCtxReset(dev);
+	CUresult err;
+
+	if (!is_warm(dev))
+		return cuDevicePrimaryCtxReset(dev);
+	err = clear_client_state(w);
+	log_info("client %s reset device %d's primary context: its allocations are freed", w->peer, (int)dev);
+	return err == CUDA_ERROR_INVALID_CONTEXT ? CUDA_SUCCESS : err;
 }
 
 /* Names a device's primary context without leaving it active (a retain

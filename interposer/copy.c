@@ -163,7 +163,7 @@ CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, 
 
 	if (!n)
 		return CUDA_SUCCESS;
-	if (!src)
+	if (!host_range_valid(src, n))
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = client_connect()))
 		return err;
@@ -187,7 +187,7 @@ CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int as
 
 	if (!n)
 		return CUDA_SUCCESS;
-	if (!dst)
+	if (!host_range_valid(dst, n))
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = client_connect()))
 		return err;
@@ -233,6 +233,8 @@ static CUresult copy_row(CUdeviceptr dst, int dst_dev, CUdeviceptr src, int src_
 		return copy_htod(dst, (const void *)(uintptr_t)src, n, stream, async);
 	if (src_dev)
 		return copy_dtoh((void *)(uintptr_t)dst, src, n, stream, async);
+	if (n && (!host_range_valid((void *)(uintptr_t)dst, n) || !host_range_valid((void *)(uintptr_t)src, n)))
+		return CUDA_ERROR_INVALID_VALUE;
 	memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
 	return CUDA_SUCCESS;
 }

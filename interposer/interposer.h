@@ -52,6 +52,15 @@ struct host_range {
 	uint64_t offset;
 };
 int hostmem_find(const void *ptr, size_t size, struct host_range *out);
+/* Whether [p, p + n) can be application memory at all: not NULL, no
+ * wrap-around, below the top of user space. Garbage a program passes as
+ * a host pointer is refused with an error, never dereferenced. */
+static inline int host_range_valid(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p, top = (uintptr_t)1 << 56;
+
+	return p && a < top && n <= top - a;
+}
 int hostmem_is_device(CUdeviceptr ptr);
 int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err);
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);

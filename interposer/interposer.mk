@@ -7,8 +7,19 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/integrity.c interposer/ids.c interposer/stream.c \
                    interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c \
                    interposer/nvml_bridge.c
-INTERPOSER_OBJS := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
+INTERPOSER_BASE := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
+INTERPOSER_OBJS := $(INTERPOSER_BASE) $(BUILD)/gen/driver_ptds.o $(BUILD)/gen/driver_missing.o
 INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
+GEN_DRIVER := python3 wire/gen-driver.py
+GEN_DRIVER_IN := $(CC) $(CUDA)/include $(CUDA_STUBS)/libcuda.so
+
+# The rest of the driver API, from cuda.h: per-thread-stream forms of what
+# the objects above serve, and every other exported name failing cleanly.
+$(GEN)/driver_%.c: wire/gen-driver.py wire/cuda_h.py $(INTERPOSER_BASE)
+	@mkdir -p $(@D)
+	$(GEN_DRIVER) $* $(GEN_DRIVER_IN) $(INTERPOSER_BASE) > $@.tmp && mv $@.tmp $@
+$(BUILD)/gen/driver_%.o: $(GEN)/driver_%.c
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -c $< -o $@
 
 $(GEN)/error_names.c: interposer/gen-errors.sh
 	@mkdir -p $(@D)

@@ -14,13 +14,24 @@ __attribute__((constructor)) static void loader_init(void)
 	log_init("cicada");
 }
 
+static void *real_dlopen(const char *file, int flags)
+{
+	static void *(*fn)(const char *, int);
+
+	if (!fn)
+		fn = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
+	return fn(file, flags);
+}
+
+/* This library's own handle, through the real dlopen (ours would answer
+ * a libcuda.so.1 path by calling here again). */
 void *interposer_self(void)
 {
 	static void *self;
 	Dl_info info;
 
 	if (!self && dladdr((void *)interposer_self, &info) && info.dli_fname)
-		self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+		self = real_dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
 	return self;
 }
 
@@ -34,7 +45,7 @@ static int is_lib(const char *file, const char *name)
 }
 
 /* libnvidia-ml.so.1 in this library's folder; NULL if it is not there. */
-static void *nvml_replacement(void *(*real_dlopen)(const char *, int), int flags)
+static void *nvml_replacement(int flags)
 {
 	char path[4096];
 	Dl_info info;
@@ -48,14 +59,10 @@ static void *nvml_replacement(void *(*real_dlopen)(const char *, int), int flags
 
 void *dlopen(const char *file, int flags)
 {
-	static void *(*real_dlopen)(const char *, int);
-
-	if (!real_dlopen)
-		real_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
 	if (file && is_lib(file, "libcuda.so") && interposer_self())
 		return interposer_self();
 	if (file && is_lib(file, "libnvidia-ml.so")) {
-		void *h = nvml_replacement(real_dlopen, flags);
+		void *h = nvml_replacement(flags);
 		if (h)
 			return h;
 	}

@@ -24,7 +24,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events la
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse
-nvml module-cache unreachable refusals malformed server-death isolation
+nvml module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-graph cr-small-target cr-cufft cr-sizes"
@@ -58,6 +58,8 @@ want() {
 }
 
 SUITE_START=$(date +%s)
+CUDA_INCLUDE=${CUDA:-/usr/local/cuda}/include
+CUDA_STUB=${CUDA:-/usr/local/cuda}/lib64/stubs/libcuda.so
 SERVER_DEADLINE=${SERVER_DEADLINE:-5400}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -379,6 +381,32 @@ test_malformed() {
 	check "gpu-server survived" kill -0 "$PID_main"
 }
 
+# Every exported driver function called with NULL, zero and invalid
+# arguments (tests/tools/sweep.c): errors, never a crash; the session and
+# the server serve on.
+test_sweep() {
+	local tr out
+	want sweep || return
+	for tr in shm unix tcp; do
+		out=$T/sweep.$tr
+		deadline 300 env $(cicada_env "$tr") "$TOOLS/sweep" >"$out" 2>"$out.err"
+		if [ $? -eq 0 ] && grep -q "^sweep: no crash; real work still succeeds" "$out"; then
+			ok "every driver function with NULL, zero and invalid arguments over $tr: errors, no crash"
+			sed -n 's/^sweep: pass/     pass/p' "$out"
+		else
+			bad "the never-crash sweep over $tr"; tail -3 "$out" "$out.err"
+		fi
+	done
+	check "gpu-server survived the sweep" kill -0 "$PID_main"
+}
+
+# The driver API generator's own tests (wire/cuda_h.py, wire/gen-driver.py).
+test_generator() {
+	want generator || return
+	check "the driver API generator: prototypes from cuda.h, classification" \
+		deadline 120 sh -c "python3 tests/gen/test_cuda_h.py '$CUDA_INCLUDE' '$CUDA_STUB' >'$T/generator.log' 2>&1"
+}
+
 # The server dies mid-run: calls fail within a second, nothing hangs.
 test_server_death() {
 	local tr=$1 out=$T/death.$1
@@ -436,6 +464,8 @@ test_module_cache
 test_unreachable
 test_refusals
 test_malformed
+test_sweep
+test_generator
 test_server_death shm
 test_server_death tcp
 test_client_isolation

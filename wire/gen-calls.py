@@ -4,6 +4,7 @@
   gen-calls.py x      TABLE CICADA_X   -> cicada.x with the program block
   gen-calls.py client TABLE            -> interposer stubs (C)
   gen-calls.py server TABLE            -> server handlers and dispatch table (C)
+  gen-calls.py server-h TABLE          -> the prototypes of the server's wrap_ calls
 
 Only calls whose parameters are all scalars, handles or a launch
 configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) are
@@ -165,6 +166,16 @@ def gen_client_header(calls):
     return "".join(out)
 
 
+def gen_server_header(calls):
+    out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. The\n"
+           " * worker's wrap_ functions, which the generated handlers call. */\n"]
+    for c in calls:
+        if c.wrap and not c.hand:
+            out.append("CUresult wrap_%s(struct worker *w%s);\n"
+                       % (c.name, ", " + proto(c) if c.params else ""))
+    return "".join(out)
+
+
 def gen_server(calls):
     out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n",
            '#include "gpu-server.h"\n\n']
@@ -243,6 +254,8 @@ def main():
         sys.stdout.write(gen_client_header(calls))
     elif mode == "server":
         sys.stdout.write(gen_server(calls))
+    elif mode == "server-h":
+        sys.stdout.write(gen_server_header(calls))
     else:
         sys.exit("gen-calls.py: unknown mode " + mode)
 

@@ -3,7 +3,7 @@
 
 GEN := $(BUILD)/gen
 WIRE_GEN := $(GEN)/cicada.x $(GEN)/cicada.h $(GEN)/cicada_xdr.c \
-            $(GEN)/client_calls.c $(GEN)/client_calls.h $(GEN)/server_calls.c
+            $(GEN)/client_calls.c $(GEN)/client_calls.h $(GEN)/server_calls.c $(GEN)/server_calls.h
 WIRE_SRCS := wire/addr.c wire/shm.c wire/message.c wire/log.c wire/attr.c
 WIRE_OBJS := $(WIRE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/cicada_xdr.o
 WIRE_LIB := $(BUILD)/wire/libwire.a
@@ -24,6 +24,9 @@ $(GEN)/client_calls.h: wire/calls.tbl wire/gen-calls.py
 $(GEN)/server_calls.c: wire/calls.tbl wire/gen-calls.py
 	@mkdir -p $(@D)
 	python3 wire/gen-calls.py server wire/calls.tbl > $@
+$(GEN)/server_calls.h: wire/calls.tbl wire/gen-calls.py
+	@mkdir -p $(@D)
+	python3 wire/gen-calls.py server-h wire/calls.tbl > $@
 
 $(BUILD)/gen/cicada_xdr.o: $(GEN)/cicada_xdr.c
 	$(CC) $(CFLAGS) -Wno-unused-variable -c $< -o $@

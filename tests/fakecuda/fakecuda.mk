@@ -3,7 +3,7 @@
 
 FAKECUDA_DIR  := tests/fakecuda
 FAKECUDA_SRCS := $(addprefix $(FAKECUDA_DIR)/, context.c device.c errors.c kernels.c \
-                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c)
+                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c)
 FAKECUDA_OBJS := $(FAKECUDA_SRCS:%.c=$(BUILD)/%.o)
 FAKECUDA_LIB  := $(BUILD)/tests/fakecuda/libcuda.so.1
 # Driver entry points often ignore some of their arguments (flags, options).
@@ -17,3 +17,13 @@ $(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c $(FAKECUDA_DIR)/fakecuda.h
 
 $(FAKECUDA_LIB): $(FAKECUDA_OBJS)
 	$(CC) -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $^ -ldl
+
+# The stand-in must define every driver function the gpu-server calls: a
+# worker on it would otherwise die of a missing symbol at its first use.
+$(BUILD)/tests/fakecuda/.covers-server: $(FAKECUDA_LIB) $(SERVER_BIN)
+	@nm -D --undefined-only $(SERVER_BIN) | awk '$$2 ~ /^cu/ { print $$2 }' | sort >$@.need
+	@nm -D --defined-only $(FAKECUDA_LIB) | awk '$$3 ~ /^cu/ { print $$3 }' | sort >$@.have
+	@missing=$$(comm -23 $@.need $@.have); rm -f $@.need $@.have; \
+	if [ -n "$$missing" ]; then echo "fakecuda: the gpu-server calls what the stand-in lacks:" $$missing >&2; \
+		exit 1; fi; touch $@
+all: $(BUILD)/tests/fakecuda/.covers-server

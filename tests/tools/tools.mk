@@ -11,3 +11,14 @@ $(TOOLS_DIR)/wire_abuse: tests/tools/wire_abuse.c $(WIRE_LIB) $(GEN)/cicada.h nv
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) -ltirpc -Wl,-rpath,'$$ORIGIN/../../lib/deps'
 
 all: $(TOOLS_DIR)/fault_client $(TOOLS_DIR)/wire_abuse
+
+# The never-crash sweep: callers generated from cuda.h for every exported
+# driver function (wire/gen-driver.py sweep).
+$(GEN)/sweep_calls.c: wire/gen-driver.py wire/cuda_h.py
+	@mkdir -p $(@D)
+	$(GEN_DRIVER) sweep $(GEN_DRIVER_IN) > $@.tmp && mv $@.tmp $@
+$(TOOLS_DIR)/sweep: tests/tools/sweep.c tests/tools/sweep.h $(GEN)/sweep_calls.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Itests/tools -o $@ tests/tools/sweep.c \
+		$(GEN)/sweep_calls.c -L$(CUDA_STUBS) -lcuda -ldl -Wl,-rpath-link,$(CUDA_STUBS)
+all: $(TOOLS_DIR)/sweep

@@ -1,0 +1,87 @@
+/*
+ *absent.c: driver functions the gpu-server calls that the CPU stand-in
+ *does not model (peer access, cache configuration, kernel and function
+ *enumeration, clusters). Each fails cleanly, as a driver without the
+ *feature would, so a worker never dies of a missing symbol.
+ */
+#include "fakecuda.h"
+
+CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel *kernels, unsigned int numKernels, CUlibrary lib)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction *functions, unsigned int numFunctions, CUmodule mod)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
