@@ -7,7 +7,12 @@ default stream (the _ptds and _ptsz forms), and as the driver builds it
 (__CUDA_API_VERSION_INTERNAL: the old ABIs such as cuMemAlloc with
 32-bit pointers). cudaProfiler.h adds the profiler calls.
 
-    protos = read_prototypes(cc, include_dir)   # {name: Proto}
+    protos, handles = read_prototypes(cc, include_dir)   # {name: Proto}
+    names = interop_names(include_dir)   # graphics interop (GL, EGL, VDPAU)
+
+The graphics interop headers need GL and EGL headers to compile, which a
+build machine may lack: their names are read from the text instead (no
+prototypes; Cicada serves none of them).
 """
 import re
 import subprocess
@@ -103,3 +108,24 @@ def read_prototypes(cc, include):
         for name, proto in p.items():
             protos.setdefault(name, proto)
     return protos, handles
+
+
+INTEROP_HEADERS = ("cudaGL.h", "cudaEGL.h", "cudaVDPAU.h")
+
+
+def interop_names(include):
+    """The driver names the graphics interop headers declare, as exported:
+    their _v2 and per-thread-stream forms included."""
+    names = set()
+    for header in INTEROP_HEADERS:
+        try:
+            text = open("%s/%s" % (include, header)).read()
+        except OSError:
+            continue
+        text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+        names |= set(re.findall(r"\bCUresult\s+CUDAAPI\s+(cu\w+)\s*\(", text))
+        for target in re.findall(r"#define\s+cu\w+\s+(cu\w+_v\d+)\b", text):
+            names.add(target)
+        for kind, target in re.findall(r"#define\s+cu\w+\s+__CUDA_API_(PTDS|PTSZ)\((cu\w+)\)", text):
+            names |= {target, target + "_" + kind.lower()}
+    return names

@@ -15,7 +15,8 @@ makes the rest from the header's own prototypes (wire/cuda_h.py):
       once at warn level when called.
   gen-driver.py sweep   CC INCLUDE STUB         -> C: the never-crash sweep
       (tests/tools), which calls every exported function with NULL, zero
-      and invalid arguments.
+      and invalid arguments (the graphics interop ones, which Cicada does
+      not serve, with none).
   gen-driver.py list    CC INCLUDE STUB OBJ...  -> text: each exported name
       and how it is served (interposer, ptds, missing).
 
@@ -30,10 +31,17 @@ import cuda_h
 PT_SUFFIXES = ("_ptds", "_ptsz")
 
 
-def exported(stub):
+def exported(stub, include=None):
+    """The driver API's names: what the stub libcuda.so exports (not the
+    debugger's cudbg* hooks), and the graphics interop names, which some
+    stubs leave out though every driver exports them."""
     out = subprocess.run(["nm", "-D", "--defined-only", stub], check=True, capture_output=True,
                          text=True).stdout
-    return sorted({l.split()[-1] for l in out.splitlines() if l.split() and l.split()[-1].startswith("cu")})
+    names = {l.split()[-1] for l in out.splitlines() if l.split() and l.split()[-1].startswith("cu")}
+    names = {n for n in names if not n.startswith("cudbg")}
+    if include:
+        names |= cuda_h.interop_names(include)
+    return sorted(names)
 
 
 def defined(objs):
@@ -103,7 +111,7 @@ def gen_sweep(protos, names):
            "#define __CUDA_API_VERSION_INTERNAL 1\n#include <cuda.h>\n#include <cudaProfiler.h>\n",
            "#include <stdint.h>\n#include <string.h>\n#include \"sweep.h\"\n\n"]
     for n in names:
-        p = protos[n]
+        p = protos.get(n) or cuda_h.Proto(n, "void", set())
         types = ", ".join(q.type for q in p.params) or "void"
         out.append("static CUresult call_%s(void *fn, int pass)\n{\n" % n)
         for i, q in enumerate(p.params):
@@ -122,8 +130,9 @@ def main():
     mode, cc, include, stub = sys.argv[1:5]
     objs = sys.argv[5:]
     protos, _ = cuda_h.read_prototypes(cc, include)
-    names = exported(stub)
-    lost = [n for n in names if n not in protos]
+    names = exported(stub, include)
+    interop = cuda_h.interop_names(include)
+    lost = [n for n in names if n not in protos and n not in interop]
     if lost:
         sys.exit("gen-driver.py: no prototype in cuda.h for " + ", ".join(lost))
     if mode == "sweep":

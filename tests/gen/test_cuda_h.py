@@ -72,11 +72,18 @@ class RealHeader(unittest.TestCase):
     def setUpClass(cls):
         cls.protos, _ = cuda_h.read_prototypes(os.environ.get("CC", "cc"), INCLUDE)
         cls.gen = load_gen_driver()
-        cls.names = cls.gen.exported(STUB)
+        cls.names = cls.gen.exported(STUB, INCLUDE)
+        cls.interop = cuda_h.interop_names(INCLUDE)
 
     def test_every_export_has_a_prototype(self):
         self.assertGreater(len(self.names), 600)
-        self.assertEqual([n for n in self.names if n not in self.protos], [])
+        self.assertEqual([n for n in self.names if n not in self.protos and n not in self.interop], [])
+
+    def test_interop_names(self):
+        for n in ("cuGLCtxCreate_v2", "cuGLMapBufferObject_v2_ptds", "cuGLMapBufferObjectAsync_v2_ptsz",
+                  "cuGraphicsEGLRegisterImage", "cuVDPAUGetDevice", "cuGraphicsGLRegisterBuffer"):
+            self.assertIn(n, self.interop)
+        self.assertFalse([n for n in self.names if n.startswith("cudbg")])
 
     def test_versions_and_per_thread_forms(self):
         self.assertEqual([p.type for p in self.protos["cuMemcpyHtoD_v2"].params],
