@@ -13,6 +13,9 @@ CUDA_STUBS := $(CUDA)/lib64/stubs
 # Kernels for the tests: sm_90 for the H100, PTX for JIT on anything else.
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
 
+# A rule that fails leaves no half-written output behind.
+.DELETE_ON_ERROR:
+
 .PHONY: all deps test test-gpu demo bench bench-cr fuzz clean gpu-bundle
 all:
 

@@ -6,6 +6,7 @@
 #define CICADA_GPU_SERVER_H
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include "wire.h"
 
 #define MAX_HOST_REGIONS CICADA_MAX_REGIONS

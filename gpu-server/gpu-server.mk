@@ -15,7 +15,7 @@ $(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h wire/wire.h $(GE
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml $(SNAPSHOT_CFLAGS) -c $< -o $@
 $(BUILD)/gpu-server/nvml.o $(BUILD)/gpu-server/nvml_real.o $(BUILD)/gpu-server/nvml_cuda.o: nvml/nvml-wire.h
 $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c $(GEN)/server_calls.h gpu-server/gpu-server.h $(GEN)/cicada.h
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -c $< -o $@
+	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Igpu-server -c $< -o $@
 
 $(SERVER_BIN): $(SERVER_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB)
 	@mkdir -p $(@D)

@@ -10,6 +10,7 @@
 #define CICADA_INTERPOSER_H
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <stdint.h>
 #include <string.h>
 #include "wire.h"

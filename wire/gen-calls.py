@@ -6,14 +6,24 @@
   gen-calls.py server TABLE            -> server handlers and dispatch table (C)
   gen-calls.py server-h TABLE          -> the prototypes of the server's wrap_ calls
 
-Only calls whose parameters are all scalars, handles or a launch
-configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) are
-generated in full; 'hand' calls get their procedure number, XDR types and
-a dispatch entry, and their C bodies are written by hand where the
-semantics live.
+Only calls whose parameters are all scalars, handles, a launch
+configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) or
+plain structs sent as their bytes are generated in full; 'hand' calls get
+their procedure number, XDR types and a dispatch entry, and their C
+bodies are written by hand where the semantics live.
+
+A generated call's signature may be '@', then the prototype is cuda.h's
+(wire/cuda_h.py; gen-calls.py then needs --cc CC --include DIR before the
+mode). After '@', NAME:bytes says that pointer parameter NAME is a plain
+struct (no handles, no host pointers) that travels as its bytes: an input
+if it is const, else an output.
 """
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cuda_h  # noqa: E402
 
 HANDLES = {
     "CUcontext": "H_CTX", "CUmodule": "H_MODULE", "CUfunction": "H_FUNCTION",
@@ -30,8 +40,13 @@ HANDLES = {
 CONFIG_TYPE = "const CUlaunchConfig"
 CONFIG_WIDTH = 7
 
+def words(ctype):
+    """The number of 64-bit scalars a struct's bytes take, as C."""
+    return "((sizeof(%s) + 7) / 8)" % ctype
+
+
 class Param:
-    def __init__(self, text):
+    def __init__(self, text, as_bytes=False):
         text = text.strip()
         self.release = text.endswith("~")
         text = text.rstrip("~").strip()
@@ -41,16 +56,34 @@ class Param:
             stars += "*" * base.count("*")
             base = base.replace("*", "").strip()
         self.config = base == CONFIG_TYPE and len(stars) == 1
-        self.type, self.name, self.out = base, name, len(stars) == 1 and not self.config
+        self.bytes = as_bytes and len(stars) == 1
+        self.const = base.startswith("const ")
+        self.type, self.name = base, name
+        self.out = len(stars) == 1 and not self.config and not (self.bytes and self.const)
         self.handle = HANDLES.get(self.type)
-        self.width = CONFIG_WIDTH if self.config else 1
+        self.width = str(CONFIG_WIDTH) if self.config else \
+            words(self.type.replace("const ", "")) if self.bytes else "1"
+
+
+def from_header(name, rest, protos):
+    """A signature from cuda.h's prototype, and the parameters marked bytes."""
+    if protos is None:
+        sys.exit("gen-calls.py: %s takes its prototype from cuda.h: give --cc and --include" % name)
+    if name not in protos:
+        sys.exit("gen-calls.py: cuda.h has no prototype for %s" % name)
+    marks = dict(m.split(":", 1) for m in rest.split())
+    sig = ", ".join(q.decl() for q in protos[name].params)
+    return sig, {n for n, m in marks.items() if m == "bytes"}
 
 
 class Call:
-    def __init__(self, line):
+    def __init__(self, line, protos=None):
         parts = line.split(None, 3)
         self.proc, self.name, flags = int(parts[0]), parts[1], parts[2].split("+")
         self.sig = parts[3] if len(parts) > 3 else ""
+        as_bytes = set()
+        if self.sig.startswith("@"):
+            self.sig, as_bytes = from_header(self.name, self.sig[1:], protos)
         self.kind = flags[0]
         self.local = "local" in flags
         self.syncpoint = "syncpoint" in flags
@@ -65,30 +98,48 @@ class Call:
             self.async_ = self.kind == "async"
             self.args = "scalars"
             self.res = "void" if self.async_ else "scalar_res"
-            self.params = [Param(p) for p in self.sig.split(",") if p.strip()]
+            self.params = [Param(p, p.split()[-1].lstrip("*") in as_bytes)
+                           for p in self.sig.split(",") if p.strip()]
         self.ins = [p for p in self.params if not p.out]
         self.outs = [p for p in self.params if p.out]
         self.creates = "creates" in flags or any(p.handle for p in self.outs)
-        self.offsets, self.nin = [], 0          # where each input starts among the scalars
+        # Where each input and output starts among the scalars: C
+        # expressions, since a struct's size is the compiler's to say.
+        self.offsets, self.out_offsets = [], []
+        nin, nout = "0", "0"
         for p in self.ins:
-            self.offsets.append(self.nin)
-            self.nin += p.width
+            self.offsets.append(nin)
+            nin = simplify("%s + %s" % (nin, p.width))
+        for p in self.outs:
+            self.out_offsets.append(nout)
+            nout = simplify("%s + %s" % (nout, p.width if p.bytes else "1"))
+        self.nin, self.nout = nin, nout
         hin = [self.offsets[i] for i, p in enumerate(self.ins) if p.handle]
-        self.parent_arg = hin[0] if hin else -1
+        self.parent_arg = hin[0] if hin else "-1"
         self.has_config = any(p.config for p in self.ins)
-        assert self.nin <= 8 and len(self.outs) <= 8, self.name
 
     @property
     def proc_macro(self):
         return "P_" + self.name
 
 
-def read_table(path):
+def simplify(expr):
+    """Folds the whole numbers of a sum: "0 + 1 + 1 + x" -> "2 + x"."""
+    n, rest = 0, []
+    for t in expr.split(" + "):
+        if t.isdigit():
+            n += int(t)
+        else:
+            rest.append(t)
+    return " + ".join(([str(n)] if n or not rest else []) + rest)
+
+
+def read_table(path, protos=None):
     calls = []
     for line in open(path):
         line = line.split("#", 1)[0].strip()
         if line:
-            calls.append(Call(line))
+            calls.append(Call(line, protos))
     procs = [c.proc for c in calls]
     assert len(procs) == len(set(procs)), "duplicate procedure number"
     return calls
@@ -119,7 +170,7 @@ def from_u64(t, expr, handle):
 def proto(c):
     ps = []
     for p in c.params:
-        ps.append("%s %s%s" % (p.type, "*" if p.out or p.config else "", p.name))
+        ps.append("%s %s%s" % (p.type, "*" if p.out or p.config or p.bytes else "", p.name))
     return ", ".join(ps) or "void"
 
 
@@ -130,31 +181,39 @@ def gen_client(calls):
         if c.hand:
             continue
         out.append("CUresult rpc_%s(%s)\n{\n" % (c.name, proto(c)))
-        out.append("\tuint64_t in[%d] = { 0 }, out[%d];\n" % (max(1, c.nin), max(1, len(c.outs))))
+        out.append("\tuint64_t in[CICADA_SCALARS_MAX] = { 0 }, out[CICADA_SCALARS_MAX];\n")
         out.append("\tCUresult err;\n\n")
-        for p in c.outs:
+        out.append("\t_Static_assert(%s <= CICADA_SCALARS_MAX && %s <= CICADA_SCALARS_MAX, \"%s\");\n"
+                   % (c.nin, c.nout, c.name))
+        for p in c.outs + [q for q in c.ins if q.bytes]:
             out.append("\tif (!%s)\n\t\treturn CUDA_ERROR_INVALID_VALUE;\n" % p.name)
         for off, p in zip(c.offsets, c.ins):
             if p.config:
-                out.append("\tif ((err = launch_config_pack(%s, &in[%d])) != CUDA_SUCCESS)\n\t\treturn err;\n"
+                out.append("\tif ((err = launch_config_pack(%s, &in[%s])) != CUDA_SUCCESS)\n\t\treturn err;\n"
                            % (p.name, off))
+            elif p.bytes:
+                out.append("\tmemcpy(&in[%s], %s, sizeof(*%s));\n" % (off, p.name, p.name))
             else:
-                out.append("\tin[%d] = %s;\n" % (off, to_u64(p)))
-        out.append("\terr = client_scalar_call(%s, %d, in, %d, out, %d);\n"
-                   % (c.proc_macro, int(c.async_), c.nin, len(c.outs)))
+                out.append("\tin[%s] = %s;\n" % (off, to_u64(p)))
+        out.append("\terr = client_scalar_call(%s, %d, in, %s, out, %s);\n"
+                   % (c.proc_macro, int(c.async_), c.nin, c.nout))
         if c.outs:
             out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
-            for i, p in enumerate(c.outs):
-                rhs = "out[%d]" % i
-                if p.type == "float":
+            for i, p in zip(c.out_offsets, c.outs):
+                rhs = "out[%s]" % i
+                if p.bytes:
+                    out.append("\tmemcpy(%s, &%s, sizeof(*%s));\n" % (p.name, rhs, p.name))
+                elif p.type == "float":
                     out.append("\t*%s = u64_to_float(%s);\n" % (p.name, rhs))
                 else:
                     out.append("\t*%s = %s;\n" % (p.name, from_u64(p.type, rhs, p.handle)))
         out.append("\treturn err;\n}\n\n")
         if not c.local:
             args = ", ".join(p.name for p in c.params)
-            out.append("CUresult CUDAAPI %s(%s)\n{\n\treturn rpc_%s(%s);\n}\n\n"
-                       % (c.name, proto(c), c.name, args))
+            # cuda.h may map the name to another ABI's (cuEventElapsedTime
+            # to cuEventElapsedTime_v2): the table names the symbol itself.
+            out.append("#undef %s\nCUresult CUDAAPI %s(%s)\n{\n\treturn rpc_%s(%s);\n}\n\n"
+                       % (c.name, c.name, proto(c), c.name, args))
     return "".join(out)
 
 
@@ -183,39 +242,44 @@ def gen_server(calls):
         if c.hand:
             out.append("CUresult hand_%s(struct worker *w, void *args, void *res);\n" % c.name)
             continue
-        out.append("static CUresult h_%s(struct worker *w, const uint64_t *in, uint64_t *out)\n{\n" % c.name)
+        out.append("#undef %s\nstatic CUresult h_%s(struct worker *w, const uint64_t *in, uint64_t *out)\n{\n"
+                   % (c.name, c.name))
         for p in c.params:
             if p.config:
                 out.append("\tCUlaunchConfig %s;\n\tCUlaunchAttribute %s_attrs[2];\n" % (p.name, p.name))
             else:
-                out.append("\t%s %s;\n" % (p.type, p.name))
+                out.append("\t%s %s;\n" % (p.type.replace("const ", "") if p.bytes else p.type, p.name))
         out.append("\tCUresult err = CUDA_SUCCESS;\n\n")
         for i, p in zip(c.offsets, c.ins):
             if p.config:
-                out.append("\terr = launch_config_unpack(w, &in[%d], &%s, %s_attrs);\n"
+                out.append("\terr = launch_config_unpack(w, &in[%s], &%s, %s_attrs);\n"
                            "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (i, p.name, p.name))
+            elif p.bytes:
+                out.append("\tmemcpy(&%s, &in[%s], sizeof(%s));\n" % (p.name, i, p.name))
             elif p.handle:
-                out.append("\terr = handle_get(w, %s, in[%d], (void **)&%s);\n"
+                out.append("\terr = handle_get(w, %s, in[%s], (void **)&%s);\n"
                            "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (p.handle, i, p.name))
             else:
-                out.append("\t%s = %s;\n" % (p.name, from_u64(p.type, "in[%d]" % i, False)))
-        args = ", ".join(("&" if p.out or p.config else "") + p.name for p in c.params)
+                out.append("\t%s = %s;\n" % (p.name, from_u64(p.type, "in[%s]" % i, False)))
+        args = ", ".join(("&" if p.out or p.config or p.bytes else "") + p.name for p in c.params)
         if c.wrap:
             out.append("\terr = wrap_%s(w%s);\n" % (c.name, ", " + args if args else ""))
         else:
             out.append("\terr = %s(%s);\n" % (c.name, args))
         out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
-        for i, p in enumerate(c.outs):
-            if p.handle:
-                out.append("\tout[%d] = handle_put(w, %s, %s);\n" % (i, p.handle, p.name))
-                out.append("\tif (!out[%d])\n\t\treturn CUDA_ERROR_OUT_OF_MEMORY;\n" % i)
+        for i, p in zip(c.out_offsets, c.outs):
+            if p.bytes:
+                out.append("\tmemcpy(&out[%s], &%s, sizeof(%s));\n" % (i, p.name, p.name))
+            elif p.handle:
+                out.append("\tout[%s] = handle_put(w, %s, %s);\n" % (i, p.handle, p.name))
+                out.append("\tif (!out[%s])\n\t\treturn CUDA_ERROR_OUT_OF_MEMORY;\n" % i)
             elif p.type == "float":
-                out.append("\tout[%d] = float_to_u64(%s);\n" % (i, p.name))
+                out.append("\tout[%s] = float_to_u64(%s);\n" % (i, p.name))
             else:
-                out.append("\tout[%d] = (uint64_t)%s;\n" % (i, p.name))
+                out.append("\tout[%s] = (uint64_t)%s;\n" % (i, p.name))
         for i, p in zip(c.offsets, c.ins):
             if p.release:
-                out.append("\thandle_drop(w, %s, in[%d]);\n" % (p.handle, i))
+                out.append("\thandle_drop(w, %s, in[%s]);\n" % (p.handle, i))
         out.append("\treturn CUDA_SUCCESS;\n}\n\n")
     out.append("const struct proc_desc server_procs[] = {\n")
     for c in calls:
@@ -237,17 +301,21 @@ def gen_server(calls):
         else:
             xres = "NULL" if c.async_ else "(xdrproc_t)xdr_scalar_res"
             rsize = "0" if c.async_ else "sizeof(scalar_res)"
-            out.append('\t{ %s, "%s", (xdrproc_t)xdr_scalars, sizeof(scalars), %s, %s, NULL, h_%s, %d, %d, %s, %d },\n'
-                       % (c.proc_macro, c.name, xres, rsize, c.name, c.nin, len(c.outs), flags, c.parent_arg))
+            out.append('\t{ %s, "%s", (xdrproc_t)xdr_scalars, sizeof(scalars), %s, %s, NULL, h_%s, %s, %s, %s, %s },\n'
+                       % (c.proc_macro, c.name, xres, rsize, c.name, c.nin, c.nout, flags, c.parent_arg))
     out.append("\t{ 0 }\n};\n")
     return "".join(out)
 
 
 def main():
-    mode, table = sys.argv[1], sys.argv[2]
-    calls = read_table(table)
+    args, protos = sys.argv[1:], None
+    if args[:1] == ["--cc"]:
+        protos, _ = cuda_h.read_prototypes(args[1], args[3])
+        args = args[4:]
+    mode, table = args[0], args[1]
+    calls = read_table(table, protos)
     if mode == "x":
-        sys.stdout.write(gen_x(calls, sys.argv[3]))
+        sys.stdout.write(gen_x(calls, args[2]))
     elif mode == "client":
         sys.stdout.write(gen_client(calls))
     elif mode == "client-h":

@@ -10,6 +10,7 @@
 #define FAKECUDA_H
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <stddef.h>
 #include <stdint.h>
 

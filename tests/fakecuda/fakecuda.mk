@@ -3,7 +3,7 @@
 
 FAKECUDA_DIR  := tests/fakecuda
 FAKECUDA_SRCS := $(addprefix $(FAKECUDA_DIR)/, context.c device.c errors.c kernels.c \
-                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c)
+                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c misc.c)
 FAKECUDA_OBJS := $(FAKECUDA_SRCS:%.c=$(BUILD)/%.o)
 FAKECUDA_LIB  := $(BUILD)/tests/fakecuda/libcuda.so.1
 # Driver entry points often ignore some of their arguments (flags, options).
@@ -15,7 +15,14 @@ $(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c $(FAKECUDA_DIR)/fakecuda.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(FAKECUDA_CFLAGS) -c -o $@ $<
 
-$(FAKECUDA_LIB): $(FAKECUDA_OBJS)
+# The per-thread default stream forms (_ptds, _ptsz) of what it serves,
+# made as the interposer's are (wire/gen-driver.py).
+$(BUILD)/$(FAKECUDA_DIR)/ptds.c: wire/gen-driver.py wire/cuda_h.py $(FAKECUDA_OBJS)
+	$(GEN_DRIVER) ptds $(GEN_DRIVER_IN) $(FAKECUDA_OBJS) > $@.tmp && mv $@.tmp $@
+$(BUILD)/$(FAKECUDA_DIR)/ptds.o: $(BUILD)/$(FAKECUDA_DIR)/ptds.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(FAKECUDA_LIB): $(FAKECUDA_OBJS) $(BUILD)/$(FAKECUDA_DIR)/ptds.o
 	$(CC) -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $^ -ldl
 
 # The stand-in must define every driver function the gpu-server calls: a

@@ -325,3 +325,42 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int v, size_t n, CUstream s)
 {
 	return fill(dst, v, n, 4, s);
 }
+
+/* 2D memsets: height rows of width elements, pitch bytes apart. */
+static CUresult fill_2d(CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h, int width, CUstream s)
+{
+	CHECK_ARG(h <= 1 || pitch >= w * (size_t)width);
+	for (size_t r = 0; r < h; r++)
+		TRY(fill(dst + r * pitch, v, w, width, s));
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD2D8(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h)
+{
+	return fill_2d(dst, pitch, v, w, h, 1, NULL);
+}
+
+CUresult cuMemsetD2D16(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h)
+{
+	return fill_2d(dst, pitch, v, w, h, 2, NULL);
+}
+
+CUresult cuMemsetD2D32(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h)
+{
+	return fill_2d(dst, pitch, v, w, h, 4, NULL);
+}
+
+CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s)
+{
+	return fill_2d(dst, pitch, v, w, h, 1, s);
+}
+
+CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s)
+{
+	return fill_2d(dst, pitch, v, w, h, 2, s);
+}
+
+CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s)
+{
+	return fill_2d(dst, pitch, v, w, h, 4, s);
+}
