@@ -12,7 +12,7 @@
 #define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
-		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY };
+		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK };
 
 struct handle_entry {
 	enum handle_kind kind;
@@ -116,6 +116,21 @@ unsigned devmem_count(const struct worker *w, int chunks);
 void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, uint64_t *size);
 CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
 CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
+
+/* jit.c: JIT and linker options a client sent, and the logs they fill */
+#define JIT_SET_MAX (CICADA_JIT_OPTIONS_MAX + 4)
+struct jit_set {
+	CUjit_option opt[JIT_SET_MAX];
+	void *val[JIT_SET_MAX];
+	unsigned n;
+	char *info, *error;                  /* the worker's log buffers */
+	size_t info_size, error_size;
+	float wall_time;
+	int wall;
+};
+CUresult jit_set_make(struct jit_set *s, const jit_option *o, unsigned n);
+void jit_set_logs(const struct jit_set *s, jit_logs *out);
+void jit_set_free(struct jit_set *s);
 
 /* module.c: the launch configuration launch_config_pack sent */
 CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfig *c, CUlaunchAttribute *attrs);

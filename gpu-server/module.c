@@ -6,17 +6,23 @@
 #include <string.h>
 #include "gpu-server.h"
 
-/* Loads an image; its variables are tracked for checkpoints. */
+/* Loads an image with the client's JIT options (their logs go to logs);
+ * its variables are tracked for checkpoints. */
 static CUresult load_image(struct worker *w, const module_load_args *a, const void *image, size_t size,
-			   uint64_t *id)
+			   uint64_t *id, jit_logs *logs)
 {
+	struct jit_set jit;
 	void *handle;
 	CUresult err;
 
+	if ((err = jit_set_make(&jit, a->options.options_val, a->options.options_len)))
+		return err;
 	if (a->library)
-		err = cuLibraryLoadData((CUlibrary *)&handle, image, NULL, NULL, 0, NULL, NULL, 0);
+		err = cuLibraryLoadData((CUlibrary *)&handle, image, jit.opt, jit.val, jit.n, NULL, NULL, 0);
 	else
-		err = cuModuleLoadData((CUmodule *)&handle, image);
+		err = cuModuleLoadDataEx((CUmodule *)&handle, image, jit.n, jit.opt, jit.val);
+	jit_set_logs(&jit, logs);
+	jit_set_free(&jit);
 	if (err)
 		return err;
 	if (!(*id = handle_put(w, a->library ? H_LIBRARY : H_MODULE, handle)))
@@ -29,6 +35,7 @@ static CUresult load_image(struct worker *w, const module_load_args *a, const vo
 CUresult hand_module_load(struct worker *w, void *args, void *res)
 {
 	module_load_args *a = args;
+	module_load_res *r = res;
 	image_hash check;
 	void *image = a->image.image_val;
 	size_t size = a->image.image_len;
@@ -44,13 +51,14 @@ CUresult hand_module_load(struct worker *w, void *args, void *res)
 		if (check.lo != a->hash.lo || check.hi != a->hash.hi)
 			return CUDA_ERROR_INVALID_IMAGE;
 	}
-	err = load_image(w, a, image, size, &id);
+	err = load_image(w, a, image, size, &id, &r->logs);
 	if (!err && a->image.image_len)
 		modcache_store(w->cache_dir, &a->hash, image, size);
 	if (image != a->image.image_val)
 		free(image);
 	a->image.image_len = 0;              /* the replay log keeps the hash only */
-	return err ? err : one_scalar(res, id);
+	r->id = id;
+	return err;
 }
 
 CUresult hand_module_get_function(struct worker *w, void *args, void *res)

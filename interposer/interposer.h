@@ -53,6 +53,21 @@ struct host_range {
 	uint64_t offset;
 };
 int hostmem_find(const void *ptr, size_t size, struct host_range *out);
+/* jit.c: an application's JIT options, and the logs written back */
+struct jit_request {
+	jit_option opts[CICADA_JIT_OPTIONS_MAX];
+	unsigned n;
+	void **values;                       /* the application's option values */
+	char *info, *error;                  /* its log buffers */
+	size_t info_size, error_size;
+	int info_size_at, error_size_at, wall_at;
+};
+CUresult jit_read(struct jit_request *j, unsigned n, const CUjit_option *opts, void **values);
+void jit_write_back(const struct jit_request *j, const jit_logs *logs);
+
+/* module.c */
+void *file_read(const char *path, size_t *len);
+
 /* Whether [p, p + n) can be application memory at all: not NULL, no
  * wrap-around, below the top of user space. Garbage a program passes as
  * a host pointer is refused with an error, never dereferenced. */

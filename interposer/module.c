@@ -4,6 +4,7 @@
  * if the server's cache does not have it. The size of an image passed by
  * pointer is read from its own header (ELF cubin, fatbin, or PTX text).
  */
+#include <ctype.h>
 #include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,14 +59,16 @@ static size_t image_size(const void **image)
 	}
 	if (!memcmp(p, ELFMAG, SELFMAG) && p[EI_CLASS] == ELFCLASS64)
 		return elf_size((const Elf64_Ehdr *)p);
-	return strlen((const char *)p) + 1;        /* PTX text */
+	if (!isprint(p[0]) && !isspace(p[0]))
+		return 0;                          /* no format we know (an LTO image wants the linker) */
+	return strnlen((const char *)p, CICADA_IMAGE_MAX) + 1;   /* PTX text */
 }
 
-static CUresult load_image(const void *image, int library, uint64_t *id)
+/* Loads image (a library if library) with JIT options j (NULL: none). */
+static CUresult load_image(const void *image, int library, uint64_t *id, const struct jit_request *j)
 {
 	module_load_args a = { 0 };
-	uint64_t buf[1];
-	scalar_res r = { 0, { 0, buf } };
+	module_load_res r;
 	XXH128_hash_t h;
 	size_t size;
 	CUresult err;
@@ -79,68 +82,68 @@ static CUresult load_image(const void *image, int library, uint64_t *id)
 	a.hash.lo = h.low64;
 	a.hash.hi = h.high64;
 	a.library = library;
-	err = client_call(P_module_load, (xdrproc_t)xdr_module_load_args, &a, (xdrproc_t)xdr_scalar_res, &r);
+	if (j) {
+		a.options.options_len = j->n;
+		a.options.options_val = (jit_option *)j->opts;
+	}
+	memset(&r, 0, sizeof(r));
+	err = client_call(P_module_load, (xdrproc_t)xdr_module_load_args, &a, (xdrproc_t)xdr_module_load_res, &r);
 	if (err != CUDA_ERROR_NOT_FOUND)
 		log_debug("image %016llx%016llx: %zu bytes, already cached on the server",
 			  (unsigned long long)h.high64, (unsigned long long)h.low64, size);
 	if (err == CUDA_ERROR_NOT_FOUND) {
 		log_debug("image %016llx%016llx: sending %zu bytes", (unsigned long long)h.high64,
 			  (unsigned long long)h.low64, size);
+		xdr_free((xdrproc_t)xdr_module_load_res, (char *)&r);
+		memset(&r, 0, sizeof(r));
 		a.image.image_len = (u_int)size;
 		a.image.image_val = (char *)image;
 		err = client_call(P_module_load, (xdrproc_t)xdr_module_load_args, &a,
-				  (xdrproc_t)xdr_scalar_res, &r);
+				  (xdrproc_t)xdr_module_load_res, &r);
 	}
-	if (!err && r.v.v_len != 1)
-		return client_lost("malformed reply");
+	if (j)
+		jit_write_back(j, &r.logs);
 	if (!err)
-		*id = r.v.v_val[0];
+		*id = r.id;
+	xdr_free((xdrproc_t)xdr_module_load_res, (char *)&r);
 	return err;
 }
 
-static CUresult load_module(CUmodule *mod, const void *image)
+static CUresult load_module(CUmodule *mod, const void *image, const struct jit_request *j)
 {
 	uint64_t id;
 	CUresult err;
 
 	if (!mod)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = load_image(image, 0, &id);
+	err = load_image(image, 0, &id, j);
 	if (!err)
 		*mod = (CUmodule)(uintptr_t)id;
 	return err;
 }
 
-/* JIT options only tune compilation; their log outputs come back empty. */
-static void clear_jit_outputs(unsigned n, CUjit_option *opts, void **values)
-{
-	for (unsigned i = 0; opts && values && i < n; i++)
-		if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES || opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
-			values[i] = (void *)0;
-		else if ((opts[i] == CU_JIT_INFO_LOG_BUFFER || opts[i] == CU_JIT_ERROR_LOG_BUFFER) && values[i])
-			*(char *)values[i] = 0;
-}
-
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
 {
-	return load_module(module, image);
+	return load_module(module, image, NULL);
 }
 
+/* The JIT runs in the worker with the same options; its logs come back. */
 CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n, CUjit_option *options,
 				    void **values)
 {
-	CUresult err = load_module(module, image);
+	struct jit_request j;
+	CUresult err = jit_read(&j, n, options, values);
 
-	clear_jit_outputs(n, options, values);
-	return err;
+	return err ? err : load_module(module, image, &j);
 }
 
 CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
-	return load_module(module, fatCubin);
+	return load_module(module, fatCubin, NULL);
 }
 
-static void *read_file(const char *path)
+/* A whole file, with a NUL after it (PTX is text); NULL if unreadable. */
+void *file_read(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
 	long size;
@@ -149,22 +152,25 @@ static void *read_file(const char *path)
 	if (!f)
 		return NULL;
 	if (!fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
-	    (buf = malloc(size + 1)) && fread(buf, 1, size, f) == (size_t)size)
+	    (buf = malloc(size + 1)) && fread(buf, 1, size, f) == (size_t)size) {
 		buf[size] = 0;
-	else
+		if (len)
+			*len = (size_t)size;
+	} else {
 		free(buf), buf = NULL;
+	}
 	fclose(f);
 	return buf;
 }
 
 CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
 {
-	void *image = fname ? read_file(fname) : NULL;
+	void *image = fname ? file_read(fname, NULL) : NULL;
 	CUresult err;
 
 	if (!image)
 		return CUDA_ERROR_FILE_NOT_FOUND;
-	err = load_module(module, image);
+	err = load_module(module, image, NULL);
 	free(image);
 	return err;
 }
@@ -174,15 +180,17 @@ CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_o
 				   CUlibraryOption *libraryOptions, void **libraryOptionValues,
 				   unsigned int numLibraryOptions)
 {
+	struct jit_request j;
 	uint64_t id;
 	CUresult err;
 
 	if (!library)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = load_image(code, 1, &id);
+	if ((err = jit_read(&j, numJitOptions, jitOptions, jitOptionsValues)))
+		return err;
+	err = load_image(code, 1, &id, &j);
 	if (!err)
 		*library = (CUlibrary)(uintptr_t)id;
-	clear_jit_outputs(numJitOptions, jitOptions, jitOptionsValues);
 	return err;
 }
 
@@ -191,7 +199,7 @@ CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
 				       CUlibraryOption *libraryOptions, void **libraryOptionValues,
 				       unsigned int numLibraryOptions)
 {
-	void *image = fileName ? read_file(fileName) : NULL;
+	void *image = fileName ? file_read(fileName, NULL) : NULL;
 	CUresult err;
 
 	if (!image)

@@ -3,7 +3,7 @@
  * cuBLAS and cuBLASLt dlsym about ninety driver functions by name from
  * libcuda.so.1 and fail to initialise (CUBLAS_STATUS_INTERNAL_ERROR) if
  * any one is missing (EXPORT-TABLES.md 4.8), though a plain GEMM calls few
- * of them. These fail cleanly instead: graph nodes, the JIT linker,
+ * of them. These fail cleanly instead: graph nodes,
  * batched stream memory operations and managed memory (which Cicada never
  * hands out, so there is nothing to prefetch). Some names are
  * the old ABI that cuda.h now maps to a _v2; their prototypes are here.
@@ -40,35 +40,6 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphN
 CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
 	return unsupported("cuGraphNodeGetType");
-}
-
-/* --- the JIT linker --- */
-CUresult CUDAAPI cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
-				 CUlinkState *stateOut)
-{
-	return unsupported("cuLinkCreate");
-}
-
-CUresult CUDAAPI cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
-				  unsigned int numOptions, CUjit_option *options, void **optionValues)
-{
-	return unsupported("cuLinkAddData");
-}
-
-CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
-				  CUjit_option *options, void **optionValues)
-{
-	return unsupported("cuLinkAddFile");
-}
-
-CUresult CUDAAPI cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
-{
-	return unsupported("cuLinkComplete");
-}
-
-CUresult CUDAAPI cuLinkDestroy(CUlinkState state)
-{
-	return unsupported("cuLinkDestroy");
 }
 
 /* --- stream memory operations (the old ABI; the driver may refuse it too) --- */

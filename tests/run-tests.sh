@@ -20,7 +20,7 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls device_query
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link device_query
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse
@@ -145,7 +145,7 @@ run_same() {
 }
 
 run_programs() {
-	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls
+	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link
 		     device_query context_ops errors_app zero_copy dlopen_app"
 	for p in $progs; do
 		want "$p" || continue

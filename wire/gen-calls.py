@@ -29,7 +29,7 @@ HANDLES = {
     "CUcontext": "H_CTX", "CUmodule": "H_MODULE", "CUfunction": "H_FUNCTION",
     "CUlibrary": "H_LIBRARY", "CUkernel": "H_KERNEL", "CUstream": "H_STREAM",
     "CUevent": "H_EVENT", "CUgraph": "H_GRAPH", "CUgraphExec": "H_GRAPH_EXEC",
-    "CUarray": "H_ARRAY",
+    "CUarray": "H_ARRAY", "CUlinkState": "H_LINK",
 }
 
 

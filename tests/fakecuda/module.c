@@ -74,6 +74,28 @@ static int has(const void *img, size_t len, const char *name)
 	return memmem(img, len, name, strlen(name)) != NULL;
 }
 
+static int is_ptx(const unsigned char *img)
+{
+	int fatbin = img[0] == 0x50 && img[1] == 0xed && img[2] == 0x55 && img[3] == 0xba;
+	int elf = img[0] == 0x7f && img[1] == 'E' && img[2] == 'L' && img[3] == 'F';
+
+	return !fatbin && !elf && (isprint(img[0]) || isspace(img[0]));
+}
+
+/* Whether a PTX text names any kernel or variable the stand-in has. */
+static int knows_some(const void *img)
+{
+	size_t len = strlen(img);
+
+	for (int i = 0; fc_kernel_at(i); i++)
+		if (has(img, len, fc_kernel_at(i)->name))
+			return 1;
+	for (int i = 0; fc_global_at(i); i++)
+		if (has(img, len, fc_global_at(i)->name))
+			return 1;
+	return 0;
+}
+
 static void module_free(void *p)
 {
 	struct module *m = p;
@@ -181,6 +203,7 @@ static CUresult load(struct module **out, const void *image, struct fc_ctx *ctx)
 
 	CHECK_ARG(out && image);
 	CHECK(image_size(image), CUDA_ERROR_INVALID_IMAGE);
+	CHECK(!is_ptx(image) || knows_some(image), CUDA_ERROR_INVALID_PTX);
 	m = calloc(1, sizeof(*m));
 	CHECK(m, CUDA_ERROR_OUT_OF_MEMORY);
 	m->ctx = ctx;
@@ -201,12 +224,6 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
 
 	TRY(fc_current(&ctx));
 	return load((struct module **)module, image, ctx);
-}
-
-CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
-			    CUjit_option *options, void **values)
-{
-	return cuModuleLoadData(module, image);
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatbin)
