@@ -77,7 +77,7 @@ static void copy_log(char *buf, size_t size, int at, void **values, const char *
 	memcpy(buf, log, n);
 	buf[n] = 0;
 	if (at >= 0)
-		values[at] = (void *)(uintptr_t)(n ? n + 1 : 0);
+		values[at] = (void *)(uintptr_t)n;      /* as the driver says: the characters written */
 }
 
 /* Copies what the worker's JIT said into the application's buffers. */

@@ -38,9 +38,9 @@ static void logs_read(struct logs *l, unsigned n, const CUjit_option *o, void **
 static void logs_sizes(struct logs *l)
 {
 	if (l->info_at >= 0 && l->info && l->info_size)
-		l->values[l->info_at] = (void *)(uintptr_t)(l->info[0] ? strlen(l->info) + 1 : 0);
+		l->values[l->info_at] = (void *)(uintptr_t)strlen(l->info);
 	if (l->error_at >= 0 && l->error && l->error_size)
-		l->values[l->error_at] = (void *)(uintptr_t)(l->error[0] ? strlen(l->error) + 1 : 0);
+		l->values[l->error_at] = (void *)(uintptr_t)strlen(l->error);
 }
 
 static void logs_put(struct logs *l, int error, const char *text)
