@@ -426,6 +426,15 @@ static CUresult read_reply(void)
 	}
 }
 
+static void (*device_work_hook)(unsigned proc);
+
+/* hook runs before every call, under the client lock, and may make calls
+ * of its own (managed.c keeps managed memory coherent with it). */
+void client_set_device_work_hook(void (*hook)(unsigned proc))
+{
+	device_work_hook = hook;
+}
+
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)
 {
 	char err[WIRE_ERRLEN];
@@ -434,6 +443,8 @@ CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_
 
 	if (cl.state != ST_CONNECTED)
 		return cl.fail_err;
+	if (device_work_hook)
+		device_work_hook(proc);
 	if ((rc = sync_context(proc)))
 		return rc;
 	xid = ++cl.xid;

@@ -79,6 +79,7 @@ static void serve_one(int fd)
 		return;
 	}
 	client_lock();
+	managed_flush();                     /* the snapshot takes the device copy */
 	rc = client_pause(ticket, sizeof(ticket), server, sizeof(server), err);
 	if (rc) {
 		snprintf(out, sizeof(out), rc > 0 ? "IDLE\n" : "ERROR %s\n", err);

@@ -8,6 +8,8 @@
  */
 #include "interposer.h"
 
+static CUresult copy_htod_host(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
+static CUresult copy_dtoh_host(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
 static unsigned next_slot;
 
 static CUresult region_copy(CUdeviceptr dev, const struct host_range *hr, size_t n, CUstream stream,
@@ -155,7 +157,21 @@ static CUresult inline_dtoh(char *dst, CUdeviceptr src, size_t n, CUstream strea
 	return err;
 }
 
+/* From host memory that is known not to be managed (managed.c's flush). */
+CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n)
+{
+	return copy_htod_host(dst, src, n, NULL, 0);
+}
+
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
+{
+	if (managed_contains(src, n))            /* its data is on the device */
+		return async ? rpc_cuMemcpyDtoDAsync_v2(dst, (CUdeviceptr)(uintptr_t)src, n, stream) :
+			       rpc_cuMemcpyDtoD_v2(dst, (CUdeviceptr)(uintptr_t)src, n);
+	return copy_htod_host(dst, src, n, stream, async);
+}
+
+static CUresult copy_htod_host(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
 {
 	struct host_range hr;
 	struct shm_segment *seg;
@@ -179,7 +195,21 @@ CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, 
 	return err;
 }
 
+/* Into host memory that is known not to be managed (managed.c's fetch). */
+CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n)
+{
+	return copy_dtoh_host(dst, src, n, NULL, 0);
+}
+
 CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+{
+	if (managed_contains(dst, n))
+		return async ? rpc_cuMemcpyDtoDAsync_v2((CUdeviceptr)(uintptr_t)dst, src, n, stream) :
+			       rpc_cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)dst, src, n);
+	return copy_dtoh_host(dst, src, n, stream, async);
+}
+
+static CUresult copy_dtoh_host(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
 {
 	struct host_range hr;
 	struct shm_segment *seg;

@@ -175,3 +175,14 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
+
+/* The server's answer, except where Cicada serves a feature its own way
+ * (managed memory: managed.c). */
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	CUresult err = rpc_cuDeviceGetAttribute(pi, attrib, dev);
+
+	if (!err)
+		managed_attribute(attrib, pi);
+	return err;
+}

@@ -466,7 +466,7 @@ static CUresult host_attribute(const struct host_alloc *h, uint64_t off, CUpoint
 		*(CUdeviceptr *)data = h->device_ptr + off;
 		break;
 	case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = ctx_current(); break;
-	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;     /* managed memory is device memory here */
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = 0; break;
 	case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = h->device_ptr != 0; break;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
@@ -530,7 +530,9 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
 	CUresult err = dptr ? rpc_cuMemFree_v2(dptr) : CUDA_SUCCESS;
 
-	if (!err && dptr)
+	if (!err && dptr) {
 		devmem_note_free(dptr);
+		managed_free(dptr);
+	}
 	return err;
 }

@@ -68,6 +68,15 @@ void jit_write_back(const struct jit_request *j, const jit_logs *logs);
 /* module.c */
 void *file_read(const char *path, size_t *len);
 
+/* managed.c: managed memory, coherent between host pages and the device */
+int managed_contains(const void *p, size_t n);
+int managed_free(CUdeviceptr p);
+void managed_flush(void);
+int managed_attribute(CUdevice_attribute attr, int *value);
+CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n);
+CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n);
+void client_set_device_work_hook(void (*hook)(unsigned proc));
+
 /* Whether [p, p + n) can be application memory at all: not NULL, no
  * wrap-around, below the top of user space. Garbage a program passes as
  * a host pointer is refused with an error, never dereferenced. */

@@ -4,8 +4,7 @@
  * libcuda.so.1 and fail to initialise (CUBLAS_STATUS_INTERNAL_ERROR) if
  * any one is missing (EXPORT-TABLES.md 4.8), though a plain GEMM calls few
  * of them. These fail cleanly instead: graph nodes,
- * batched stream memory operations and managed memory (which Cicada never
- * hands out, so there is nothing to prefetch). Some names are
+ * batched stream memory operations. Some names are
  * the old ABI that cuda.h now maps to a _v2; their prototypes are here.
  */
 #include "interposer.h"
@@ -14,7 +13,6 @@
 #undef cuGraphExecKernelNodeSetParams
 #undef cuStreamBatchMemOp
 #undef cuStreamWaitValue32
-#undef cuMemPrefetchAsync
 
 static CUresult unsupported(const char *name)
 {
@@ -57,9 +55,3 @@ CUresult CUDAAPI cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstrea
 	return unsupported("cuStreamBatchMemOp");
 }
 
-/* --- managed memory (the old ABI, by device) --- */
-CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
-CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
-{
-	return unsupported("cuMemPrefetchAsync");
-}

@@ -20,14 +20,14 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link device_query
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem device_query
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse
 nvml module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
-cr-hostfn cr-graph cr-small-target cr-cufft cr-sizes"
+cr-hostfn cr-managed cr-graph cr-small-target cr-cufft cr-sizes"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in
@@ -145,7 +145,7 @@ run_same() {
 }
 
 run_programs() {
-	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link
+	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem
 		     device_query context_ops errors_app zero_copy dlopen_app"
 	for p in $progs; do
 		want "$p" || continue

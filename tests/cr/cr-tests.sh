@@ -319,6 +319,8 @@ run_cr_tests() {
 		"$T/ckpt.runtime.plain" cr_runtime_program
 	want cr-hostfn && cr_case "host functions and cudaMallocAsync go on working after a restore" \
 		"$T/ckpt.runtime.hostfn" cr_runtime_program hostfn
+	want cr-managed && cr_case "managed memory written on both sides goes on after a restore: output identical" \
+		"$T/ckpt.runtime.managed" cr_runtime_program managed
 	want cr-graph && cr_case "a session holding a CUDA graph: the dump is refused, saying why; the program goes on" \
 		"$T/ckpt.graph" cr_graph_refused
 	unset CR_REF

@@ -253,6 +253,19 @@ static void rt_step(const struct fc_launch *l)
 	}
 }
 
+static void rt_managed(const struct fc_launch *l)
+{
+	unsigned *m = ARG(l, 0, unsigned *), step = ARG(l, 2, unsigned);
+	int n = ARG(l, 1, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n)
+			m[i] += step * 3u + (unsigned)i;
+	}
+}
+
 /* rt_features.cu's kernels */
 static void rt_add(const struct fc_launch *l)
 {
@@ -354,6 +367,7 @@ static const struct fc_kernel kernels[] = {
 	{ "rt_hello", 1, { sizeof(int) }, rt_hello },
 	{ "rt_coop", 3, { PTR, PTR, sizeof(int) }, rt_coop },
 	{ "rt_step", 3, { PTR, sizeof(int), sizeof(unsigned) }, rt_step },
+	{ "rt_managed", 3, { PTR, sizeof(int), sizeof(unsigned) }, rt_managed },
 	{ "rt_axpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
 	{ "rt_coeff_apply", 2, { PTR, sizeof(int) }, rt_coeff_apply },
 	{ "rt_iota", 3, { PTR, sizeof(int), sizeof(int) }, rt_iota },

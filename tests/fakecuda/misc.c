@@ -145,3 +145,41 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 {
 	return cuEventElapsedTime_v2(ms, start, end);
 }
+
+/* Managed memory: the stand-in's device memory is host memory already. */
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags)
+{
+	CHECK_ARG(flags == CU_MEM_ATTACH_GLOBAL || flags == CU_MEM_ATTACH_HOST);
+	TRY(cuMemAlloc(dptr, size));
+	memset((void *)*dptr, 0, size);
+	return CUDA_SUCCESS;
+}
+
+#undef cuMemPrefetchAsync
+CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t count, CUdevice dst, CUstream s)
+{
+	TRY(fc_check_stream(s));
+	return fc_range_check((uintptr_t)p, count);
+}
+
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t count, CUmemLocation loc, unsigned int flags, CUstream s)
+{
+	return cuMemPrefetchAsync(p, count, 0, s);
+}
+
+#undef cuMemAdvise
+CUresult cuMemAdvise(CUdeviceptr p, size_t count, CUmem_advise advice, CUdevice dev)
+{
+	return fc_range_check((uintptr_t)p, count);
+}
+
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t count, CUmem_advise advice, CUmemLocation loc)
+{
+	return fc_range_check((uintptr_t)p, count);
+}
+
+CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t length, unsigned int flags)
+{
+	TRY(fc_check_stream(s));
+	return fc_range_check((uintptr_t)p, length ? length : 1);
+}

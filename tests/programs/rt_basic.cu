@@ -57,6 +57,11 @@ static void properties(void)
 	CHECK_RT(cudaGetDeviceProperties(&p, 0));
 	printf("devices %d: %s, sm_%d%d, %d SMs, %zu MiB, warp %d\n", count, p.name, p.major, p.minor,
 	       p.multiProcessorCount, p.totalGlobalMem >> 20, p.warpSize);
+	/* Cicada serves managed memory without concurrent host access, and
+	 * says so (README): these four are its own, not the GPU's. */
+	printf("managed memory %d\n", p.managedMemory);
+	p.concurrentManagedAccess = p.pageableMemoryAccess = 0;
+	p.pageableMemoryAccessUsesHostPageTables = p.directManagedMemAccessFromHost = 0;
 	printf("cudaDeviceProp hash %016llx\n", fnv(&p, sizeof(p)));
 	CHECK_RT(cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerBlock, 0));
 	printf("max threads per block %d\n", v);

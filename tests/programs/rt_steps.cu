@@ -7,7 +7,9 @@
  * Usage: rt_steps [STEPS [MS [MODE]]]. MODE "hostfn" also runs a host
  * function and a stream-ordered allocation each step (both must go on
  * working after a restore); "graph" also launches a captured CUDA graph
- * each step (a checkpoint must refuse it, and the run go on).
+ * each step (a checkpoint must refuse it, and the run go on); "managed"
+ * also writes managed memory on the host, updates it in a kernel and
+ * reads it back each step (it must come back whole after a restore).
  */
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +18,13 @@
 
 extern "C" {
 __device__ unsigned long long rt_step_count;
+
+__global__ void rt_managed(unsigned *m, int n, unsigned step)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		m[i] += step * 3u + (unsigned)i;
+}
 
 __global__ void rt_step(unsigned *p, int n, unsigned step)
 {
@@ -28,6 +37,8 @@ __global__ void rt_step(unsigned *p, int n, unsigned step)
 }
 
 static unsigned long long host_steps;
+static unsigned *managed;
+static const int managed_n = 1 << 16;
 
 static void CUDART_CB count_step(void *p)
 {
@@ -49,12 +60,19 @@ static cudaGraphExec_t capture(unsigned *d, int n, cudaStream_t s)
 }
 
 /* The extra work of a mode, queued on s after the step's kernel. */
-static int extra(const char *mode, unsigned *d, int n, cudaStream_t s, cudaGraphExec_t exec)
+static int extra(const char *mode, unsigned *d, int n, unsigned step, cudaStream_t s, cudaGraphExec_t exec)
 {
 	unsigned *tmp;
 
 	if (!strcmp(mode, "graph"))
 		return cudaGraphLaunch(exec, s) != cudaSuccess;
+	if (!strcmp(mode, "managed")) {
+		cudaStreamSynchronize(s);             /* no host access while kernels run */
+		managed[step * 4099 % managed_n] += 7;
+		managed[step * 257 % managed_n] = step;
+		rt_managed<<<managed_n / 256, 256, 0, s>>>(managed, managed_n, step);
+		return cudaGetLastError() != cudaSuccess;
+	}
 	if (strcmp(mode, "hostfn"))
 		return 0;
 	return cudaMallocAsync(&tmp, n * sizeof(unsigned), s) ||
@@ -79,6 +97,10 @@ int main(int argc, char **argv)
 		printf("setup failed: %s\n", cudaGetErrorString(cudaGetLastError()));
 		return 1;
 	}
+	if (!strcmp(mode, "managed") && cudaMallocManaged(&managed, managed_n * sizeof(unsigned))) {
+		printf("managed allocation failed\n");
+		return 1;
+	}
 	if (!strcmp(mode, "graph") && !(exec = capture(d, n, s))) {
 		printf("graph capture failed\n");
 		return 1;
@@ -86,7 +108,7 @@ int main(int argc, char **argv)
 	for (int step = 1; step <= steps; step++) {
 		unsigned long long sum = 0;
 		rt_step<<<n / 256, 256, 0, s>>>(d, n, (unsigned)step);
-		if (extra(mode, d, n, s, exec)) {
+		if (extra(mode, d, n, (unsigned)step, s, exec)) {
 			printf("step %d: %s work failed\n", step, mode);
 			return 1;
 		}
@@ -98,6 +120,8 @@ int main(int argc, char **argv)
 		}
 		for (int i = 0; i < n; i++)
 			sum += (unsigned long long)h[i] * (unsigned)(i | 1);
+		for (int i = 0; managed && i < managed_n; i++)
+			sum += (unsigned long long)managed[i] * (unsigned)(i + 3);
 		printf("step %d checksum %016llx\n", step, sum);
 		fflush(stdout);
 		struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
