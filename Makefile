@@ -16,7 +16,7 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
 # A rule that fails leaves no half-written output behind.
 .DELETE_ON_ERROR:
 
-.PHONY: all deps test test-gpu demo bench bench-cr fuzz clean gpu-bundle
+.PHONY: all deps test test-gpu demo bench bench-cr fuzz clean gpu-bundle conformance
 all:
 
 include wire/wire.mk
@@ -50,6 +50,12 @@ demo:
 
 bench:
 	bash bench/run-bench.sh
+
+# On a GPU node: public CUDA programs natively and through Cicada
+# (tests/conformance; CORPUS from tests/conformance/prepare.sh).
+CORPUS ?= .corpus
+conformance:
+	bash tests/conformance/run.sh $(CORPUS)
 
 clean:
 	rm -rf $(BUILD)

@@ -4,8 +4,9 @@
  * wall-time option and verbose logs; a broken PTX module must fail with
  * its reason in the error log (and its size); kernels_a.ptx and kernels_b.ptx are linked
  * (one added from memory, one from its file) and the linked image is
- * loaded and run. Prints the logs and results, so that a run through
- * Cicada must print what a native run prints.
+ * loaded and run. Prints the error logs and results, so that a run
+ * through Cicada must print what a native run prints (info logs depend on
+ * the driver's JIT cache, warm or cold, and are left out).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -112,8 +113,9 @@ static void link_two(void)
 			  NULL);
 	printf("link broken PTX: %s\n", errname(r));
 	CHECK(cuLinkComplete(link, &cubin, &size));
+	/* The info log is not printed: ptxas logs only what the driver's JIT
+	 * cache did not already hold. */
 	printf("linked image: %s\n", size > 0 ? "not empty" : "empty");
-	print_log("link info log", info, v[1]);
 	print_log("link error log", error, v[3]);
 	CHECK(cuModuleLoadData(&mod, cubin));
 	CHECK(cuLinkDestroy(link));

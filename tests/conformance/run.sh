@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# run.sh CORPUS [NAME...]: `make conformance` on a GPU node. Builds each
+# program of programs.txt found in CORPUS (prepare.sh) the default way
+# (its own Makefile, ARCH=sm_90, nvcc's static runtime), runs it natively
+# twice and through Cicada over shared memory and over TCP, and compares.
+# A program passes through a transport when its exit status and its
+# normalised output equal the native run's. The normaliser blanks the
+# numbers on lines that report times or rates (time, ms, us, sec, GB/s,
+# GFLOP, throughput, bandwidth), and where the two native runs differ even
+# so (non-deterministic output) only exit statuses are compared. Prints a
+# line per program and a summary; programs that fail natively are left
+# out of the rates. Every run has a deadline (CONFORMANCE_TIMEOUT, 60 s).
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/scripts/lib.sh"
+B=$ROOT/build CORPUS=$(cd "$1" && pwd); shift
+LIMIT=${CONFORMANCE_TIMEOUT:-60} JOBS=${CONFORMANCE_JOBS:-$(nproc)}
+T=$(mktemp -d /tmp/cicada-conformance.XXXXXX) PORT=$((20000 + RANDOM % 30000)) SERVER=""
+cleanup() {
+	[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
+	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
+}
+trap cleanup EXIT
+list() { grep -v '^#' "$ROOT/tests/conformance/programs.txt" | awk '$1 != "commit" && NF'; }
+
+build_one() {
+	local name=$1 dir=$CORPUS/$1-cuda
+	[ -d "$dir" ] || { echo "missing"; return; }
+	timeout -k 5 600 make -C "$dir" ARCH=sm_90 -j4 >"$dir/build.log" 2>&1 && echo built || echo "build failed"
+}
+export -f build_one
+export CORPUS
+
+normalise() {
+	sed -E '/[Tt]ime|[[:space:]](ms|us|sec|s)\b|GB\/s|GFLOP|[Tt]hroughput|[Bb]andwidth|elapsed/ s/[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/N/g' "$1"
+}
+
+# run_mode NAME ARGS MODE: one run, output in $T/NAME.MODE(.rc).
+run_mode() {
+	local name=$1 args=$2 mode=$3 env=""
+	case $mode in
+	shm) env="CICADA_SERVER=unix:$T/s.sock LD_LIBRARY_PATH=$B/lib" ;;
+	tcp) env="CICADA_SERVER=tcp:127.0.0.1:$PORT CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib" ;;
+	esac
+	(cd "$CORPUS/$name-cuda" && env $env timeout -k 5 "$LIMIT" ./main $args >"$T/$name.$mode" 2>&1)
+	echo $? >"$T/$name.$mode.rc"
+}
+
+compare() {
+	local name=$1 mode=$2 nd=$3
+	[ "$(cat "$T/$name.$mode.rc")" = "$(cat "$T/$name.native.rc")" ] || { echo "exit $(cat "$T/$name.$mode.rc")"; return; }
+	[ "$nd" = 1 ] || cmp -s <(normalise "$T/$name.native") <(normalise "$T/$name.$mode") || { echo "output differs"; return; }
+	echo same
+}
+
+head -c 24 /dev/urandom | base64 >"$T/token"
+names=$(list | awk '{ print $1 }')
+[ $# -gt 0 ] && names="$*"
+echo "conformance: building $(wc -w <<<"$names") programs ($JOBS at once)"
+for n in $names; do echo "$n"; done | xargs -P "$JOBS" -I{} bash -c 'echo "{} $(build_one {})"' >"$T/builds"
+timeout -k 5 3600 "$B/bin/gpu-server" --listen "unix:$T/s.sock" --listen "tcp:127.0.0.1:$PORT" --token-file "$T/token" \
+	--cache-dir "$T/cache" --workers 4 >"$T/server.log" 2>&1 &
+SERVER=$!
+wait_for_server "$SERVER" "$T/s.sock" "$T/server.log" conformance || exit 1
+native=0 shm=0 tcp=0 nd_count=0
+for n in $names; do
+	args=$(list | awk -v n="$n" '$1 == n { $1 = ""; print }')
+	if ! grep -q "^$n built" "$T/builds"; then
+		echo "SKIP $n: $(grep "^$n " "$T/builds" | cut -d' ' -f2-)"
+		continue
+	fi
+	run_mode "$n" "$args" native & run_mode "$n" "$args" native2 & wait
+	run_mode "$n" "$args" shm & run_mode "$n" "$args" tcp & wait
+	if [ "$(cat "$T/$n.native.rc")" != 0 ]; then
+		echo "SKIP $n: fails natively (exit $(cat "$T/$n.native.rc"))"
+		continue
+	fi
+	native=$((native + 1))
+	nd=0
+	cmp -s <(normalise "$T/$n.native") <(normalise "$T/$n.native2") || nd=1
+	nd_count=$((nd_count + nd))
+	rs=$(compare "$n" shm $nd) rt=$(compare "$n" tcp $nd)
+	[ "$rs" = same ] && shm=$((shm + 1))
+	[ "$rt" = same ] && tcp=$((tcp + 1))
+	printf '%-4s %-28s shm: %-16s tcp: %s%s\n' "$([ "$rs$rt" = samesame ] && echo PASS || echo FAIL)" "$n" "$rs" "$rt" \
+		"$([ $nd = 1 ] && echo ' (native output varies: exit status only)')"
+	if [ "$rs$rt" != samesame ]; then
+		for m in shm tcp; do grep -m2 -i "cicada\|error\|fail" "$T/$n.$m" | sed "s/^/     $m: /"; done
+	fi
+done
+echo "conformance: $native programs pass natively; through Cicada $shm over shared memory ($((native ? shm * 100 / native : 0))%)," \
+	"$tcp over TCP ($((native ? tcp * 100 / native : 0))%); $nd_count with varying output compared by exit status"
