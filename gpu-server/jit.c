@@ -11,27 +11,6 @@
 #include <string.h>
 #include "gpu-server.h"
 
-/* Whether option o holds a plain value the driver may take as it is. */
-static int jit_plain(unsigned o)
-{
-	switch (o) {
-	case CU_JIT_INFO_LOG_BUFFER:
-	case CU_JIT_ERROR_LOG_BUFFER:
-	case CU_JIT_WALL_TIME:
-	case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
-	case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
-	case CU_JIT_GLOBAL_SYMBOL_NAMES:
-	case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
-	case CU_JIT_GLOBAL_SYMBOL_COUNT:
-	case CU_JIT_REFERENCED_KERNEL_NAMES:
-	case CU_JIT_REFERENCED_KERNEL_COUNT:
-	case CU_JIT_REFERENCED_VARIABLE_NAMES:
-	case CU_JIT_REFERENCED_VARIABLE_COUNT:
-		return 0;
-	}
-	return o < CU_JIT_NUM_OPTIONS;
-}
-
 static CUresult add(struct jit_set *s, CUjit_option o, void *v)
 {
 	if (s->n == JIT_SET_MAX)
@@ -69,7 +48,7 @@ CUresult jit_set_make(struct jit_set *s, const jit_option *o, unsigned n)
 			err = add_log(s, o[i].option == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, o[i].value);
 		else if (o[i].option == CU_JIT_WALL_TIME)
 			err = s->wall ? CUDA_ERROR_INVALID_VALUE : (s->wall = 1, add(s, CU_JIT_WALL_TIME, &s->wall_time));
-		else if (jit_plain(o[i].option))
+		else if (wire_jit_option_plain(o[i].option))
 			err = add(s, (CUjit_option)o[i].option, (void *)(uintptr_t)o[i].value);
 		else
 			err = CUDA_ERROR_INVALID_VALUE;

@@ -10,24 +10,14 @@
 #include <stdio.h>
 #include "interposer.h"
 
+/* Whether option o goes to the worker: plain values only. */
 static int jit_remote(CUjit_option o)
 {
-	switch (o) {
-	case CU_JIT_INFO_LOG_BUFFER:
-	case CU_JIT_ERROR_LOG_BUFFER:
-		return 0;
-	case CU_JIT_GLOBAL_SYMBOL_NAMES:
-	case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
-	case CU_JIT_GLOBAL_SYMBOL_COUNT:
-	case CU_JIT_REFERENCED_KERNEL_NAMES:
-	case CU_JIT_REFERENCED_KERNEL_COUNT:
-	case CU_JIT_REFERENCED_VARIABLE_NAMES:
-	case CU_JIT_REFERENCED_VARIABLE_COUNT:
+	if (wire_jit_option_plain((unsigned)o))
+		return 1;
+	if (o != CU_JIT_INFO_LOG_BUFFER && o != CU_JIT_ERROR_LOG_BUFFER)
 		log_missing_once("JIT option", "symbol and name lists (CU_JIT_GLOBAL_SYMBOL_*, CU_JIT_REFERENCED_*)", 1);
-		return 0;
-	default:
-		return (unsigned)o < CU_JIT_NUM_OPTIONS;
-	}
+	return 0;
 }
 
 /* Reads the application's options (n of them, values beside them). */

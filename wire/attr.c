@@ -1,7 +1,9 @@
 /*
- * attr.c: the size of each pointer attribute's value, which is how many
+ * attr.c: what the wire knows of the driver's option and attribute
+ * values: the size of each pointer attribute's value, which is how many
  * bytes of it travel (pointer_get_attribute) and how many a query of an
- * unknown pointer sets to zero. 0: an attribute Cicada does not carry.
+ * unknown pointer sets to zero (0: an attribute Cicada does not carry);
+ * and which JIT options hold plain values that may cross the wire.
  */
 #include <cuda.h>
 #include "wire.h"
@@ -26,4 +28,24 @@ size_t wire_pointer_attr_size(unsigned attr)
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(void *);
 	default: return 0;
 	}
+}
+
+/* Whether JIT option o holds a plain value: not a pointer into the
+ * caller (log buffers, symbol tables, name lists, and the counts that go
+ * with those lists). */
+int wire_jit_option_plain(unsigned o)
+{
+	switch (o) {
+	case CU_JIT_INFO_LOG_BUFFER:
+	case CU_JIT_ERROR_LOG_BUFFER:
+	case CU_JIT_GLOBAL_SYMBOL_NAMES:
+	case CU_JIT_GLOBAL_SYMBOL_ADDRESSES:
+	case CU_JIT_GLOBAL_SYMBOL_COUNT:
+	case CU_JIT_REFERENCED_KERNEL_NAMES:
+	case CU_JIT_REFERENCED_KERNEL_COUNT:
+	case CU_JIT_REFERENCED_VARIABLE_NAMES:
+	case CU_JIT_REFERENCED_VARIABLE_COUNT:
+		return 0;
+	}
+	return o < CU_JIT_NUM_OPTIONS;
 }

@@ -140,5 +140,6 @@ uint64_t wire_now_ns(void);
 
 /* attr.c */
 size_t wire_pointer_attr_size(unsigned attr);
+int wire_jit_option_plain(unsigned option);
 
 #endif
