@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ struct session {
 struct job {
 	struct job *next;
 	int fd, slot;                        /* slot < 0: pass to a paused worker */
+	pid_t bound;                         /* the worker bound to the slot */
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
 	struct wire_buf b;
 };
@@ -121,8 +123,10 @@ void admit_worker_ended(pid_t pid)
 
 static void session_bound(pid_t pid, void *arg)
 {
+	struct job *j = arg;
+
 	pthread_mutex_lock(&adm.lock);
-	adm.sessions[*(int *)arg].pid = pid;
+	adm.sessions[j->slot].pid = j->bound = pid;
 	pthread_mutex_unlock(&adm.lock);
 }
 
@@ -154,15 +158,18 @@ static void run_job(struct job *j)
 		}
 		return;
 	}
-	if (pool_hand_over(j->fd, &j->b, session_bound, &j->slot) < 0) {
+	if (pool_hand_over(j->fd, &j->b, session_bound, j) < 0) {
 		log_error("no worker available for %s", j->peer);
 		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
-		pthread_mutex_lock(&adm.lock);
-		if (!adm.sessions[j->slot].pid)
-			session_free(j->slot);   /* else the reaper frees it */
-		pthread_mutex_unlock(&adm.lock);
-		wake_loop();
 	}
+	/* A place nobody else will free: no worker was bound to it, or its
+	 * worker was reaped before it was bound (the reaper did not know the
+	 * pid then). A worker not reaped yet still answers kill(0). */
+	pthread_mutex_lock(&adm.lock);
+	if (!j->bound || (adm.sessions[j->slot].pid == j->bound && kill(j->bound, 0) && errno == ESRCH))
+		session_free(j->slot);
+	pthread_mutex_unlock(&adm.lock);
+	wake_loop();
 }
 
 static void *handover_loop(void *arg)

@@ -38,6 +38,14 @@ static CUresult add_log(struct jit_set *s, int error, uint64_t size)
 		   (void *)(uintptr_t)*len);
 }
 
+static CUresult add_wall_time(struct jit_set *s)
+{
+	if (s->wall)
+		return CUDA_ERROR_INVALID_VALUE;
+	s->wall = 1;
+	return add(s, CU_JIT_WALL_TIME, &s->wall_time);
+}
+
 CUresult jit_set_make(struct jit_set *s, const jit_option *o, unsigned n)
 {
 	CUresult err = CUDA_SUCCESS;
@@ -47,7 +55,7 @@ CUresult jit_set_make(struct jit_set *s, const jit_option *o, unsigned n)
 		if (o[i].option == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES || o[i].option == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
 			err = add_log(s, o[i].option == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, o[i].value);
 		else if (o[i].option == CU_JIT_WALL_TIME)
-			err = s->wall ? CUDA_ERROR_INVALID_VALUE : (s->wall = 1, add(s, CU_JIT_WALL_TIME, &s->wall_time));
+			err = add_wall_time(s);
 		else if (wire_jit_option_plain(o[i].option))
 			err = add(s, (CUjit_option)o[i].option, (void *)(uintptr_t)o[i].value);
 		else

@@ -36,6 +36,7 @@ struct managed {
 	uintptr_t base;
 	size_t size;                          /* whole blocks */
 	unsigned char *state;                 /* one per block */
+	size_t live, dirty;                   /* blocks not INVALID, blocks DIRTY */
 };
 
 static struct managed ranges[MAX_MANAGED];
@@ -59,7 +60,18 @@ static void set_block(struct managed *m, size_t b, int state)
 
 	if (mprotect((void *)(m->base + b * BLOCK), BLOCK, prot))
 		log_error("managed memory: mprotect failed: %s", strerror(errno));
+	m->live += (state != B_INVALID) - (m->state[b] != B_INVALID);
+	m->dirty += (state == B_DIRTY) - (m->state[b] == B_DIRTY);
 	m->state[b] = (unsigned char)state;
+}
+
+/* Every block of m INVALID at once: one call, whatever the size. */
+static void invalidate(struct managed *m)
+{
+	if (mprotect((void *)m->base, m->size, PROT_NONE))
+		log_error("managed memory: mprotect failed: %s", strerror(errno));
+	memset(m->state, B_INVALID, m->size / BLOCK);
+	m->live = m->dirty = 0;
 }
 
 /* Fetches block b from the device (it is INVALID). Its own copy is no
@@ -123,14 +135,14 @@ static void before_device_work(int writes)
 	in_hook = 1;
 	for (int i = 0; i < nranges; i++) {
 		struct managed *m = &ranges[i];
-		for (size_t b = 0; b < m->size / BLOCK; b++) {
+		for (size_t b = 0; m->dirty && b < m->size / BLOCK; b++) {
 			uintptr_t a = m->base + b * BLOCK;
 			if (m->state[b] == B_DIRTY &&
-			    copy_htod_device((CUdeviceptr)a, (const void *)a, BLOCK) == CUDA_SUCCESS)
+			    copy_htod_device((CUdeviceptr)a, (const void *)a, BLOCK) == CUDA_SUCCESS && !writes)
 				set_block(m, b, B_CLEAN);
-			if (writes && m->state[b] != B_INVALID)
-				set_block(m, b, B_INVALID);
 		}
+		if (writes && m->live)
+			invalidate(m);
 	}
 	in_hook = 0;
 	pthread_mutex_unlock(&m_lock);

@@ -70,7 +70,7 @@ adm_busy() {
 	adm_server caps $((PORT + 10)) --max-sessions 1 --queue 0 || return 1
 	env $(cicada_env shm caps) timeout 20 "$TOOLS/fault_client" expect-success 3 >"$T/caps.hold" 2>&1 &
 	local holder=$!
-	for _ in $(seq 100); do grep -q ready "$T/caps.hold" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qs ready "$T/caps.hold" && break; sleep 0.05; done
 	t0=$(date +%s%N)
 	err=$(env $(cicada_env unix caps) timeout 20 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
 	rc=$?
@@ -86,7 +86,7 @@ adm_queue() {
 	adm_server queue $((PORT + 11)) --max-sessions 1 --queue 4 --queue-timeout 30000 || return 1
 	env $(cicada_env shm queue) timeout 20 "$TOOLS/fault_client" expect-success 2 >"$T/queue.hold" 2>&1 &
 	local holder=$!
-	for _ in $(seq 100); do grep -q ready "$T/queue.hold" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qs ready "$T/queue.hold" && break; sleep 0.05; done
 	env $(cicada_env shm queue) timeout 30 "$PROGS/vecadd_cubin" >"$T/queue.out" 2>&1
 	local rc=$?
 	wait $holder
@@ -99,7 +99,7 @@ adm_per_client() {
 	adm_server percl $((PORT + 12)) --max-sessions 8 --max-sessions-per-client 1 || return 1
 	env $(cicada_env shm percl) timeout 20 "$TOOLS/fault_client" expect-success 3 >"$T/percl.hold" 2>&1 &
 	local holder=$!
-	for _ in $(seq 100); do grep -q ready "$T/percl.hold" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qs ready "$T/percl.hold" && break; sleep 0.05; done
 	err=$(env $(cicada_env unix percl) timeout 20 "$PROGS/vecadd_cubin" 2>&1 >/dev/null)
 	local rc=$?
 	wait $holder
