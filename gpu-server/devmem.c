@@ -402,8 +402,17 @@ CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize
 	return err;
 }
 
+/* The driver's cuMemFree waits for the device's work first, and programs
+ * count on it (Thrust frees its scratch memory right after launching the
+ * kernels that use it): the arena may unmap the memory at once, so the
+ * worker waits too. An error of earlier work is reported later, as a
+ * pipelined call's is. */
 CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr)
 {
+	CUresult err = cuCtxSynchronize();
+
+	if (err && w->pending == CUDA_SUCCESS)
+		w->pending = err;
 	return ordered_free(w, dptr);
 }
 

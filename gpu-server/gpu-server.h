@@ -12,10 +12,11 @@
 #define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
-		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK };
+		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK, H_GRAPH_NODE };
 
 struct handle_entry {
 	enum handle_kind kind;
+	int loaded;                          /* H_FUNCTION: cuFuncLoad done */
 	void *real;
 };
 
@@ -46,6 +47,8 @@ struct worker {
 	struct devmem *devmem;
 	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
 	unsigned nfrees, cap_frees;
+	uint64_t *graph_mem;                 /* graph memory: allocated in captures */
+	unsigned ngraph_mem, cap_graph_mem;
 	int callback_fd;                     /* host functions: the client's channel */
 	unsigned tex_objects;                /* texture and surface objects alive */
 	unsigned captures;                   /* stream captures in progress */
@@ -139,7 +142,10 @@ CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfi
 void ordered_collect(struct worker *w, int wait);
 CUresult ordered_alloc(struct worker *w, uint64_t size, uint64_t *va);
 CUresult ordered_free(struct worker *w, uint64_t va);
+CUresult ordered_note_graph_mem(struct worker *w, uint64_t va);
 void hostfn_close(struct worker *w);
+CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data);
+uint64_t hostfn_node_id(CUhostFn fn, void *data);
 
 /* array.c: CUDA arrays, texture and surface objects */
 

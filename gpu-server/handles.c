@@ -12,6 +12,21 @@ static int kind_matches(enum handle_kind want, enum handle_kind have)
 	return want == have || (want == H_FUNCTION && have == H_KERNEL);
 }
 
+/* Functions reach the client by enumeration (module_functions), which,
+ * under lazy loading, leaves them unloaded, where the application's
+ * cuModuleGetFunction would have loaded them: the first use loads one
+ * (else attribute queries fail with CUDA_ERROR_FUNCTION_NOT_LOADED). */
+static CUresult function_load(struct handle_entry *e)
+{
+	CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_LOADED;
+	CUresult err = cuFuncIsLoaded(&st, (CUfunction)e->real);
+
+	if (err == CUDA_SUCCESS && st != CU_FUNCTION_LOADING_STATE_LOADED)
+		err = cuFuncLoad((CUfunction)e->real);
+	e->loaded = err == CUDA_SUCCESS;
+	return err;
+}
+
 CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void **real)
 {
 	if (id == 0 || (kind == H_STREAM && id <= 2)) {
@@ -24,7 +39,7 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 	if (!kind_matches(kind, e->kind))
 		return CUDA_ERROR_INVALID_HANDLE;
 	*real = e->real;
-	return CUDA_SUCCESS;
+	return e->kind == H_FUNCTION && !e->loaded ? function_load(e) : CUDA_SUCCESS;
 }
 
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id)
@@ -46,7 +61,7 @@ static int handle_reserve(struct worker *w, unsigned index)
 			w->handles = n;
 			w->cap_handles = cap;
 		}
-		w->handles[w->nhandles++] = (struct handle_entry){ H_FREE, NULL };
+		w->handles[w->nhandles++] = (struct handle_entry){ .kind = H_FREE };
 	}
 	return 0;
 }
@@ -72,6 +87,7 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
 		return 0;
 	}
 	w->handles[slot].kind = kind;
+	w->handles[slot].loaded = 0;
 	w->handles[slot].real = real;
 	w->created = HANDLE_BASE + slot;
 	return w->created;

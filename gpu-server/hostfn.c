@@ -10,7 +10,9 @@
  * carries an id and a status out, the id back. If the client is gone the
  * stream goes on. A stream callback (cuStreamAddCallback) gets the
  * stream's status, as natively.
- * Host functions inside a graph capture are not offered.
+ * A host function captured into a graph, or a graph's host node, runs at
+ * every launch of the graph: its id is persistent (the client keeps the
+ * function), and so is the worker's record of it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@ struct host_call {
 	struct worker *w;
 	uint64_t id;
 	uint64_t status;                     /* the stream's, for a stream callback */
+	int persistent;                      /* a graph's: runs at every launch */
 };
 
 static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -42,7 +45,8 @@ static void call_client(struct host_call *c)
 		c->w->callback_fd = -1;
 	}
 	pthread_mutex_unlock(&channel_lock);
-	free(c);
+	if (!c->persistent)
+		free(c);
 }
 
 static void CUDA_CB run_host_func(void *arg)
@@ -56,8 +60,9 @@ static void CUDA_CB run_callback(CUstream stream, CUresult status, void *arg)
 	call_client(arg);
 }
 
-/* A host function runs once per launch: captured into a graph it would
- * run at every graph launch, which the one-shot ids do not allow. */
+/* callback: bit 0, a stream callback; bit 1, the client's id is
+ * persistent (it was launched while a capture was under way). A one-shot
+ * id cannot be captured: the graph would run it again. */
 CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long long id, unsigned int callback)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -68,15 +73,36 @@ CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long 
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if ((err = cuStreamIsCapturing(stream, &st)))
 		return err;
-	if (st != CU_STREAM_CAPTURE_STATUS_NONE)
+	if (st != CU_STREAM_CAPTURE_STATUS_NONE && !(callback & 2))
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!(c = malloc(sizeof(*c))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*c = (struct host_call){ w, id, 0 };
-	err = callback ? cuStreamAddCallback(stream, run_callback, c, 0) : cuLaunchHostFunc(stream, run_host_func, c);
+	*c = (struct host_call){ w, id, 0, st != CU_STREAM_CAPTURE_STATUS_NONE };
+	err = (callback & 1) ? cuStreamAddCallback(stream, run_callback, c, 0) : cuLaunchHostFunc(stream, run_host_func, c);
 	if (err)
 		free(c);
 	return err;
+}
+
+/* A graph's host node: the function and data the driver calls. */
+CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data)
+{
+	struct host_call *c;
+
+	if (w->callback_fd < 0)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!id || !(c = malloc(sizeof(*c))))
+		return id ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+	*c = (struct host_call){ w, id, 0, 1 };
+	*fn = run_host_func;
+	*data = c;
+	return CUDA_SUCCESS;
+}
+
+/* The client's id behind a host node's function, or 0. */
+uint64_t hostfn_node_id(CUhostFn fn, void *data)
+{
+	return fn == run_host_func && data ? ((struct host_call *)data)->id : 0;
 }
 
 /* v[0] = 0: make ready (the session socket listens; the reply names the

@@ -109,7 +109,7 @@ static CUresult list_functions(struct worker *w, enum handle_kind kind, void *ow
 /* Appends id and name (length, then bytes) to the reply buffer. */
 static int put_function(struct wire_buf *b, uint64_t id, const char *name)
 {
-	uint32_t len = name ? (uint32_t)strnlen(name, CICADA_NAME_MAX - 1) : 0;
+	uint32_t len = name ? (uint32_t)strnlen(name, CICADA_SYMBOL_MAX - 1) : 0;
 
 	if (!id || wire_buf_reserve(b, b->len + 12 + len))
 		return -1;

@@ -4,8 +4,10 @@
  * cuMemFreeAsync records an event on the stream and the memory returns to
  * the arena when the event has completed. Completed frees are collected at
  * the next allocation (of any kind), and all of them before a pause or
- * when memory runs out. Allocating or freeing inside a graph capture (a
- * graph memory node) is not offered.
+ * when memory runs out. Allocating or freeing inside a graph capture
+ * makes a graph memory node: that is the driver's, as natively (cuBLAS
+ * does it for its workspace); the worker remembers the addresses such
+ * nodes hand out, since that memory is freed by the driver, not the arena.
  */
 #include <stdlib.h>
 #include "gpu-server.h"
@@ -43,15 +45,35 @@ static int pending_free(struct worker *w, uint64_t va)
 	return 0;
 }
 
-static CUresult refuse_capture(struct worker *w, CUstream stream)
+static int capturing(CUstream stream)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-	CUresult err = cuStreamIsCapturing(stream, &st);
 
-	if (err || st == CU_STREAM_CAPTURE_STATUS_NONE)
-		return err;
-	log_warn("client %s: stream-ordered allocation inside a graph capture is not supported", w->peer);
-	return CUDA_ERROR_NOT_SUPPORTED;
+	return cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static int is_graph_mem(struct worker *w, uint64_t va)
+{
+	for (unsigned i = 0; i < w->ngraph_mem; i++)
+		if (w->graph_mem[i] == va)
+			return 1;
+	return 0;
+}
+
+CUresult ordered_note_graph_mem(struct worker *w, uint64_t va)
+{
+	if (is_graph_mem(w, va))
+		return CUDA_SUCCESS;
+	if (w->ngraph_mem == w->cap_graph_mem) {
+		unsigned cap = w->cap_graph_mem ? 2 * w->cap_graph_mem : 16;
+		uint64_t *m = realloc(w->graph_mem, cap * sizeof(*m));
+		if (!m)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		w->graph_mem = m;
+		w->cap_graph_mem = cap;
+	}
+	w->graph_mem[w->ngraph_mem++] = va;
+	return CUDA_SUCCESS;
 }
 
 /* Every allocation: frees the streams have passed go back first, and
@@ -74,14 +96,20 @@ CUresult ordered_alloc(struct worker *w, uint64_t size, uint64_t *va)
  * double free. */
 CUresult ordered_free(struct worker *w, uint64_t va)
 {
+	if (is_graph_mem(w, va))
+		return cuMemFree((CUdeviceptr)va);
 	return pending_free(w, va) ? CUDA_ERROR_INVALID_VALUE : devmem_free(w, va);
 }
 
 CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream)
 {
-	CUresult err = refuse_capture(w, stream);
+	CUresult err;
 
-	return err ? err : wrap_cuMemAlloc_v2(w, dptr, size);
+	if (!capturing(stream))
+		return wrap_cuMemAlloc_v2(w, dptr, size);
+	if ((err = cuMemAllocAsync(dptr, size, stream)))
+		return err;
+	return ordered_note_graph_mem(w, *dptr);
 }
 
 CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream)
@@ -91,10 +119,10 @@ CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream
 	CUevent done;
 	CUresult err;
 
+	if (is_graph_mem(w, dptr) || capturing(stream))
+		return cuMemFreeAsync(dptr, stream);
 	if (devmem_range(w, dptr, &base, &size) || base != dptr || pending_free(w, dptr))
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = refuse_capture(w, stream)))
-		return err;
 	if (w->nfrees == w->cap_frees) {
 		unsigned cap = w->cap_frees ? 2 * w->cap_frees : 64;
 		if (!(f = realloc(w->frees, cap * sizeof(*f))))

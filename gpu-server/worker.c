@@ -196,6 +196,11 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	memset(&res, 0, sizeof(res));
 	log_debug("%s", d->name);
 	rc = worker_execute(w, d, &args, &res, scalar_out);
+	if (rc && log_enabled(LOG_DEBUG)) {
+		const char *name = "?";
+		cuGetErrorName(rc, &name);
+		log_debug("%s failed: %s", d->name, name);
+	}
 	worker_free_args(hdr.proc, d, &args);
 	if (d->flags & PROC_ASYNC) {
 		set_pending(w, rc);

@@ -458,7 +458,9 @@ CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_
 		return rc;
 	if (wire_decode_reply(&cl.in, xid, xres, res, err))
 		return client_lost(err);
-	return (CUresult) * (int *)res;
+	if ((rc = (CUresult) * (int *)res) && log_enabled(LOG_DEBUG))
+		log_debug("%s: %s", rpc_name(proc), error_name(rc) ? error_name(rc) : "unknown error");
+	return rc;
 }
 
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)

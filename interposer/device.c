@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include "interposer.h"
 
-const char *error_name(CUresult err);     /* generated from cuda.h */
 
 CUresult CUDAAPI cuInit(unsigned int flags)
 {

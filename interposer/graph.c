@@ -5,8 +5,8 @@
  * (generated stubs). Libraries ask whether a stream is capturing before
  * every call (cuBLAS does, per GEMM), so the interposer counts the captures
  * it began and answers "not capturing" itself while there are none.
- * Graphs built node by node, and the node handles of a capture, are not
- * offered: those calls fail cleanly.
+ * Graphs built node by node, and the nodes of a capture, are
+ * graph_node.c's.
  */
 #include "interposer.h"
 
@@ -15,10 +15,16 @@
 
 static int captures;                     /* begun and not yet ended */
 
-static int capturing(void)
+void graph_capture_begun(void)
+{
+	__atomic_add_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+}
+
+int graph_capturing(void)
 {
 	return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0;
 }
+#define capturing graph_capturing
 
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
@@ -57,10 +63,10 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *ca
 	return CUDA_SUCCESS;
 }
 
-/* Status, id and graph come from the worker; dependency nodes cannot be
- * handed out, so asking for them while a capture has some is refused. */
+/* Status, id and graph come from the worker, and the dependencies (node
+ * ids, graph_node.c) when asked for. */
 static CUresult capture_info(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
-			     const CUgraphNode **deps, size_t *ndeps)
+			     const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps)
 {
 	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
 	cuuint64_t cid = 0, g = 0;
@@ -74,16 +80,12 @@ static CUresult capture_info(CUstream hStream, CUstreamCaptureStatus *status, cu
 	*status = st;
 	if (st == CU_STREAM_CAPTURE_STATUS_NONE)
 		return CUDA_SUCCESS;
-	if (deps && n) {
-		log_missing_once("capture dependency nodes", "cuStreamGetCaptureInfo", 1);
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
+	if ((deps || edges) && (err = graph_capture_deps(hStream, deps ? deps : &(const CUgraphNode *){ 0 }, edges, &n)))
+		return err;
 	if (id)
 		*id = cid;
 	if (graph)
 		*graph = (CUgraph)(uintptr_t)g;
-	if (deps)
-		*deps = NULL;
 	if (ndeps)
 		*ndeps = n;
 	return CUDA_SUCCESS;
@@ -93,7 +95,7 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStat
 					   cuuint64_t *id_out, CUgraph *graph_out,
 					   const CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
-	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
+	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out);
 }
 
 CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
@@ -103,9 +105,8 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStat
 {
 	if (edgeData_out && !dependencies_out)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (edgeData_out)
-		*edgeData_out = NULL;
-	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
+	return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+			    numDependencies_out);
 }
 
 /* The old form: the error node and log are never filled (no node handles). */
@@ -134,16 +135,4 @@ CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph 
 		err = cuGraphUpload(*phGraphExec, p->hUploadStream);
 	p->result_out = err == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
 	return err;
-}
-
-/* Only the count: node handles are not offered. */
-CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
-{
-	if (!numNodes)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (nodes) {
-		log_missing_once("graph node handles", "cuGraphGetNodes", 1);
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	return rpc_graph_node_count(hGraph, numNodes);
 }

@@ -6,7 +6,9 @@
  * calls back on a channel of its own, a second connection opened on first
  * use; a thread here reads an id, runs the function and writes the id
  * back, and the stream goes on. A pause closes the channel; the next
- * launch opens one to whichever worker holds the session then.
+ * launch opens one to whichever worker holds the session then. A host
+ * function launched while a capture is under way, or a graph's host node,
+ * may run many times: its id is persistent.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@ struct host_call {
 	CUstreamCallback callback;           /* cuStreamAddCallback */
 	CUstream stream;
 	void *data;
+	int persistent;                      /* a graph's: kept after it runs */
 };
 
 static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,7 +61,8 @@ static int calls_take(uint64_t id, struct host_call *out)
 	for (unsigned i = 0; i < ncalls && !found; i++)
 		if (calls[i].id == id) {
 			*out = calls[i];
-			calls[i] = calls[--ncalls];
+			if (!calls[i].persistent)
+				calls[i] = calls[--ncalls];
 			found = 1;
 		}
 	pthread_mutex_unlock(&calls_lock);
@@ -144,6 +148,14 @@ void hostfn_forget_channel(void)
 	channel = -1;
 }
 
+/* The channel, open (the caller holds the client lock). */
+static CUresult channel_ready(void)
+{
+	if (channel >= 0 && __atomic_load_n(&channel_ended, __ATOMIC_ACQUIRE))
+		hostfn_forget_channel();     /* the worker dropped it: a new one */
+	return channel < 0 ? channel_open() : CUDA_SUCCESS;
+}
+
 static CUresult launch(CUstream stream, struct host_call c)
 {
 	CUresult err = client_connect();
@@ -151,20 +163,45 @@ static CUresult launch(CUstream stream, struct host_call c)
 
 	if (err)
 		return err;
+	c.persistent = graph_capturing();
 	client_lock();
-	if (channel >= 0 && __atomic_load_n(&channel_ended, __ATOMIC_ACQUIRE))
-		hostfn_forget_channel();     /* the worker dropped it: a new one */
-	if (channel < 0 && (err = channel_open()))
+	if ((err = channel_ready()))
 		goto out;
 	if (!(id = calls_add(c))) {
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if ((err = rpc_host_func_launch(stream, id, c.callback != NULL)))
+	if ((err = rpc_host_func_launch(stream, id, (c.callback != NULL) | (c.persistent ? 2 : 0))) && !c.persistent)
 		calls_take(id, &c);
 out:
 	client_unlock();
 	return err;
+}
+
+/* A graph host node's function: a persistent id (0: failed, in *err). */
+uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err)
+{
+	uint64_t id = 0;
+
+	if ((*err = client_connect()))
+		return 0;
+	client_lock();
+	if (!(*err = channel_ready()) && !(id = calls_add((struct host_call){ .fn = fn, .data = data, .persistent = 1 })))
+		*err = CUDA_ERROR_OUT_OF_MEMORY;
+	client_unlock();
+	return id;
+}
+
+/* The function and data behind a persistent id. */
+int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data)
+{
+	struct host_call c;
+
+	if (!calls_take(id, &c) || !c.persistent)
+		return -1;
+	*fn = c.fn;
+	*data = c.data;
+	return 0;
 }
 
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)

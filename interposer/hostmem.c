@@ -77,6 +77,19 @@ int hostmem_find(const void *ptr, size_t size, struct host_range *out)
 	return found;
 }
 
+/* The application's address of an offset into a shared region, or NULL. */
+void *hostmem_region_ptr(unsigned region, uint64_t offset)
+{
+	void *p = NULL;
+
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < nhosts && !p; i++)
+		if (region && hosts[i].region == region && offset <= hosts[i].size)
+			p = hosts[i].base + offset;
+	pthread_mutex_unlock(&hm_lock);
+	return p;
+}
+
 static int add_host(const struct host_alloc *h)
 {
 	int rc;

@@ -20,6 +20,7 @@
 CUresult client_connect(void);
 void client_lock(void);
 void client_unlock(void);
+const char *error_name(CUresult err);     /* generated from cuda.h; NULL if unknown */
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_scalar_call(unsigned proc, int async, const uint64_t *in, unsigned nin, uint64_t *out,
@@ -32,6 +33,11 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
 int client_resume(const char *server, const char *ticket, char *err);
 int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err);
 void hostfn_forget_channel(void);
+uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
+int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
+int graph_capturing(void);                  /* graph.c: a capture is under way */
+void graph_capture_begun(void);
+CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);
 size_t client_token(char *buf, size_t len);
 
 /* control.c: the control socket the CRIU plugin pauses and resumes through */
@@ -53,6 +59,7 @@ struct host_range {
 	uint64_t offset;
 };
 int hostmem_find(const void *ptr, size_t size, struct host_range *out);
+void *hostmem_region_ptr(unsigned region, uint64_t offset);
 /* jit.c: an application's JIT options, and the logs written back */
 struct jit_request {
 	jit_option opts[CICADA_JIT_OPTIONS_MAX];

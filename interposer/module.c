@@ -219,7 +219,7 @@ static CUresult lookup(unsigned proc, const void *handle, const char *name, uint
 
 	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (strlen(name) >= CICADA_NAME_MAX)
+	if (strlen(name) >= CICADA_SYMBOL_MAX)
 		return CUDA_ERROR_NOT_FOUND;
 	err = client_call(proc, (xdrproc_t)xdr_handle_name_args, &a, (xdrproc_t)xdr_scalar_res, &r);
 	if (!err && r.v.v_len != 1)
@@ -264,7 +264,7 @@ static CUresult get_global(unsigned proc, const void *handle, const char *name, 
 
 	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (strlen(name) >= CICADA_NAME_MAX)
+	if (strlen(name) >= CICADA_SYMBOL_MAX)
 		return CUDA_ERROR_NOT_FOUND;
 	err = client_call(proc, (xdrproc_t)xdr_handle_name_args, &a, (xdrproc_t)xdr_global_res, &r);
 	if (err)

@@ -3,14 +3,12 @@
  * cuBLAS and cuBLASLt dlsym about ninety driver functions by name from
  * libcuda.so.1 and fail to initialise (CUBLAS_STATUS_INTERNAL_ERROR) if
  * any one is missing (EXPORT-TABLES.md 4.8), though a plain GEMM calls few
- * of them. These fail cleanly instead: graph nodes,
+ * of them. These fail cleanly instead:
  * batched stream memory operations. Some names are
  * the old ABI that cuda.h now maps to a _v2; their prototypes are here.
  */
 #include "interposer.h"
 
-#undef cuGraphKernelNodeGetParams
-#undef cuGraphExecKernelNodeSetParams
 #undef cuStreamBatchMemOp
 #undef cuStreamWaitValue32
 
@@ -18,26 +16,6 @@ static CUresult unsupported(const char *name)
 {
 	log_missing_once("driver function", name, 1);
 	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-/* --- graphs built node by node (graph.c serves stream capture) --- */
-CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
-CUresult CUDAAPI cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	return unsupported("cuGraphKernelNodeGetParams");
-}
-
-CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams);
-CUresult CUDAAPI cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
-						const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
-{
-	return unsupported("cuGraphExecKernelNodeSetParams");
-}
-
-CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
-{
-	return unsupported("cuGraphNodeGetType");
 }
 
 /* --- stream memory operations (the old ABI; the driver may refuse it too) --- */

@@ -20,10 +20,10 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem device_query
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes device_query
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped printf
-rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse
+rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
@@ -145,7 +145,7 @@ run_same() {
 }
 
 run_programs() {
-	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem
+	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes
 		     device_query context_ops errors_app zero_copy dlopen_app"
 	for p in $progs; do
 		want "$p" || continue
@@ -224,7 +224,11 @@ rt_cublas|cuBLAS, cuBLASLt|libcublas.so.13 libcublasLt.so.13
 rt_cufft|cuFFT: batched C2C round trip, 2D R2C|libcufft.so.12
 rt_curand|cuRAND: XORWOW and Philox generators, device API|libcurand.so.10
 rt_cusolver|cuSOLVER: getrf/getrs, syevd|libcusolver.so.12 libcusparse.so.12 libcublas.so.13 libcublasLt.so.13 libnvJitLink.so.13
-rt_cusparse|cuSPARSE: CSR SpMV and SpMM|libcusparse.so.12 libnvJitLink.so.13"
+rt_cusparse|cuSPARSE: CSR SpMV and SpMM|libcusparse.so.12 libnvJitLink.so.13
+rt_thrust|Thrust: radix sort, sort by key, reduce, scan|
+rt_cublas_batched|cuBLAS batched GEMMs: pointer arrays, strided, fp16|libcublas.so.13 libcublasLt.so.13
+rt_fft_conv|cuFFT convolution: 1D 2^24, 2D 4096^2, 3D, odd radix, prime|libcufft.so.12
+rt_cg_graph|cuBLAS and cuSPARSE conjugate gradient captured into a graph|libcublas.so.13 libcublasLt.so.13 libcusparse.so.12 libnvJitLink.so.13"
 
 # library_path LIB...: a search path holding every LIB, from the node's
 # toolkit or else the NVIDIA pip packages beside PyTorch; names the first

@@ -28,7 +28,7 @@ import cuda_h  # noqa: E402
 HANDLES = {
     "CUcontext": "H_CTX", "CUmodule": "H_MODULE", "CUfunction": "H_FUNCTION",
     "CUlibrary": "H_LIBRARY", "CUkernel": "H_KERNEL", "CUstream": "H_STREAM",
-    "CUevent": "H_EVENT", "CUgraph": "H_GRAPH", "CUgraphExec": "H_GRAPH_EXEC",
+    "CUevent": "H_EVENT", "CUgraph": "H_GRAPH", "CUgraphExec": "H_GRAPH_EXEC", "CUgraphNode": "H_GRAPH_NODE",
     "CUarray": "H_ARRAY", "CUlinkState": "H_LINK",
 }
 
@@ -214,11 +214,17 @@ def gen_client(calls):
             # to cuEventElapsedTime_v2): the table names the symbol itself.
             out.append("#undef %s\nCUresult CUDAAPI %s(%s)\n{\n\treturn rpc_%s(%s);\n}\n\n"
                        % (c.name, c.name, proto(c), c.name, args))
+    out.append("/* Each procedure's name, for the log. */\nconst char *rpc_name(unsigned proc)\n{\n"
+               "\tswitch (proc) {\n")
+    for c in calls:
+        out.append("\tcase %s: return \"%s\";\n" % (c.proc_macro, c.name))
+    out.append("\tdefault: return \"unknown procedure\";\n\t}\n}\n")
     return "".join(out)
 
 
 def gen_client_header(calls):
-    out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n"]
+    out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n",
+           "const char *rpc_name(unsigned proc);\n"]
     for c in calls:
         if not c.hand:
             out.append("CUresult rpc_%s(%s);\n" % (c.name, proto(c)))

@@ -125,6 +125,20 @@ int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, x
 int wire_record_is_call(const struct wire_buf *b);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
 
+/* ---- graph nodes: the slots of graph_params.v, by node type ---- */
+enum { GK_FUNC, GK_GRID_X, GK_GRID_Y, GK_GRID_Z, GK_BLOCK_X, GK_BLOCK_Y, GK_BLOCK_Z, GK_SHMEM, GK_CTX, GK_N };
+enum { GS_DST, GS_PITCH, GS_VALUE, GS_ELEMENT, GS_WIDTH, GS_HEIGHT, GS_CTX, GS_N };
+/* a memcpy: each side is GM_SIDE scalars, the source's first */
+enum { GM_TYPE, GM_DEVICE, GM_ARRAY, GM_X, GM_Y, GM_Z, GM_PITCH, GM_HEIGHT, GM_REGION, GM_SIDE };
+enum { GM_WIDTH = 2 * GM_SIDE, GM_ROWS, GM_DEPTH, GM_CTX, GM_N };
+enum { GH_ID, GH_N };                        /* host: the client's function id */
+enum { GE_EVENT, GE_N };                     /* event record, event wait */
+enum { GC_GRAPH, GC_N };                     /* child graph */
+enum { GA_BYTES, GA_DEVICE, GA_DPTR, GA_N }; /* memory alloc (GA_DPTR: out) */
+enum { GF_DPTR, GF_N };                      /* memory free */
+/* graph_query ops */
+enum { GQ_NODES, GQ_ROOTS, GQ_DEPS, GQ_DEPENDENTS, GQ_EDGES, GQ_CAPTURE_DEPS };
+
 /* ---- logging (level from CICADA_LOG at run time) ---- */
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void log_init(const char *prog);

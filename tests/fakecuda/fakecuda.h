@@ -38,7 +38,7 @@ struct fc_ctx {
 
 /* Kinds of handles in the registry. */
 enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM, FC_GRAPH, FC_GRAPH_EXEC,
-       FC_ARRAY, FC_OBJECT };
+       FC_ARRAY, FC_OBJECT, FC_NODE };
 
 /* Kinds of memory ranges. */
 enum { FC_MEM_DEVICE = 1, FC_MEM_HOST, FC_MEM_REGISTERED, FC_MEM_GLOBAL, FC_MEM_VMM };

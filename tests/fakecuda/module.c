@@ -436,3 +436,18 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 	*mode = CU_MODULE_LAZY_LOADING;
 	return CUDA_SUCCESS;
 }
+
+/* The stand-in loads every function with its module. */
+CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction hfunc)
+{
+	TRY(fc_func(hfunc, NULL, NULL, NULL));
+	CHECK_ARG(state);
+	*state = CU_FUNCTION_LOADING_STATE_LOADED;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncLoad(CUfunction hfunc)
+{
+	TRY(fc_func(hfunc, NULL, NULL, NULL));
+	return CUDA_SUCCESS;
+}
