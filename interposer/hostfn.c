@@ -195,13 +195,17 @@ uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err)
 /* The function and data behind a persistent id. */
 int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data)
 {
-	struct host_call c;
+	int found = -1;
 
-	if (!calls_take(id, &c) || !c.persistent)
-		return -1;
-	*fn = c.fn;
-	*data = c.data;
-	return 0;
+	pthread_mutex_lock(&calls_lock);
+	for (unsigned i = 0; i < ncalls && found; i++)
+		if (calls[i].id == id && calls[i].persistent) {
+			*fn = calls[i].fn;
+			*data = calls[i].data;
+			found = 0;
+		}
+	pthread_mutex_unlock(&calls_lock);
+	return found;
 }
 
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
