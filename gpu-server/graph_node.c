@@ -77,6 +77,21 @@ static CUresult copy_side_in(struct worker *w, const uint64_t *v, CUmemorytype *
 	return err;
 }
 
+/* A host side of a copy must stay inside its region: the last byte the
+ * copy reaches, from the side's offset and the copy's shape. */
+static CUresult host_span_ok(struct worker *w, const uint64_t *v, uint64_t width, uint64_t rows, uint64_t depth)
+{
+	unsigned __int128 pitch = v[GM_PITCH] ? v[GM_PITCH] : width, height = v[GM_HEIGHT] ? v[GM_HEIGHT] : rows;
+	unsigned __int128 end;
+
+	if (v[GM_TYPE] != CU_MEMORYTYPE_HOST)
+		return CUDA_SUCCESS;
+	rows = rows ? rows : 1, depth = depth ? depth : 1;
+	end = (unsigned __int128)v[GM_DEVICE] + v[GM_X] + ((unsigned __int128)v[GM_Z] * height + v[GM_Y]) * pitch +
+	      ((depth - 1) * height + (rows - 1)) * pitch + width;
+	return end <= w->regions[v[GM_REGION]].size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult ctx_of(struct worker *w, uint64_t id, CUcontext *ctx)
 {
 	*ctx = NULL;
@@ -125,6 +140,9 @@ static CUresult params_in(struct worker *w, graph_params *g, CUgraphNodeParams *
 					&c->dstHeight)))
 			return err;
 		c->WidthInBytes = v[GM_WIDTH], c->Height = v[GM_ROWS], c->Depth = v[GM_DEPTH];
+		if ((err = host_span_ok(w, v, v[GM_WIDTH], v[GM_ROWS], v[GM_DEPTH])) ||
+		    (err = host_span_ok(w, v + GM_SIDE, v[GM_WIDTH], v[GM_ROWS], v[GM_DEPTH])))
+			return err;
 		return ctx_of(w, v[GM_CTX], &p->memcpy.copyCtx);
 	}
 	case CU_GRAPH_NODE_TYPE_HOST:

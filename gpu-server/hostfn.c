@@ -33,7 +33,7 @@ static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
  * client, which writes the id back once the function has returned. */
 static void call_client(struct host_call *c)
 {
-	uint64_t msg[2] = { c->id, c->status }, back = 0;
+	uint64_t msg[2] = { c->id, c->status | (c->persistent ? 0 : HOSTFN_ONCE) }, back = 0;
 	struct wire_stream st;
 
 	pthread_mutex_lock(&channel_lock);

@@ -80,7 +80,7 @@ static CUresult capture_info(CUstream hStream, CUstreamCaptureStatus *status, cu
 	*status = st;
 	if (st == CU_STREAM_CAPTURE_STATUS_NONE)
 		return CUDA_SUCCESS;
-	if ((deps || edges) && (err = graph_capture_deps(hStream, deps ? deps : &(const CUgraphNode *){ 0 }, edges, &n)))
+	if (deps && (err = graph_capture_deps(hStream, deps, edges, &n)))
 		return err;
 	if (id)
 		*id = cid;

@@ -57,12 +57,12 @@ static CUresult params_alloc(graph_params *g, unsigned type, unsigned n, uint64_
 
 /* --- CUgraphNodeParams -> graph_params (v has CICADA_GRAPH_SCALARS) --- */
 
+/* One side of a copy; host memory must lie in a region shared with the
+ * worker (span: the bytes the copy may reach, from the side's start). */
 static CUresult copy_side_pack(uint64_t *v, CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
-			  size_t x, size_t y, size_t z, size_t pitch, size_t height, size_t width, size_t rows,
-			  size_t depth)
+			       size_t x, size_t y, size_t z, size_t pitch, size_t height, size_t span)
 {
 	struct host_range r;
-	size_t span = (depth ? depth : 1) * (height ? height : 1) * (pitch ? pitch : width);
 
 	if (type == CU_MEMORYTYPE_UNIFIED)
 		type = hostmem_find((const void *)(uintptr_t)dev, 1, &r) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE,
@@ -84,20 +84,23 @@ static CUresult copy_side_pack(uint64_t *v, CUmemorytype type, const void *host,
 	} else {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	(void)rows;
 	return CUDA_SUCCESS;
 }
 
 static CUresult pack_copy(const CUDA_MEMCPY3D *c, CUcontext ctx, graph_params *g, uint64_t *v)
 {
+	size_t rows, depth;
 	CUresult err;
 
 	if (!c)
 		return CUDA_ERROR_INVALID_VALUE;
+	rows = c->Height ? c->Height : 1, depth = c->Depth ? c->Depth : 1;
 	if ((err = copy_side_pack(v, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
-			     c->srcZ, c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height, c->Depth)) ||
-	    (err = copy_side_pack(v + GM_SIDE, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-			     c->dstY, c->dstZ, c->dstPitch, c->dstHeight, c->WidthInBytes, c->Height, c->Depth)))
+				  c->srcZ, c->srcPitch, c->srcHeight,
+				  (c->srcPitch ? c->srcPitch : c->WidthInBytes) * rows * depth)) ||
+	    (err = copy_side_pack(v + GM_SIDE, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
+				  c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight,
+				  (c->dstPitch ? c->dstPitch : c->WidthInBytes) * rows * depth)))
 		return err;
 	v[GM_WIDTH] = c->WidthInBytes, v[GM_ROWS] = c->Height, v[GM_DEPTH] = c->Depth;
 	v[GM_CTX] = handle_id(ctx);
@@ -386,38 +389,72 @@ static void done(graph_node_res *r)
 	xdr_free((xdrproc_t)xdr_graph_node_res, (char *)r);
 }
 
-/* A kernel node's parameter values live here, per node, until the next
- * read of the same node (the driver's own copy lives as long as the node). */
+/* A kernel node's parameter values live here, one copy per node: a read
+ * that finds them unchanged gives the same pointers, a read after a change
+ * replaces them (the driver's own copy lives as long as the node and
+ * changes when it is set). */
 struct kernel_values {
 	uint64_t node;
+	unsigned len;
 	void **ptrs;
 	char *values;
 };
-static struct kernel_values kept[256];
+static struct kernel_values *kept;
+static unsigned nkept, cap_kept;
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct kernel_values *kept_slot(uint64_t node)
+{
+	for (unsigned i = 0; i < nkept; i++)
+		if (kept[i].node == node)
+			return &kept[i];
+	if (nkept == cap_kept) {
+		unsigned cap = cap_kept ? 2 * cap_kept : 64;
+		struct kernel_values *k = realloc(kept, cap * sizeof(*k));
+		if (!k)
+			return NULL;
+		kept = k;
+		cap_kept = cap;
+	}
+	kept[nkept] = (struct kernel_values){ .node = node };
+	return &kept[nkept++];
+}
 
 static CUresult keep_values(uint64_t node, CUfunction f, const char *data, unsigned len, void ***out)
 {
-	struct kernel_values *k = &kept[(node * 0x9E3779B97F4A7C15ull) >> 56];
+	struct kernel_values *k;
 	size_t off, size;
 	unsigned n = 0;
+	void **ptrs;
+	char *values;
 
 	while (cuFuncGetParamInfo(f, n, &off, &size) == CUDA_SUCCESS)
 		n++;
 	pthread_mutex_lock(&kept_lock);
-	free(k->ptrs);
-	free(k->values);
-	k->node = node;
-	k->ptrs = calloc(n + 1, sizeof(void *));
-	k->values = malloc(len + 1);
-	if (!k->ptrs || !k->values) {
+	if (!(k = kept_slot(node))) {
 		pthread_mutex_unlock(&kept_lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	memcpy(k->values, data, len);
+	if (k->values && k->len == len && !memcmp(k->values, data, len)) {
+		*out = k->ptrs;
+		pthread_mutex_unlock(&kept_lock);
+		return CUDA_SUCCESS;
+	}
+	ptrs = calloc(n + 1, sizeof(void *));
+	values = malloc(len + 1);
+	if (!ptrs || !values) {
+		pthread_mutex_unlock(&kept_lock);
+		free(ptrs);
+		free(values);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	memcpy(values, data, len);
 	for (unsigned i = 0; i < n && cuFuncGetParamInfo(f, i, &off, &size) == CUDA_SUCCESS; i++)
-		k->ptrs[i] = off + size <= len ? k->values + off : NULL;
-	*out = k->ptrs;
+		ptrs[i] = off + size <= len ? values + off : NULL;
+	free(k->ptrs);
+	free(k->values);
+	*k = (struct kernel_values){ node, len, ptrs, values };
+	*out = ptrs;
 	pthread_mutex_unlock(&kept_lock);
 	return CUDA_SUCCESS;
 }

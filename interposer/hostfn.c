@@ -53,7 +53,8 @@ out:
 	return id;
 }
 
-static int calls_take(uint64_t id, struct host_call *out)
+/* Finds id's call; removes it unless it is persistent and not the last. */
+static int calls_take(uint64_t id, struct host_call *out, int last)
 {
 	int found = 0;
 
@@ -61,7 +62,7 @@ static int calls_take(uint64_t id, struct host_call *out)
 	for (unsigned i = 0; i < ncalls && !found; i++)
 		if (calls[i].id == id) {
 			*out = calls[i];
-			if (!calls[i].persistent)
+			if (last || !calls[i].persistent)
 				calls[i] = calls[--ncalls];
 			found = 1;
 		}
@@ -75,18 +76,18 @@ static void *serve_channel(void *arg)
 {
 	struct wire_stream st;
 	struct host_call c;
-	uint64_t msg[2];                     /* id, the stream's status */
+	uint64_t msg[2];                     /* id, the stream's status | HOSTFN_ONCE */
 
 	wire_stream_init(&st, (int)(intptr_t)arg);
 	while (!wire_read(&st, msg, sizeof(msg))) {
-		if (!calls_take(msg[0], &c)) {
+		if (!calls_take(msg[0], &c, (msg[1] & HOSTFN_ONCE) != 0)) {
 			log_warn("the gpu-server called unknown host function %llu", (unsigned long long)msg[0]);
 			break;
 		}
 		if (c.fn)
 			c.fn(c.data);
 		else
-			c.callback(c.stream, (CUresult)msg[1], c.data);
+			c.callback(c.stream, (CUresult)(msg[1] & ~HOSTFN_ONCE), c.data);
 		if (wire_write(&st, &msg[0], 8))
 			break;
 	}
@@ -171,8 +172,8 @@ static CUresult launch(CUstream stream, struct host_call c)
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if ((err = rpc_host_func_launch(stream, id, (c.callback != NULL) | (c.persistent ? 2 : 0))) && !c.persistent)
-		calls_take(id, &c);
+	if ((err = rpc_host_func_launch(stream, id, (c.callback != NULL) | (c.persistent ? 2 : 0))))
+		calls_take(id, &c, 1);
 out:
 	client_unlock();
 	return err;

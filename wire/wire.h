@@ -125,6 +125,10 @@ int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, x
 int wire_record_is_call(const struct wire_buf *b);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
 
+/* The host function channel's status word: this call is the id's last
+ * (the worker ran it once, not from a graph). */
+#define HOSTFN_ONCE (1ull << 63)
+
 /* ---- graph nodes: the slots of graph_params.v, by node type ---- */
 enum { GK_FUNC, GK_GRID_X, GK_GRID_Y, GK_GRID_Z, GK_BLOCK_X, GK_BLOCK_Y, GK_BLOCK_Z, GK_SHMEM, GK_CTX, GK_N };
 enum { GS_DST, GS_PITCH, GS_VALUE, GS_ELEMENT, GS_WIDTH, GS_HEIGHT, GS_CTX, GS_N };

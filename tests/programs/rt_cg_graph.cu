@@ -12,15 +12,6 @@
 #include <vector>
 #include "rt_common.h"
 
-#define CHECK_LIB(call)                                                               \
-	do {                                                                          \
-		int s_ = (int)(call);                                                 \
-		if (s_ != 0) {                                                        \
-			printf("FAIL %s: status %d\n", #call, s_);                    \
-			failures++;                                                   \
-		}                                                                     \
-	} while (0)
-
 /* alpha = r1 / dot(p, Ap); nalpha = -alpha */
 __global__ void step_alpha(const float *r1, const float *dot, float *alpha, float *nalpha)
 {

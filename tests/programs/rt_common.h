@@ -1,6 +1,6 @@
 /*
  * rt_common.h: what the CUDA runtime test programs share: a failure count
- * with a check of runtime calls, and an FNV-1a hash for printing exact
+ * with a check of runtime calls and of library calls, and an FNV-1a hash for printing exact
  * result bytes (equal bits natively and through Cicada).
  */
 #ifndef RT_COMMON_H
@@ -16,6 +16,16 @@ static int failures;
 		cudaError_t e_ = (call);                                              \
 		if (e_ != cudaSuccess) {                                              \
 			printf("FAIL %s: %s\n", #call, cudaGetErrorName(e_));         \
+			failures++;                                                   \
+		}                                                                     \
+	} while (0)
+
+/* A CUDA library call (cuBLAS, cuFFT, cuSPARSE...): 0 is success. */
+#define CHECK_LIB(call)                                                               \
+	do {                                                                          \
+		int s_ = (int)(call);                                                 \
+		if (s_ != 0) {                                                        \
+			printf("FAIL %s: status %d\n", #call, s_);                    \
 			failures++;                                                   \
 		}                                                                     \
 	} while (0)

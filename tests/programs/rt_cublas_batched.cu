@@ -12,15 +12,6 @@
 #include <vector>
 #include "rt_common.h"
 
-#define CHECK_BLAS(call)                                                              \
-	do {                                                                          \
-		cublasStatus_t s_ = (call);                                           \
-		if (s_ != CUBLAS_STATUS_SUCCESS) {                                    \
-			printf("FAIL %s: status %d\n", #call, (int)s_);               \
-			failures++;                                                   \
-		}                                                                     \
-	} while (0)
-
 static void fill(std::vector<float> &v, unsigned seed)
 {
 	for (auto &f : v) {
@@ -77,12 +68,12 @@ static void run(cublasHandle_t h, int n, int batch)
 	CHECK_RT(cudaMemcpy(dpb, pb.data(), batch * sizeof(float *), cudaMemcpyHostToDevice));
 	CHECK_RT(cudaMemcpy(dpc, pc.data(), batch * sizeof(float *), cudaMemcpyHostToDevice));
 
-	CHECK_BLAS(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, dpa, n, dpb, n, &zero, dpc, n, batch));
+	CHECK_LIB(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, dpa, n, dpb, n, &zero, dpc, n, batch));
 	CHECK_RT(cudaMemcpy(c.data(), dc, total * 4, cudaMemcpyDeviceToHost));
 	check("sgemmBatched", n, batch, a, b, c, 1e-3 * n);
 
 	CHECK_RT(cudaMemset(dc, 0, total * 4));
-	CHECK_BLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, n, per, db, n, per, &zero,
+	CHECK_LIB(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, n, per, db, n, per, &zero,
 					     dc, n, per, batch));
 	CHECK_RT(cudaMemcpy(c.data(), dc, total * 4, cudaMemcpyDeviceToHost));
 	check("sgemmStridedBatched", n, batch, a, b, c, 1e-3 * n);
@@ -118,7 +109,7 @@ static void run_half(cublasHandle_t h, int n, int batch)
 	CHECK_RT(cudaMalloc(&dc, total * 4));
 	CHECK_RT(cudaMemcpy(da, ha.data(), total * 2, cudaMemcpyHostToDevice));
 	CHECK_RT(cudaMemcpy(db, hb.data(), total * 2, cudaMemcpyHostToDevice));
-	CHECK_BLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, CUDA_R_16F, n, per, db,
+	CHECK_LIB(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, CUDA_R_16F, n, per, db,
 					      CUDA_R_16F, n, per, &zero, dc, CUDA_R_32F, n, per, batch,
 					      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 	CHECK_RT(cudaMemcpy(c.data(), dc, total * 4, cudaMemcpyDeviceToHost));
@@ -132,7 +123,7 @@ int main(void)
 {
 	cublasHandle_t h;
 
-	CHECK_BLAS(cublasCreate(&h));
+	CHECK_LIB(cublasCreate(&h));
 	if (failures) {
 		printf("FAILED\n");
 		return 1;
@@ -142,7 +133,7 @@ int main(void)
 	run(h, 64, 512);
 	run(h, 256, 16);
 	run_half(h, 128, 256);
-	CHECK_BLAS(cublasDestroy(h));
+	CHECK_LIB(cublasDestroy(h));
 	printf("%s\n", failures ? "FAILED" : "done");
 	return failures != 0;
 }

@@ -10,15 +10,6 @@
 #include <vector>
 #include "rt_common.h"
 
-#define CHECK_FFT(call)                                                               \
-	do {                                                                          \
-		cufftResult r_ = (call);                                              \
-		if (r_ != CUFFT_SUCCESS) {                                            \
-			printf("FAIL %s: result %d\n", #call, (int)r_);               \
-			failures++;                                                   \
-		}                                                                     \
-	} while (0)
-
 __global__ void multiply(cufftComplex *a, const cufftComplex *b, size_t n, float scale)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -59,17 +50,17 @@ static void convolve(int rank, int ny, int nx, int taps)
 	CHECK_RT(cudaMemcpy(ds, s.data(), n * 4, cudaMemcpyHostToDevice));
 	CHECK_RT(cudaMemcpy(dk, k.data(), n * 4, cudaMemcpyHostToDevice));
 	if (rank == 1) {
-		CHECK_FFT(cufftPlan1d(&fwd, nx, CUFFT_R2C, 1));
-		CHECK_FFT(cufftPlan1d(&inv, nx, CUFFT_C2R, 1));
+		CHECK_LIB(cufftPlan1d(&fwd, nx, CUFFT_R2C, 1));
+		CHECK_LIB(cufftPlan1d(&inv, nx, CUFFT_C2R, 1));
 	} else {
-		CHECK_FFT(cufftPlan2d(&fwd, ny, nx, CUFFT_R2C));
-		CHECK_FFT(cufftPlan2d(&inv, ny, nx, CUFFT_C2R));
+		CHECK_LIB(cufftPlan2d(&fwd, ny, nx, CUFFT_R2C));
+		CHECK_LIB(cufftPlan2d(&inv, ny, nx, CUFFT_C2R));
 	}
-	CHECK_FFT(cufftExecR2C(fwd, ds, cs));
-	CHECK_FFT(cufftExecR2C(fwd, dk, ck));
+	CHECK_LIB(cufftExecR2C(fwd, ds, cs));
+	CHECK_LIB(cufftExecR2C(fwd, dk, ck));
 	multiply<<<1024, 256>>>(cs, ck, nc, 1.0f / n);
 	CHECK_RT(cudaGetLastError());
-	CHECK_FFT(cufftExecC2R(inv, cs, ds));
+	CHECK_LIB(cufftExecC2R(inv, cs, ds));
 	CHECK_RT(cudaMemcpy(out.data(), ds, n * 4, cudaMemcpyDeviceToHost));
 	double worst = 0;
 	for (size_t p = 0; p < n; p += n / 97 + 1) {
@@ -83,8 +74,8 @@ static void convolve(int rank, int ny, int nx, int taps)
 	printf("%s %dD convolution %dx%d, %d taps: hash %016llx\n", worst < 1e-2 ? "ok  " : "FAIL", rank, ny, nx,
 	       taps, fnv(out.data(), n * 4));
 	failures += !(worst < 1e-2);
-	CHECK_FFT(cufftDestroy(fwd));
-	CHECK_FFT(cufftDestroy(inv));
+	CHECK_LIB(cufftDestroy(fwd));
+	CHECK_LIB(cufftDestroy(inv));
 	CHECK_RT(cudaFree(ds));
 	CHECK_RT(cudaFree(dk));
 	CHECK_RT(cudaFree(cs));
@@ -104,16 +95,16 @@ static void round_trip(const char *what, int rank, int *dims, int batch)
 	fill(in, 23);
 	CHECK_RT(cudaMalloc(&d, n * 8));
 	CHECK_RT(cudaMemcpy(d, in.data(), n * 8, cudaMemcpyHostToDevice));
-	CHECK_FFT(cufftPlanMany(&plan, rank, dims, NULL, 1, 0, NULL, 1, 0, CUFFT_C2C, batch));
-	CHECK_FFT(cufftExecC2C(plan, d, d, CUFFT_FORWARD));
-	CHECK_FFT(cufftExecC2C(plan, d, d, CUFFT_INVERSE));
+	CHECK_LIB(cufftPlanMany(&plan, rank, dims, NULL, 1, 0, NULL, 1, 0, CUFFT_C2C, batch));
+	CHECK_LIB(cufftExecC2C(plan, d, d, CUFFT_FORWARD));
+	CHECK_LIB(cufftExecC2C(plan, d, d, CUFFT_INVERSE));
 	CHECK_RT(cudaMemcpy(out.data(), d, n * 8, cudaMemcpyDeviceToHost));
 	double worst = 0, scale = (double)n / batch;
 	for (size_t i = 0; i < 2 * n; i++)
 		worst = fmax(worst, fabs(out[i] / scale - in[i]));
 	printf("%s %s: hash %016llx\n", worst < 1e-3 ? "ok  " : "FAIL", what, fnv(out.data(), n * 8));
 	failures += !(worst < 1e-3);
-	CHECK_FFT(cufftDestroy(plan));
+	CHECK_LIB(cufftDestroy(plan));
 	CHECK_RT(cudaFree(d));
 }
 
