@@ -3,8 +3,8 @@
  * objects. Arrays are handles like any other; copies name device memory
  * or arrays only (the client stages host memory through device memory);
  * the driver's texture and surface descriptors arrive as bytes, checked
- * for size, with an array in them given by its handle id. Arrays and
- * these objects are not carried by a checkpoint (checkpoint.c refuses).
+ * for size, with an array in them given by its handle id. A checkpoint
+ * carries them (objects.c).
  */
 #include <string.h>
 #include "gpu-server.h"
@@ -90,12 +90,14 @@ static CUresult resource(struct worker *w, const tex_object_args *a, CUDA_RESOUR
 	return CUDA_SUCCESS;
 }
 
-static CUresult object_reply(struct worker *w, scalar_res *r, uint64_t value)
+static CUresult object_reply(struct worker *w, scalar_res *r, uint64_t value, int surface, const tex_object_args *a)
 {
 	CUresult err = one_scalar(r, value);
 
-	if (!err)
+	if (!err) {
 		w->tex_objects++;
+		objects_tex_created(w, value, surface, a);
+	}
 	return err;
 }
 
@@ -117,7 +119,7 @@ CUresult hand_tex_object_create(struct worker *w, void *args, void *res)
 		memcpy(&v, a->view.view_val, sizeof(v));
 	if ((err = cuTexObjectCreate(&obj, &r, &t, a->view.view_len ? &v : NULL)))
 		return err;
-	return object_reply(w, res, obj);
+	return object_reply(w, res, obj, 0, a);
 }
 
 CUresult hand_surf_object_create(struct worker *w, void *args, void *res)
@@ -129,7 +131,7 @@ CUresult hand_surf_object_create(struct worker *w, void *args, void *res)
 
 	if ((err = resource(w, a, &r)) || (err = cuSurfObjectCreate(&obj, &r)))
 		return err;
-	return object_reply(w, res, obj);
+	return object_reply(w, res, obj, 1, a);
 }
 
 CUresult wrap_cuTexObjectDestroy(struct worker *w, CUtexObject t)
@@ -138,6 +140,8 @@ CUresult wrap_cuTexObjectDestroy(struct worker *w, CUtexObject t)
 
 	if (!err && w->tex_objects)
 		w->tex_objects--;
+	if (!err)
+		objects_tex_destroyed(w, t);
 	return err;
 }
 
@@ -147,5 +151,7 @@ CUresult wrap_cuSurfObjectDestroy(struct worker *w, CUsurfObject s)
 
 	if (!err && w->tex_objects)
 		w->tex_objects--;
+	if (!err)
+		objects_tex_destroyed(w, s);
 	return err;
 }

@@ -1,8 +1,10 @@
 /*
  * checkpoint.c: writes a paused session's GPU state as a snapshot: the
  * replay log, the device allocations and chunks of the arena, the module
- * globals the client looked up, the module images, and the device memory
- * (snapshot-format/ compresses and checksums it, in parallel).
+ * globals the client looked up, the module images, the application's own
+ * virtual memory (vmm.c), graphs, arrays and texture objects (objects.c),
+ * and the device memory (snapshot-format/ compresses and checksums it, in
+ * parallel).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,21 +18,8 @@ int worker_quiesce(struct worker *w, char *err)
 	CUcontext ctx;
 	CUresult rc;
 
-	unsigned graphs = 0, execs = 0, arrays = 0;
-
-	for (unsigned i = 0; i < w->nhandles; i++) {
-		graphs += w->handles[i].kind == H_GRAPH;
-		execs += w->handles[i].kind == H_GRAPH_EXEC;
-		arrays += w->handles[i].kind == H_ARRAY;
-	}
 	if (w->captures) {
 		snprintf(err, WIRE_ERRLEN, "a CUDA graph capture is in progress; try again when it has ended");
-		return -1;
-	}
-	if (graphs || execs || arrays || w->tex_objects) {
-		snprintf(err, WIRE_ERRLEN, "the session holds %u CUDA graphs, %u executable graphs, %u arrays and %u "
-			 "texture or surface objects, which a checkpoint cannot carry yet", graphs, execs, arrays,
-			 w->tex_objects);
 		return -1;
 	}
 	for (unsigned i = 0; i < w->nhandles; i++) {
@@ -195,6 +184,7 @@ static void add_memory(struct building *b, struct snap_range *ranges, Cicada__Al
 		m->globals[i] = &globals[i];
 		ranges[n] = (struct snap_range){ g[i].va, g[i].size };
 	}
+	vmm_ranges(w, ranges + n);
 }
 
 struct manifest_parts {
@@ -206,6 +196,7 @@ struct manifest_parts {
 	Cicada__Chunk *chunks;
 	Cicada__Global *globals;
 	struct snap_range *ranges;
+	size_t nranges;
 };
 
 static void parts_free(struct manifest_parts *p)
@@ -220,6 +211,8 @@ static void parts_free(struct manifest_parts *p)
 	free(p->chunks);
 	free(p->globals);
 	free(p->ranges);
+	vmm_save_free(&p->m);
+	objects_save_free(&p->m);
 }
 
 static int parts_alloc(struct worker *w, struct manifest_parts *p, size_t nglobals)
@@ -233,7 +226,8 @@ static int parts_alloc(struct worker *w, struct manifest_parts *p, size_t ngloba
 	p->allocs = calloc(na + 1, sizeof(*p->allocs));
 	p->chunks = calloc(nc + 1, sizeof(*p->chunks));
 	p->globals = calloc(nglobals + 1, sizeof(*p->globals));
-	p->ranges = calloc(nc + nglobals + 1, sizeof(*p->ranges));
+	p->nranges = nc + nglobals + vmm_ranges(w, NULL);
+	p->ranges = calloc(p->nranges + 1, sizeof(*p->ranges));
 	p->m.n_allocations = na;
 	p->m.n_chunks = nc;
 	p->m.n_globals = nglobals;
@@ -261,7 +255,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 	}
 	if (worker_quiesce(w, err))
 		return -1;
-	if (parts_alloc(w, &p, nglobals)) {
+	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m)) {
 		snprintf(err, SNAP_ERRLEN, "out of memory");
 		goto out;
 	}
@@ -274,7 +268,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 	if (!(b.wr = snap_writer_begin(dirfd, name, err)))
 		goto out;
 	add_memory(&b, p.ranges, p.allocs, p.chunks, p.globals);
-	if (replay_each(w, add_record, &b) || snap_write_memory(b.wr, p.ranges, p.m.n_chunks + nglobals, &ops, err)) {
+	if (objects_save(w, b.wr, &p.m, err) || replay_each(w, add_record, &b) || snap_write_memory(b.wr, p.ranges, p.nranges, &ops, err)) {
 		if (!err[0])
 			snprintf(err, SNAP_ERRLEN, "out of memory");
 		snap_writer_abort(b.wr);

@@ -12,7 +12,7 @@
 #define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
-		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK, H_GRAPH_NODE };
+		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK, H_GRAPH_NODE, H_VMM };
 
 struct handle_entry {
 	enum handle_kind kind;
@@ -27,6 +27,9 @@ struct host_region {
 };
 
 struct devmem;
+struct vmm;
+struct vmm_restoring;
+struct objects;
 struct ordered_free;
 struct replay_log;
 struct image_table;
@@ -45,6 +48,9 @@ struct worker {
 	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
 	CUcontext base_ctx;                  /* device 0's primary, for copies */
 	struct devmem *devmem;
+	struct vmm *vmm;                     /* the application's own VMM */
+	struct vmm_restoring *vmm_restoring; /* while a restore runs */
+	struct objects *objects;             /* textures, exec graphs' sources */
 	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
 	unsigned nfrees, cap_frees;
 	uint64_t *graph_mem;                 /* graph memory: allocated in captures */
@@ -76,6 +82,7 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real);
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id);
 void handle_forget(struct worker *w, uint64_t id);
+uint64_t handle_find(struct worker *w, enum handle_kind kind, const void *real);
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id);
 
 /* The procedure table (generated). */
@@ -119,6 +126,36 @@ unsigned devmem_count(const struct worker *w, int chunks);
 void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, uint64_t *size);
 CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
 CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
+
+/* vmm.c: the application's own virtual memory (cuMemCreate, cuMemMap) */
+struct snap_range;
+struct Cicada__Manifest;
+unsigned vmm_ranges(const struct worker *w, struct snap_range *out);
+int vmm_save(struct worker *w, struct Cicada__Manifest *m);
+void vmm_save_free(struct Cicada__Manifest *m);
+int vmm_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
+int vmm_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
+
+/* objects.c: graphs, executable graphs, arrays' contents, texture and
+ * surface objects, as a checkpoint describes them */
+struct snap_writer;
+void objects_tex_created(struct worker *w, uint64_t value, int surface, const tex_object_args *a);
+void objects_tex_destroyed(struct worker *w, uint64_t value);
+void objects_exec_created(struct worker *w, CUgraphExec exec, CUgraph source, unsigned long long flags);
+void objects_exec_destroyed(struct worker *w, CUgraphExec exec);
+void objects_exec_stale(struct worker *w, CUgraphExec exec, const char *why);
+CUgraphNode objects_exec_node(struct worker *w, CUgraphExec exec, CUgraphNode node);
+void objects_exec_node_set(struct worker *w, CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *p);
+void objects_exec_event_set(struct worker *w, CUgraphExec exec, CUgraphNode node, CUevent event, int wait);
+void objects_exec_updated(struct worker *w, CUgraphExec exec, CUgraph graph);
+int objects_save(struct worker *w, struct snap_writer *wr, struct Cicada__Manifest *m, char *err);
+void objects_save_free(struct Cicada__Manifest *m);
+int objects_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
+int objects_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
+
+/* graph_node.c: a node's parameters between the wire and the driver */
+CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs);
+CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g);
 
 /* jit.c: JIT and linker options a client sent, and the logs they fill */
 #define JIT_SET_MAX (CICADA_JIT_OPTIONS_MAX + 4)
@@ -171,6 +208,7 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size);
 void replay_drop(struct worker *w, uint64_t id);
 unsigned replay_count(const struct worker *w);
+uint64_t replay_seq(const struct worker *w);
 int replay_each(const struct worker *w, replay_fn fn, void *ctx);
 struct replay_global {
 	uint64_t va, size, parent;           /* parent: the module or library */

@@ -3,7 +3,8 @@
  * counted (a pause must not break one). The graph of a capture gets an id
  * like any handle (the same id each time it is asked for, and at
  * cuStreamEndCapture; dropped if the capture fails); nodes are not handed
- * out, only counted.
+ * out, only counted. Executable graphs tell objects.c what a checkpoint
+ * needs to make them again.
  */
 #include "gpu-server.h"
 
@@ -48,5 +49,78 @@ CUresult wrap_cuStreamEndCapture(struct worker *w, CUstream stream, CUgraph *gra
 	for (unsigned i = 0; err && cur && i < w->nhandles; i++)
 		if (w->handles[i].kind == H_GRAPH && w->handles[i].real == cur)
 			handle_forget(w, HANDLE_BASE + i);
+	return err;
+}
+
+/* An executable graph keeps a clone of its graph for checkpoints
+ * (objects.c), which follows the exec's own updates. */
+CUresult wrap_cuGraphInstantiateWithFlags(struct worker *w, CUgraphExec *exec, CUgraph graph, unsigned long long flags)
+{
+	CUresult err = cuGraphInstantiateWithFlags(exec, graph, flags);
+
+	if (!err)
+		objects_exec_created(w, *exec, graph, flags);
+	return err;
+}
+
+CUresult wrap_cuGraphExecDestroy(struct worker *w, CUgraphExec exec)
+{
+	CUresult err = cuGraphExecDestroy(exec);
+
+	if (!err)
+		objects_exec_destroyed(w, exec);
+	return err;
+}
+
+CUresult wrap_cuGraphNodeSetEnabled(struct worker *w, CUgraphExec exec, CUgraphNode node, unsigned int on)
+{
+	CUresult err;
+
+	node = objects_exec_node(w, exec, node);
+	err = cuGraphNodeSetEnabled(exec, node, on);
+
+	if (!err)
+		objects_exec_stale(w, exec, "a node was enabled or disabled");
+	return err;
+}
+
+CUresult wrap_cuGraphNodeGetEnabled(struct worker *w, CUgraphExec exec, CUgraphNode node, unsigned int *on)
+{
+	return cuGraphNodeGetEnabled(exec, objects_exec_node(w, exec, node), on);
+}
+
+CUresult wrap_cuGraphExecChildGraphNodeSetParams(struct worker *w, CUgraphExec exec, CUgraphNode node, CUgraph child)
+{
+	CUresult err;
+
+	node = objects_exec_node(w, exec, node);
+	err = cuGraphExecChildGraphNodeSetParams(exec, node, child);
+
+	if (!err)
+		objects_exec_stale(w, exec, "a child graph node was updated");
+	return err;
+}
+
+CUresult wrap_cuGraphExecEventRecordNodeSetEvent(struct worker *w, CUgraphExec exec, CUgraphNode node, CUevent event)
+{
+	CUresult err;
+
+	node = objects_exec_node(w, exec, node);
+	err = cuGraphExecEventRecordNodeSetEvent(exec, node, event);
+
+	if (!err)
+		objects_exec_event_set(w, exec, node, event, 0);
+	return err;
+}
+
+CUresult wrap_cuGraphExecEventWaitNodeSetEvent(struct worker *w, CUgraphExec exec, CUgraphNode node, CUevent event)
+{
+	CUresult err;
+
+	node = objects_exec_node(w, exec, node);
+	err = cuGraphExecEventWaitNodeSetEvent(exec, node, event);
+
+	if (!err)
+		objects_exec_event_set(w, exec, node, event, 1);
 	return err;
 }

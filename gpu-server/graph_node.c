@@ -99,7 +99,7 @@ static CUresult ctx_of(struct worker *w, uint64_t id, CUcontext *ctx)
 }
 
 /* graph_params -> the driver's parameters; buf holds what they point at. */
-static CUresult params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs)
+CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs)
 {
 	uint64_t *v = g->v.v_val;
 	unsigned n = g->v.v_len, np;
@@ -193,6 +193,42 @@ static uint64_t id_of(struct worker *w, enum handle_kind kind, void *real)
 	return real ? handle_put(w, kind, real) : 0;
 }
 
+/* The packed parameter buffer of a launch's extra list, into buf. */
+static void extra_copy(void **extra, char *buf, size_t len)
+{
+	const void *from = NULL;
+	size_t size = 0;
+
+	for (unsigned i = 0; i < 16 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			from = extra[i + 1];
+		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+			size = *(size_t *)extra[i + 1];
+		else if (extra[i] != CU_LAUNCH_PARAM_BUFFER_POINTER && extra[i] != CU_LAUNCH_PARAM_BUFFER_SIZE)
+			break;
+	}
+	if (from)
+		memcpy(buf, from, size < len ? size : len);
+}
+
+/* The id of a kernel node's function as the client knows it: the
+ * kernel, the function, or the kernel whose function it is (a launch of
+ * a CUkernel); only a function unknown so far gets a new id. */
+static uint64_t function_id(struct worker *w, CUfunction f, CUkernel kern)
+{
+	uint64_t id = kern ? handle_find(w, H_KERNEL, kern) : 0;
+	CUfunction g;
+
+	if (!id)
+		id = handle_find(w, H_FUNCTION, f);
+	if (!id)
+		id = handle_find(w, H_KERNEL, f);
+	for (unsigned i = 0; !id && i < w->nhandles; i++)
+		if (w->handles[i].kind == H_KERNEL && !cuKernelGetFunction(&g, w->handles[i].real) && g == f)
+			id = HANDLE_BASE + i;
+	return id ? id : handle_put(w, H_FUNCTION, f);
+}
+
 static CUresult kernel_out(struct worker *w, CUgraphNode node, graph_params *g)
 {
 	CUDA_KERNEL_NODE_PARAMS_v2 k;
@@ -205,17 +241,14 @@ static CUresult kernel_out(struct worker *w, CUgraphNode node, graph_params *g)
 		return err;
 	v = g->v.v_val;
 	f = k.func;
-	if (k.kern) {
-		v[GK_FUNC] = id_of(w, H_KERNEL, k.kern);
-		if ((err = cuKernelGetFunction(&f, k.kern)))
-			return err;
-	} else {
-		v[GK_FUNC] = id_of(w, H_FUNCTION, k.func);
-	}
+	if (k.kern && (err = cuKernelGetFunction(&f, k.kern)))
+		return err;
+	if (!(v[GK_FUNC] = function_id(w, f, k.kern)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
 	v[GK_GRID_X] = k.gridDimX, v[GK_GRID_Y] = k.gridDimY, v[GK_GRID_Z] = k.gridDimZ;
 	v[GK_BLOCK_X] = k.blockDimX, v[GK_BLOCK_Y] = k.blockDimY, v[GK_BLOCK_Z] = k.blockDimZ;
 	v[GK_SHMEM] = k.sharedMemBytes;
-	v[GK_CTX] = id_of(w, H_CTX, k.ctx);
+	v[GK_CTX] = handle_find(w, H_CTX, k.ctx);    /* 0: the current context */
 	for (unsigned i = 0; !cuFuncGetParamInfo(f, i, &off, &size); i++)
 		len = off + size > len ? off + size : len;
 	if (len > CICADA_PARAMS_MAX || !(g->data.data_val = calloc(1, len + 1)))
@@ -223,6 +256,8 @@ static CUresult kernel_out(struct worker *w, CUgraphNode node, graph_params *g)
 	g->data.data_len = (u_int)len;
 	for (unsigned i = 0; k.kernelParams && !cuFuncGetParamInfo(f, i, &off, &size); i++)
 		memcpy(g->data.data_val + off, k.kernelParams[i], size);
+	if (!k.kernelParams && k.extra)              /* a launch's packed buffer: the worker's own launches */
+		extra_copy(k.extra, g->data.data_val, len);
 	return CUDA_SUCCESS;
 }
 
@@ -242,7 +277,7 @@ static void copy_side_out(struct worker *w, uint64_t *v, CUmemorytype type, cons
 	}
 }
 
-static CUresult params_out(struct worker *w, CUgraphNode node, graph_params *g)
+CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g)
 {
 	CUgraphNodeType type;
 	CUresult err = cuGraphNodeGetType(node, &type);
@@ -362,7 +397,7 @@ CUresult hand_graph_add_node(struct worker *w, void *args, void *res)
 
 	if ((err = handle_get(w, H_GRAPH, a->graph, (void **)&graph)) ||
 	    (err = edges_in(a->edges.edges_val, a->edges.edges_len, a->deps.deps_len, &edges)) ||
-	    (err = params_in(w, &a->params, &p, ptrs)) ||
+	    (err = graph_params_in(w, &a->params, &p, ptrs)) ||
 	    (err = nodes_in(w, a->deps.deps_val, a->deps.deps_len, &deps)))
 		return err;
 	err = cuGraphAddNode_v2(&node, graph, deps, edges, a->deps.deps_len, &p);
@@ -392,7 +427,7 @@ CUresult hand_graph_node_get(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_GRAPH_NODE, a->v.v_val[0], (void **)&node)))
 		return err;
 	r->node = a->v.v_val[0];
-	return params_out(w, node, &r->params);
+	return graph_params_out(w, node, &r->params);
 }
 
 /* graph = 0: the node's own parameters; else those of the node in the
@@ -407,9 +442,14 @@ CUresult hand_graph_node_set(struct worker *w, void *args, void *res)
 	CUresult err;
 
 	if ((a->graph && (err = handle_get(w, H_GRAPH_EXEC, a->graph, (void **)&exec))) ||
-	    (err = handle_get(w, H_GRAPH_NODE, a->node, (void **)&node)) || (err = params_in(w, &a->params, &p, ptrs)))
+	    (err = handle_get(w, H_GRAPH_NODE, a->node, (void **)&node)) || (err = graph_params_in(w, &a->params, &p, ptrs)))
 		return err;
-	return exec ? cuGraphExecNodeSetParams(exec, node, &p) : cuGraphNodeSetParams(node, &p);
+	if (!exec)
+		return cuGraphNodeSetParams(node, &p);
+	node = objects_exec_node(w, exec, node);
+	if ((err = cuGraphExecNodeSetParams(exec, node, &p)) == CUDA_SUCCESS)
+		objects_exec_node_set(w, exec, node, &p);
+	return err;
 }
 
 static CUresult ids_out(struct worker *w, const CUgraphNode *nodes, size_t n, graph_ids_res *r, int to)
@@ -470,7 +510,8 @@ static CUresult query(struct worker *w, unsigned op, void *h, graph_ids_res *r)
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	switch (op) {
+	switch (n ? op : GQ_CAPTURE_DEPS) {      /* (the driver refuses a list of no entries) */
+	case GQ_CAPTURE_DEPS: break;
 	case GQ_NODES: err = cuGraphGetNodes(h, from, &n); break;
 	case GQ_ROOTS: err = cuGraphGetRootNodes(h, from, &n); break;
 	case GQ_DEPS: err = cuGraphNodeGetDependencies_v2(h, from, edges, &n); break;
@@ -556,6 +597,8 @@ CUresult hand_graph_exec_update(struct worker *w, void *args, void *res)
 	    (err = handle_get(w, H_GRAPH, a->v.v_val[1], (void **)&graph)))
 		return err;
 	ret = cuGraphExecUpdate(exec, graph, &info);
+	if (ret == CUDA_SUCCESS)
+		objects_exec_updated(w, exec, graph);
 	if (!(r->v.v_val = malloc(3 * sizeof(uint64_t))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	r->v.v_len = 3;

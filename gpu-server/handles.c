@@ -93,6 +93,15 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
 	return w->created;
 }
 
+/* The id real already has as kind, or 0 (nothing is registered). */
+uint64_t handle_find(struct worker *w, enum handle_kind kind, const void *real)
+{
+	for (unsigned i = 0; real && i < w->nhandles; i++)
+		if (w->handles[i].kind == kind && w->handles[i].real == real)
+			return HANDLE_BASE + i;
+	return 0;
+}
+
 void handle_forget(struct worker *w, uint64_t id)
 {
 	if (id >= HANDLE_BASE && id - HANDLE_BASE < w->nhandles)

@@ -157,9 +157,15 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	 * serves, whatever the client's thread has current (it may be none,
 	 * as when a restored session is re-shared). */
 	cuCtxPushCurrent(w->base_ctx);
+	/* The program may pin memory while a capture runs (the worker's
+	 * captures run on this thread, where a global-mode capture forbids
+	 * registering): the application's call is not a stream operation. */
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	cuThreadExchangeStreamCaptureMode(&mode);
 	err = cuMemHostRegister(reg->base, a->size, flags);
 	if (!err && (a->flags & CU_MEMHOSTALLOC_DEVICEMAP))
 		err = cuMemHostGetDevicePointer((CUdeviceptr *)&r->device_ptr, reg->base, 0);
+	cuThreadExchangeStreamCaptureMode(&mode);
 	cuCtxPopCurrent(NULL);
 	if (err) {
 		munmap(reg->base, a->size);

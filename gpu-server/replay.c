@@ -135,6 +135,12 @@ void replay_drop(struct worker *w, uint64_t id)
 		w->current_ctx = 0;
 }
 
+/* The seq of the last record made (0: none yet). */
+uint64_t replay_seq(const struct worker *w)
+{
+	return w->replay ? w->replay->seq : 0;
+}
+
 /* --- snapshot support: the live log and globals --- */
 
 unsigned replay_count(const struct worker *w)

@@ -2,7 +2,9 @@
  * restore.c: rebuilds a session from a snapshot in a fresh worker. The
  * arena is reserved at its old address; the replay log runs in order,
  * each call binding the handle id it had, and the chunks are mapped where
- * they were, as many before each call as there were when it was made; the
+ * they were, as many before each call as there were when it was made, as
+ * are the application's own virtual memory (vmm.c), texture objects and
+ * executable graphs (objects.c); the
  * module globals must come back at their old addresses; then
  * device memory is written back, every piece checked. Any failure leaves
  * nothing usable behind: the worker reports one line and exits.
@@ -181,15 +183,16 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	for (size_t i = 0; i < m->n_records; i++) {
 		const Cicada__Record *rec = m->records[i];
 		if (map_chunks(w, m, rec->has_chunks_before ? rec->chunks_before : m->n_chunks, &mapped, err) ||
+		    vmm_restore_upto(w, m, rec->seq, err) || objects_restore_upto(w, m, rec->seq, err) ||
 		    replay_one(w, rec, err))
 			return -1;
 	}
 	if (map_chunks(w, m, m->n_chunks, &mapped, err) || restore_allocations(w, m, err))
 		return -1;
-	if (check_globals(w, m, err))
+	if (check_globals(w, m, err) || vmm_restore(w, m, err))
 		return -1;
 	worker_memory_ops(w, &ops);
-	if (snap_read_memory(r, &ops, err))
+	if (snap_read_memory(r, &ops, err) || objects_restore(w, m, err))
 		return -1;
 	w->current_ctx = m->current_ctx;
 	if (m->current_ctx && !handle_get(w, H_CTX, m->current_ctx, (void **)&ctx))

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include "gpu-server.h"
 
-#define MAX_PROC 256
+#define MAX_PROC 1024                         /* above every number in calls.tbl */
 
 static const struct proc_desc *proc_index[MAX_PROC];
 
@@ -22,6 +22,8 @@ void worker_index_procs(void)
 	for (const struct proc_desc *d = server_procs; d->name; d++)
 		if (d->proc < MAX_PROC)
 			proc_index[d->proc] = d;
+		else
+			log_error("procedure %u (%s) is past MAX_PROC: raise it", d->proc, d->name);
 }
 
 /* CUDA initialisation, paid before a client connects. */

@@ -261,9 +261,21 @@ static CUresult connect_locked(void)
 	return CUDA_SUCCESS;
 }
 
+#define MAX_HOOKS 8
+static const struct client_hooks *hooks[MAX_HOOKS];
+static unsigned nhooks;
+
+void client_add_hooks(const struct client_hooks *h)
+{
+	if (nhooks < MAX_HOOKS)
+		hooks[nhooks++] = h;
+}
+
 static void close_link(void)
 {
-	hostfn_forget_channel();
+	for (unsigned i = 0; i < nhooks; i++)
+		if (hooks[i]->pause)
+			hooks[i]->pause();
 	close(cl.stream.fd);
 	wire_stream_init(&cl.stream, -1);
 	if (cl.use_shm)
@@ -312,10 +324,11 @@ int client_resume(const char *server, const char *ticket, char *err)
 		snprintf(err, WIRE_ERRLEN, "cannot reattach the GPU session at %s", server);
 		return -1;
 	}
-	if (regions_lost && hostmem_share_again()) {
-		snprintf(err, WIRE_ERRLEN, "cannot share pinned memory with the restored worker");
-		return -1;
-	}
+	for (unsigned i = 0; i < nhooks; i++)
+		if (hooks[i]->resume && hooks[i]->resume(regions_lost)) {
+			snprintf(err, WIRE_ERRLEN, "cannot share pinned memory with the restored worker");
+			return -1;
+		}
 	return 0;
 }
 

@@ -163,11 +163,79 @@ CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n)
 	return copy_htod_host(dst, src, n, NULL, 0);
 }
 
+/* --- pageable memory copied on a capturing stream ---
+ * The copy belongs to the graph: its data moves at every launch, from or
+ * to the program's memory as it is then. It goes through a pinned buffer
+ * shared with the worker: a host node copies the program's memory into it
+ * (or out of it), and a copy node moves it to or from the device. The
+ * buffer lives as long as the process (a graph may be launched at any
+ * time). Without shared memory (a remote server) it is refused. */
+struct staged_copy {
+	void *user, *pinned;
+	size_t n;
+};
+
+static void CUDA_CB stage_in(void *p)
+{
+	struct staged_copy *c = p;
+
+	memcpy(c->pinned, c->user, c->n);
+}
+
+static void CUDA_CB stage_out(void *p)
+{
+	struct staged_copy *c = p;
+
+	memcpy(c->user, c->pinned, c->n);
+}
+
+static int stream_capturing(CUstream stream)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	return graph_capturing() && cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
+	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+/* Whether host memory of the program must be staged for a capture. */
+static int pageable_capture(const void *host, size_t n, CUstream stream, int async)
+{
+	struct host_range hr;
+
+	return async && n && host_range_valid(host, n) && stream_capturing(stream) && !hostmem_find(host, n, &hr);
+}
+
+static CUresult captured_copy(CUdeviceptr dev, void *host, size_t n, CUstream stream, int to_device)
+{
+	struct staged_copy *c;
+	CUresult err;
+
+	if ((err = client_connect()))
+		return err;
+	if (!client_shm()) {
+		log_info("a copy of pageable memory on a capturing stream needs a local gpu-server (shared memory); "
+			 "refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: use pinned memory");
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	}
+	if (!(c = malloc(sizeof(*c))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*c = (struct staged_copy){ host, NULL, n };
+	if ((err = cuMemHostAlloc(&c->pinned, n, 0))) {
+		free(c);
+		return err;
+	}
+	if (to_device)
+		return (err = cuLaunchHostFunc(stream, stage_in, c)) ? err : copy_htod_host(dev, c->pinned, n, stream, 1);
+	return (err = copy_dtoh_host(c->pinned, dev, n, stream, 1)) ? err : cuLaunchHostFunc(stream, stage_out, c);
+}
+
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
 {
 	if (managed_contains(src, n))            /* its data is on the device */
 		return async ? rpc_cuMemcpyDtoDAsync_v2(dst, (CUdeviceptr)(uintptr_t)src, n, stream) :
 			       rpc_cuMemcpyDtoD_v2(dst, (CUdeviceptr)(uintptr_t)src, n);
+	if (pageable_capture(src, n, stream, async))
+		return captured_copy(dst, (void *)src, n, stream, 1);
 	return copy_htod_host(dst, src, n, stream, async);
 }
 
@@ -206,6 +274,8 @@ CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int as
 	if (managed_contains(dst, n))
 		return async ? rpc_cuMemcpyDtoDAsync_v2((CUdeviceptr)(uintptr_t)dst, src, n, stream) :
 			       rpc_cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)dst, src, n);
+	if (pageable_capture(dst, n, stream, async))
+		return captured_copy(src, dst, n, stream, 0);
 	return copy_dtoh_host(dst, src, n, stream, async);
 }
 

@@ -5,8 +5,9 @@
  * function under a new id and sends only the id, pipelined. The worker
  * calls back on a channel of its own, a second connection opened on first
  * use; a thread here reads an id, runs the function and writes the id
- * back, and the stream goes on. A pause closes the channel; the next
- * launch opens one to whichever worker holds the session then. A host
+ * back, and the stream goes on. A pause closes the channel; the resumed
+ * session opens one at once if it had one (to whichever worker holds it
+ * then), else the next launch does. A host
  * function launched while a capture is under way, or a graph's host node,
  * may run many times: its id is persistent.
  */
@@ -139,7 +140,7 @@ static CUresult channel_open(void)
 /* Ends the channel (a pause, or the worker dropped it): its thread stops
  * and is joined, then the fd closes (never before: the number could go to
  * another file meanwhile). The caller holds the client lock. */
-void hostfn_forget_channel(void)
+static void hostfn_forget_channel(void)
 {
 	if (channel < 0)
 		return;
@@ -147,6 +148,31 @@ void hostfn_forget_channel(void)
 	pthread_join(channel_thread, NULL);
 	close(channel);
 	channel = -1;
+}
+
+/* A pause ends the channel; the resumed session gets a new one at once
+ * if it had one, since graphs may hold host nodes that call back without
+ * the application making any call that would open it. */
+static int had_channel;
+
+static void channel_pause(void)
+{
+	had_channel = channel >= 0;
+	hostfn_forget_channel();
+}
+
+static int channel_resume(int regions_lost)
+{
+	if (had_channel && channel_open())
+		log_error("the host function channel did not open again after the pause");
+	return 0;
+}
+
+static const struct client_hooks hostfn_hooks = { channel_pause, channel_resume };
+
+__attribute__((constructor)) static void hostfn_hook(void)
+{
+	client_add_hooks(&hostfn_hooks);
 }
 
 /* The channel, open (the caller holds the client lock). */

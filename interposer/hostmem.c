@@ -206,10 +206,12 @@ static int remap_shared(struct host_alloc *h)
 
 /* A restored worker has none of our pinned regions: each is remapped and
  * shared again under its old id. */
-int hostmem_share_again(void)
+static int share_again(int regions_lost)
 {
 	int rc = 0;
 
+	if (!regions_lost)
+		return 0;
 	pthread_mutex_lock(&hm_lock);
 	for (unsigned i = 0; i < nhosts && !rc; i++) {
 		struct host_alloc *h = &hosts[i];
@@ -232,6 +234,13 @@ int hostmem_share_again(void)
 	}
 	pthread_mutex_unlock(&hm_lock);
 	return rc;
+}
+
+static const struct client_hooks hostmem_hooks = { NULL, share_again };
+
+__attribute__((constructor)) static void hostmem_hook(void)
+{
+	client_add_hooks(&hostmem_hooks);
 }
 
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
@@ -447,6 +456,18 @@ void devmem_note_free(CUdeviceptr ptr)
 			devs[i] = devs[--ndevs];
 			break;
 		}
+	pthread_mutex_unlock(&hm_lock);
+}
+
+/* Forgets the device ranges inside [ptr, ptr + size) (cuMemUnmap). */
+void devmem_note_unmap(CUdeviceptr ptr, size_t size)
+{
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned i = 0; i < ndevs;)
+		if (devs[i].base >= ptr && devs[i].base - ptr < size)
+			devs[i] = devs[--ndevs];
+		else
+			i++;
 	pthread_mutex_unlock(&hm_lock);
 }
 

@@ -32,7 +32,14 @@ void *client_scratch(void);
 int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err);
 int client_resume(const char *server, const char *ticket, char *err);
 int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err);
-void hostfn_forget_channel(void);
+/* What the connection's users do when a session pauses and resumes (with
+ * the client lock held); resume returns nonzero if the session cannot go
+ * on. Registered from constructors, so client.c calls none of them by name. */
+struct client_hooks {
+	void (*pause)(void);
+	int (*resume)(int regions_lost);
+};
+void client_add_hooks(const struct client_hooks *h);
 uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
 int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
 int graph_capturing(void);                  /* graph.c: a capture is under way */
@@ -97,7 +104,7 @@ int hostmem_is_device(CUdeviceptr ptr);
 int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err);
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);
 void devmem_note_free(CUdeviceptr ptr);
-int hostmem_share_again(void);
+void devmem_note_unmap(CUdeviceptr ptr, size_t size);
 
 /* copy.c, copy_pool.c */
 void copy_parallel(void *dst, const void *src, size_t len);

@@ -45,7 +45,10 @@ static int check_top(const Cicada__Manifest *m, char *err)
 		return snap_fail(err, "manifest arena wraps around the address space");
 	if (m->n_images > SNAP_MAX_IMAGES || m->n_records > SNAP_MAX_ENTRIES ||
 	    m->n_allocations > SNAP_MAX_ENTRIES || m->n_chunks > SNAP_MAX_ENTRIES ||
-	    m->n_globals > SNAP_MAX_ENTRIES || m->n_pieces > SNAP_MAX_ENTRIES)
+	    m->n_globals > SNAP_MAX_ENTRIES || m->n_pieces > SNAP_MAX_ENTRIES ||
+	    m->n_vmm_reservations > SNAP_MAX_ENTRIES || m->n_vmm_allocations > SNAP_MAX_ENTRIES ||
+	    m->n_vmm_mappings > SNAP_MAX_ENTRIES || m->n_vmm_access > SNAP_MAX_ENTRIES ||
+	    m->n_objects > SNAP_MAX_ENTRIES)
 		return snap_fail(err, "manifest lists too many entries");
 	return 0;
 }
@@ -118,6 +121,30 @@ static int check_spans(const Cicada__Manifest *m, char *err)
 	return 0;
 }
 
+/* The application's own virtual memory: spans that do not wrap, a
+ * property of the driver's size, mappings of allocations that exist. */
+static int check_vmm(const Cicada__Manifest *m, char *err)
+{
+	for (size_t i = 0; i < m->n_vmm_reservations; i++)
+		if (!span_ok(m->vmm_reservations[i]->va, m->vmm_reservations[i]->size))
+			return snap_fail(err, "manifest reservation %zu is empty or wraps", i);
+	for (size_t i = 0; i < m->n_vmm_allocations; i++)
+		if (!m->vmm_allocations[i]->size || m->vmm_allocations[i]->prop.len != SNAP_VMM_PROP_SIZE)
+			return snap_fail(err, "manifest allocation property %zu is not %u bytes", i,
+					 SNAP_VMM_PROP_SIZE);
+	for (size_t i = 0; i < m->n_vmm_mappings; i++) {
+		const Cicada__VmmMapping *p = m->vmm_mappings[i];
+		if (!span_ok(p->va, p->size) || p->allocation >= m->n_vmm_allocations ||
+		    p->offset > m->vmm_allocations[p->allocation]->size ||
+		    p->size > m->vmm_allocations[p->allocation]->size - p->offset)
+			return snap_fail(err, "manifest mapping %zu does not fit its allocation", i);
+	}
+	for (size_t i = 0; i < m->n_vmm_access; i++)
+		if (!span_ok(m->vmm_access[i]->va, m->vmm_access[i]->size))
+			return snap_fail(err, "manifest access range %zu is empty or wraps", i);
+	return 0;
+}
+
 /* Pieces: sorted by va without overlap, each at most SNAP_PIECE_SIZE,
  * stored raw (stored_size == size) or smaller compressed, and inside
  * their data file. */
@@ -146,7 +173,7 @@ static int check_piece(const Cicada__Manifest *m, size_t i, char *err)
 int snap_manifest_check(const Cicada__Manifest *m, char *err)
 {
 	if (check_top(m, err) || check_data(m, err) || check_images(m, err) ||
-	    check_records(m, err) || check_spans(m, err))
+	    check_records(m, err) || check_spans(m, err) || check_vmm(m, err))
 		return -1;
 	for (size_t i = 0; i < m->n_pieces; i++)
 		if (check_piece(m, i, err))

@@ -30,6 +30,7 @@
 #ifndef CICADA_VERSION
 #define CICADA_VERSION "0.1"
 #endif
+#define SNAP_VMM_PROP_SIZE 32u            /* sizeof(CUmemAllocationProp) */
 #define SNAP_PRODUCER "cicada " CICADA_VERSION   /* the manifest's producer */
 
 /* How the library moves device memory: supplied by the gpu-server's

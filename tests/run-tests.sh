@@ -20,14 +20,14 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes device_query
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query
 context_ops errors_app zero_copy dlopen_app
-rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped printf
+rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
-cr-hostfn cr-managed cr-graph cr-small-target cr-cufft cr-sizes"
+cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in
@@ -145,7 +145,7 @@ run_same() {
 }
 
 run_programs() {
-	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes
+	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app
 		     device_query context_ops errors_app zero_copy dlopen_app"
 	for p in $progs; do
 		want "$p" || continue
@@ -185,6 +185,7 @@ run_runtime_programs() {
 	want rt_basic && run_same rt_basic preload
 	want rt_features && run_same rt_features preload
 	want rt_mapped && run_mapped_program
+	want rt_graph_copy && run_graph_copy
 	want printf && check "device printf reaches the program's stdout, in order, at synchronise and at a blocking copy" \
 		printf_in_place "$T/rt_features.shm"
 	[ "$MODE" = gpu ] && run_library_programs
@@ -206,6 +207,25 @@ run_mapped_program() {
 	err=$(env $(cicada_env tcp) timeout 120 "$PROGS/$p" 2>&1 >/dev/null)
 	check "$p over tcp: mapped memory refused with one clear line" \
 		test "$(grep -c "mapped pinned memory needs a local gpu-server" <<<"$err")" = 1
+}
+
+# rt_graph_copy: pageable copies captured into a graph move at each launch,
+# through memory shared with a local worker; a remote server refuses the
+# capture, and says why at info level.
+run_graph_copy() {
+	local p=rt_graph_copy err
+	if [ "$MODE" = gpu ]; then
+		env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
+			{ bad "$p natively (exit $?)"; return; }
+	else
+		env $(cicada_env shm) timeout 120 "$PROGS/$p" >"$T/$p.native" 2>/dev/null
+		check "$p through Cicada (shared memory): every launch reads and writes the program's memory as it is then" \
+			test "$(grep -c "output right" "$T/$p.native")/$(grep -cx done "$T/$p.native")" = 3/1
+	fi
+	run_same "$p" shm
+	err=$(env $(cicada_env tcp) CICADA_LOG=info timeout 120 "$PROGS/$p" 2>&1)
+	check "$p over tcp: the capture is refused, and the log says why" \
+		grep -q "pageable memory on a capturing stream needs a local gpu-server" <<<"$err"
 }
 
 # rt_features prints device printf lines between lines of its own: after
@@ -398,7 +418,7 @@ test_sweep() {
 			ok "every driver function with NULL, zero and invalid arguments over $tr: errors, no crash"
 			sed -n 's/^sweep: pass/     pass/p' "$out"
 		else
-			bad "the never-crash sweep over $tr"; tail -3 "$out" "$out.err"
+			bad "the never-crash sweep over $tr"; tail -n 3 "$out" "$out.err"
 		fi
 	done
 	check "gpu-server survived the sweep" kill -0 "$PID_main"

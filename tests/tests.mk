@@ -13,7 +13,7 @@ TESTS_KERNELS := $(foreach k,$(TESTS_KERNEL_NAMES),\
 
 TESTS_CUDA_PROGS := vecadd_cubin vecadd_ptx vecadd_library multi_module \
 	memcpy_all streams_events launch_1000 device_query context_ops errors_app \
-	zero_copy cr_pattern cr_hold misc_calls jit_link managed_mem graph_nodes
+	zero_copy cr_pattern cr_hold misc_calls jit_link managed_mem graph_nodes vmm_app
 TESTS_CUDA_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_CUDA_PROGS))
 TESTS_BINS := $(TESTS_CUDA_BINS) $(TESTS_PDIR)/dlopen_app
 
@@ -65,7 +65,7 @@ all: $(TESTS_PDIR)/nvml_query
 # to them, for nodes without a toolkit). They reach the driver only
 # through dlopen("libcuda.so.1").
 TESTS_RT_PROGS := rt_basic rt_features rt_texture rt_mapped
-TESTS_RT_STATIC := rt_steps
+TESTS_RT_STATIC := rt_steps rt_graph_copy
 TESTS_RT_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS) $(TESTS_RT_STATIC)) \
 	$(addsuffix _shared,$(addprefix $(TESTS_PDIR)/,$(TESTS_RT_PROGS)))
 TESTS_RT_FLAGS := $(NVCC_ARCH) -gencode arch=compute_90,code=compute_90 -Xcompiler -pthread

@@ -4,7 +4,7 @@
   gen-calls.py x      TABLE CICADA_X   -> cicada.x with the program block
   gen-calls.py client TABLE            -> interposer stubs (C)
   gen-calls.py server TABLE            -> server handlers and dispatch table (C)
-  gen-calls.py server-h TABLE          -> the prototypes of the server's wrap_ calls
+  gen-calls.py server-h TABLE          -> the prototypes of the server's wrap_ and hand_ calls
 
 Only calls whose parameters are all scalars, handles, a launch
 configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) or
@@ -233,11 +233,15 @@ def gen_client_header(calls):
 
 def gen_server_header(calls):
     out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. The\n"
-           " * worker's wrap_ functions, which the generated handlers call. */\n"]
+           " * worker's wrap_ functions, which the generated handlers call, and its\n"
+           " * hand_ functions, which the dispatch table names. */\n"]
     for c in calls:
         if c.wrap and not c.hand:
             out.append("CUresult wrap_%s(struct worker *w%s);\n"
                        % (c.name, ", " + proto(c) if c.params else ""))
+    for c in calls:
+        if c.hand:
+            out.append("CUresult hand_%s(struct worker *w, void *args, void *res);\n" % c.name)
     return "".join(out)
 
 
@@ -246,7 +250,6 @@ def gen_server(calls):
            '#include "gpu-server.h"\n\n']
     for c in calls:
         if c.hand:
-            out.append("CUresult hand_%s(struct worker *w, void *args, void *res);\n" % c.name)
             continue
         out.append("#undef %s\nstatic CUresult h_%s(struct worker *w, const uint64_t *in, uint64_t *out)\n{\n"
                    % (c.name, c.name))

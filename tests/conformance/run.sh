@@ -2,21 +2,24 @@
 # run.sh CORPUS [NAME...]: `make conformance` on a GPU node. Builds each
 # program of programs.txt found in CORPUS (prepare.sh) the default way
 # (its own Makefile, ARCH=sm_90, nvcc's static runtime), runs it natively
-# twice and through Cicada over shared memory and over TCP, and compares.
+# and through Cicada over shared memory and over TCP at once, and compares
+# (with a second native run where they differ).
 # A program passes through a transport when its exit status and its
 # normalised output equal the native run's. The normaliser blanks the
 # numbers on lines that report times or rates (time, ms, us, sec, GB/s,
-# GFLOP, throughput, bandwidth), and where the two native runs differ even
-# so (non-deterministic output) only exit statuses are compared. Prints a
+# GFLOP, throughput, bandwidth), and where two native runs differ even so
+# (non-deterministic output) only exit statuses are compared. Prints a
 # line per program and a summary; programs that fail natively are left
-# out of the rates. Every run has a deadline (CONFORMANCE_TIMEOUT, 60 s).
+# out of the rates. Every run has a deadline (CONFORMANCE_TIMEOUT, 120 s);
+# CONFORMANCE_PAR programs are checked at once (4). The closing line
+# counts a program's pass over each transport.
 # CONFORMANCE_BUILD=0 keeps programs already built (with the same nvcc,
 # elsewhere: copies lose the times make compares).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/scripts/lib.sh"
 B=$ROOT/build CORPUS=$(cd "$1" && pwd); shift
-LIMIT=${CONFORMANCE_TIMEOUT:-60} JOBS=${CONFORMANCE_JOBS:-$(nproc)}
+LIMIT=${CONFORMANCE_TIMEOUT:-120} JOBS=${CONFORMANCE_JOBS:-$(nproc)}
 T=$(mktemp -d /tmp/cicada-conformance.XXXXXX) PORT=$((20000 + RANDOM % 30000)) SERVER=""
 cleanup() {
 	[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null
@@ -67,32 +70,70 @@ timeout -k 5 3600 "$B/bin/gpu-server" --listen "unix:$T/s.sock" --listen "tcp:12
 	--cache-dir "$T/cache" --workers 4 >"$T/server.log" 2>&1 &
 SERVER=$!
 wait_for_server "$SERVER" "$T/s.sock" "$T/server.log" conformance || exit 1
-native=0 shm=0 tcp=0 nd_count=0
-for n in $names; do
-	args=$(list | awk -v n="$n" '$1 == n { $1 = ""; print }')
-	if ! grep -q "^$n built" "$T/builds"; then
-		echo "SKIP $n: $(grep "^$n " "$T/builds" | cut -d' ' -f2-)"
-		continue
+# verdict NAME: its line, from $T/NAME.result; counted by summary.
+verdict() {
+	local n=$1 kind rs rt nd
+	read -r kind rs rt nd <"$T/$n.result"
+	if [ "$kind" = skip ]; then
+		echo "SKIP $n: $rs${rt:+ $rt}${nd:+ $nd}"
+		return
 	fi
-	# (wait for these two by pid: a bare wait would wait for the server)
-	run_mode "$n" "$args" native & a=$!; run_mode "$n" "$args" native2 & wait $a $!
-	run_mode "$n" "$args" shm & a=$!; run_mode "$n" "$args" tcp & wait $a $!
-	if [ "$(cat "$T/$n.native.rc")" != 0 ]; then
-		echo "SKIP $n: fails natively (exit $(cat "$T/$n.native.rc"))"
-		continue
-	fi
-	native=$((native + 1))
-	nd=0
-	cmp -s <(normalise "$T/$n.native") <(normalise "$T/$n.native2") || nd=1
-	nd_count=$((nd_count + nd))
-	rs=$(compare "$n" shm $nd) rt=$(compare "$n" tcp $nd)
-	[ "$rs" = same ] && shm=$((shm + 1))
-	[ "$rt" = same ] && tcp=$((tcp + 1))
+	rs=${rs//_/ } rt=${rt//_/ }
 	printf '%-4s %-28s shm: %-16s tcp: %s%s\n' "$([ "$rs$rt" = samesame ] && echo PASS || echo FAIL)" "$n" "$rs" "$rt" \
-		"$([ $nd = 1 ] && echo ' (native output varies: exit status only)')"
+		"$([ "$nd" = 1 ] && echo ' (native output varies: exit status only)')"
 	if [ "$rs$rt" != samesame ]; then
 		for m in shm tcp; do grep -m2 -i "cicada\|error\|fail" "$T/$n.$m" | sed "s/^/     $m: /"; done
 	fi
+}
+
+# check_one NAME: the four runs of one program and its verdict, as one
+# line in $T/NAME.result ("skip REASON", or "native SHM TCP ND": SHM and
+# TCP are "same" or why not, ND 1 if native output varies), printed as
+# soon as it is known.
+check_one() {
+	local n=$1 args rs rt nd=0
+	args=$(list | awk -v n="$n" '$1 == n { $1 = ""; print }')
+	if ! grep -q "^$n built" "$T/builds"; then
+		echo "skip $(grep "^$n " "$T/builds" | cut -d' ' -f2-)" >"$T/$n.result"
+	else
+		# (wait for these by pid: a bare wait would wait for the server)
+		run_mode "$n" "$args" native & a=$!
+		run_mode "$n" "$args" shm & b=$!
+		run_mode "$n" "$args" tcp & wait $a $b $!
+		if [ "$(cat "$T/$n.native.rc")" != 0 ]; then
+			echo "skip fails natively (exit $(cat "$T/$n.native.rc"))" >"$T/$n.result"
+		else
+			# a second native run only where Cicada's output differs:
+			# does the program's own output vary from run to run?
+			if ! cmp -s <(normalise "$T/$n.native") <(normalise "$T/$n.shm") ||
+			   ! cmp -s <(normalise "$T/$n.native") <(normalise "$T/$n.tcp"); then
+				run_mode "$n" "$args" native2
+				cmp -s <(normalise "$T/$n.native") <(normalise "$T/$n.native2") || nd=1
+			fi
+			rs=$(compare "$n" shm $nd) rt=$(compare "$n" tcp $nd)
+			echo "native ${rs// /_} ${rt// /_} $nd" >"$T/$n.result"
+		fi
+	fi
+	verdict "$n"
+}
+export -f check_one verdict run_mode compare normalise list
+export T PORT LIMIT B ROOT
+
+# CONFORMANCE_PAR programs at once (default 4): each run has its own
+# session, and the normaliser blanks what timing would change. A program
+# cut short by the caller's own time limit leaves no result and is not
+# counted.
+printf '%s\n' $names | xargs -P "${CONFORMANCE_PAR:-4}" -I{} bash -c 'check_one {}'
+native=0 shm=0 tcp=0 nd_count=0
+for n in $names; do
+	[ -f "$T/$n.result" ] || continue
+	read -r kind rs rt nd <"$T/$n.result"
+	[ "$kind" = skip ] && continue
+	native=$((native + 1))
+	nd_count=$((nd_count + nd))
+	[ "$rs" = same ] && shm=$((shm + 1))
+	[ "$rt" = same ] && tcp=$((tcp + 1))
 done
 echo "conformance: $native programs pass natively; through Cicada $shm over shared memory ($((native ? shm * 100 / native : 0))%)," \
 	"$tcp over TCP ($((native ? tcp * 100 / native : 0))%); $nd_count with varying output compared by exit status"
+echo "$((shm + tcp)) passed, $((2 * native - shm - tcp)) failed"

@@ -251,15 +251,16 @@ rt_steps_reference() {
 	fi
 }
 
-# A session holding a CUDA graph: the dump is refused with one line that
-# says why, and the program runs on to its end undisturbed.
-cr_graph_refused() {
-	local dir=$T/ckpt.graph
-	CR_REF=$T/rt_steps.graph.ref
-	rt_steps_reference graph || return 1
-	cr_launch shm main "$PROGS/rt_steps" 10 150 graph || return 1
+# A session holding a graph with a host function node (a captured
+# cudaLaunchHostFunc): the dump is refused with one line that says why,
+# and the program runs on to its end undisturbed.
+cr_refused() {
+	local dir=$T/ckpt.refused
+	CR_REF=$T/rt_steps.graphhost.ref
+	rt_steps_reference graphhost || return 1
+	cr_launch shm main "$PROGS/rt_steps" 10 150 graphhost || return 1
 	cr_dump "$dir" && return 1
-	grep -q "cicada: .*holds 1 CUDA graphs, 1 executable graphs, 0 arrays and 0 texture" "$dir/criu.err" \
+	grep -q "cicada: .*holds a host function node, which a checkpoint cannot carry yet" "$dir/criu.err" \
 		"$dir/dump.log" || return 1
 	cr_finished
 }
@@ -321,8 +322,12 @@ run_cr_tests() {
 		"$T/ckpt.runtime.hostfn" cr_runtime_program hostfn
 	want cr-managed && cr_case "managed memory written on both sides goes on after a restore: output identical" \
 		"$T/ckpt.runtime.managed" cr_runtime_program managed
-	want cr-graph && cr_case "a session holding a CUDA graph: the dump is refused, saying why; the program goes on" \
-		"$T/ckpt.graph" cr_graph_refused
+	want cr-graph && cr_case "a captured CUDA graph launched each step goes on after a restore: output identical" \
+		"$T/ckpt.runtime.graph" cr_runtime_program graph
+	want cr-objects && cr_case "a graph built node by node and updated, an array read through a texture and VMM memory: restored, output identical" \
+		"$T/ckpt.runtime.objects" cr_runtime_program objects
+	want cr-refused && cr_case "a session holding what a checkpoint cannot carry: the dump is refused, saying why; the program goes on" \
+		"$T/ckpt.refused" cr_refused
 	unset CR_REF
 	[ "$MODE" = cpu ] && want cr-small-target && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target

@@ -102,6 +102,8 @@ FC_HIDDEN void *fc_global(const struct fc_launch *l, const char *name);
 /* graph.c, stream.c: stream capture */
 struct fc_graph;
 FC_HIDDEN struct fc_graph **fc_stream_capture(CUstream s);
+FC_HIDDEN int fc_capture_copy(CUstream s, uintptr_t dst, int host_dst, uintptr_t src, int host_src, size_t n,
+			      CUresult *err);
 FC_HIDDEN CUresult fc_capture_launch(struct fc_graph *g, CUfunction f, const struct fc_kernel *k, struct fc_dim grid,
 				     struct fc_dim block, unsigned shmem, void **args);
 

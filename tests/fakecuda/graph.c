@@ -208,6 +208,18 @@ CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st)
 	return CUDA_SUCCESS;
 }
 
+/* The thread's capture mode: kept, though no call here is forbidden by it. */
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+	static __thread CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	CUstreamCaptureMode old = current;
+
+	CHECK_ARG(mode && (unsigned)*mode <= CU_STREAM_CAPTURE_MODE_RELAXED);
+	current = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
+}
+
 /* A capture's dependency is its latest node (captures are linear here). */
 CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *graph,
 				   const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps)
@@ -951,6 +963,27 @@ CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 
 	TRY(typed(dst, CU_GRAPH_NODE_TYPE_KERNEL, &n));
 	return typed(src, CU_GRAPH_NODE_TYPE_KERNEL, &n);
+}
+
+/* A 1-D copy on a capturing stream: a copy node (0), or 1 if s is not
+ * capturing (the caller copies at once). host_src/host_dst say which side
+ * is host memory. */
+int fc_capture_copy(CUstream s, uintptr_t dst, int host_dst, uintptr_t src, int host_src, size_t n, CUresult *err)
+{
+	struct fc_graph **slot = fc_stream_capture(s);
+	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEMCPY };
+	CUDA_MEMCPY3D *c = &p.memcpy.copyParams;
+
+	if (!slot || !*slot)
+		return 1;
+	c->srcMemoryType = host_src ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+	c->dstMemoryType = host_dst ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+	c->srcHost = (const void *)src, c->srcDevice = src;
+	c->dstHost = (void *)dst, c->dstDevice = dst;
+	c->WidthInBytes = n, c->Height = 1, c->Depth = 1;
+	*err = cuGraphAddNode_v2((CUgraphNode *)&(*slot)->last, (CUgraph)*slot, (CUgraphNode *)&(*slot)->last, NULL,
+				 (*slot)->last ? 1 : 0, &p);
+	return 0;
 }
 
 /* The stream-ordered allocator: captured, a memory node; else at once. */

@@ -258,19 +258,26 @@ CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 	return copy(dst, UNIFIED, src, UNIFIED, n, NULL);
 }
 
+/* Async copies on a capturing stream become copy nodes, as in the driver. */
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
-	return copy(dst, DEVICE, (uintptr_t)src, HOST, n, s);
+	CUresult err;
+
+	return fc_capture_copy(s, dst, 0, (uintptr_t)src, 1, n, &err) ? copy(dst, DEVICE, (uintptr_t)src, HOST, n, s) : err;
 }
 
 CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	return copy((uintptr_t)dst, HOST, src, DEVICE, n, s);
+	CUresult err;
+
+	return fc_capture_copy(s, (uintptr_t)dst, 1, src, 0, n, &err) ? copy((uintptr_t)dst, HOST, src, DEVICE, n, s) : err;
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
-	return copy(dst, DEVICE, src, DEVICE, n, s);
+	CUresult err;
+
+	return fc_capture_copy(s, dst, 0, src, 0, n, &err) ? copy(dst, DEVICE, src, DEVICE, n, s) : err;
 }
 
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)

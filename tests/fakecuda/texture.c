@@ -5,6 +5,7 @@
  * descriptors, and its value (what kernels get) is the copy's address, so
  * the kernels of kernels.c can read and write through it (fc_object).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fakecuda.h"
@@ -73,9 +74,14 @@ CUresult cuArrayDestroy(CUarray a)
 }
 
 /* The byte address of (x, y, z) on one side, its row pitch and slice size. */
-static CUresult locate(CUmemorytype type, CUdeviceptr dev, CUarray arr, size_t x, size_t y, size_t z,
-		       size_t pitch, size_t height, char **at, size_t *row, size_t *slice)
+static CUresult locate(CUmemorytype type, CUdeviceptr dev, const void *host, CUarray arr, size_t x, size_t y,
+		       size_t z, size_t pitch, size_t height, char **at, size_t *row, size_t *slice)
 {
+	if (type == CU_MEMORYTYPE_HOST) {     /* the driver's own copies (a checkpoint's) */
+		CHECK_ARG(host);
+		dev = (CUdeviceptr)(uintptr_t)host;
+		type = CU_MEMORYTYPE_DEVICE;
+	}
 	if (type == CU_MEMORYTYPE_ARRAY) {
 		struct fc_array *a = (struct fc_array *)arr;
 		CHECK(fc_obj_has(arr, FC_ARRAY), CUDA_ERROR_INVALID_HANDLE);
@@ -98,9 +104,9 @@ CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *p)
 
 	TRY(fc_need_init());
 	CHECK_ARG(p);
-	TRY(locate(p->srcMemoryType, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
+	TRY(locate(p->srcMemoryType, p->srcDevice, p->srcHost, p->srcArray, p->srcXInBytes, p->srcY, p->srcZ, p->srcPitch,
 		   p->srcHeight, &src, &srow, &sslice));
-	TRY(locate(p->dstMemoryType, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
+	TRY(locate(p->dstMemoryType, p->dstDevice, p->dstHost, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ, p->dstPitch,
 		   p->dstHeight, &dst, &drow, &dslice));
 	for (size_t z = 0; z < p->Depth; z++)
 		for (size_t y = 0; y < p->Height; y++)
@@ -121,6 +127,19 @@ struct fc_object {
 	CUDA_TEXTURE_DESC tex;
 };
 
+/* Objects are small numbers, as the driver's are: a slot of this table,
+ * plus one; the lowest free slot is taken. */
+#define MAX_OBJECTS 4096
+static struct fc_object *objects[MAX_OBJECTS];
+static pthread_mutex_t objects_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct fc_object *object_of(unsigned long long v)
+{
+	struct fc_object *o = v && v <= MAX_OBJECTS ? objects[v - 1] : NULL;
+
+	return o && fc_obj_has(o, FC_OBJECT) ? o : NULL;
+}
+
 static CUresult object_create(unsigned long long *out, const CUDA_RESOURCE_DESC *res, const CUDA_TEXTURE_DESC *tex)
 {
 	struct fc_ctx *ctx;
@@ -136,19 +155,35 @@ static CUresult object_create(unsigned long long *out, const CUDA_RESOURCE_DESC 
 	o->res = *res;
 	if (tex)
 		o->tex = *tex;
-	if (fc_obj_add(o, FC_OBJECT, ctx, free)) {
+	pthread_mutex_lock(&objects_lock);
+	unsigned i = 0;
+	while (i < MAX_OBJECTS && object_of(i + 1))
+		i++;
+	if (i == MAX_OBJECTS || fc_obj_add(o, FC_OBJECT, ctx, free)) {
+		pthread_mutex_unlock(&objects_lock);
 		free(o);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	*out = (unsigned long long)(uintptr_t)o;
+	objects[i] = o;
+	pthread_mutex_unlock(&objects_lock);
+	*out = i + 1;
 	return CUDA_SUCCESS;
 }
 
 static CUresult object_destroy(unsigned long long v)
 {
+	struct fc_object *o;
+
 	TRY(fc_need_init());
-	CHECK(fc_obj_del((void *)(uintptr_t)v, FC_OBJECT), CUDA_ERROR_INVALID_VALUE);
-	free((void *)(uintptr_t)v);
+	pthread_mutex_lock(&objects_lock);
+	o = object_of(v);
+	if (o) {
+		objects[v - 1] = NULL;
+		fc_obj_del(o, FC_OBJECT);
+		free(o);
+	}
+	pthread_mutex_unlock(&objects_lock);
+	CHECK(o, CUDA_ERROR_INVALID_VALUE);
 	return CUDA_SUCCESS;
 }
 
@@ -178,9 +213,9 @@ CUresult cuSurfObjectDestroy(CUsurfObject s)
  * NULL outside it. */
 void *fc_object_at(unsigned long long v, size_t x, size_t y)
 {
-	struct fc_object *o = (struct fc_object *)(uintptr_t)v;
+	struct fc_object *o = object_of(v);
 
-	if (!fc_obj_has(o, FC_OBJECT))
+	if (!o)
 		return NULL;
 	if (o->res.resType == CU_RESOURCE_TYPE_LINEAR) {
 		size_t elem = format_size(o->res.res.linear.format) * o->res.res.linear.numChannels;

@@ -19,7 +19,21 @@
 struct alloc {
 	int fd;
 	size_t size;
+	CUmemAllocationProp prop;
+	unsigned refs;                  /* handle references (cuMemRetainAllocationHandle adds) */
+	unsigned maps;                  /* mappings keep the allocation */
 };
+
+/* What each mapping maps, for cuMemRetainAllocationHandle and cuMemGetAccess. */
+struct map {
+	uintptr_t base;
+	size_t size;
+	struct alloc *a;
+	unsigned long long flags;
+};
+
+static struct map maps[MAX_RESV];
+static int nmaps;
 
 struct resv {
 	uintptr_t base;
@@ -142,8 +156,21 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	a->size = size;
+	a->prop = *prop;
+	a->refs = 1;
+	a->maps = 0;
 	*handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
 	return CUDA_SUCCESS;
+}
+
+static void alloc_put(struct alloc *a)
+{
+	if (a->refs || a->maps)
+		return;
+	fc_obj_del(a, FC_VMM);
+	close(a->fd);		/* live mappings keep the pages */
+	fc_mem_used(-(long long)a->size);
+	free(a);
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
@@ -151,10 +178,11 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 	struct alloc *a = (struct alloc *)(uintptr_t)handle;
 
 	TRY(fc_need_init());
-	CHECK(fc_obj_del(a, FC_VMM), CUDA_ERROR_INVALID_HANDLE);
-	close(a->fd);		/* live mappings keep the pages */
-	fc_mem_used(-(long long)a->size);
-	free(a);
+	CHECK(fc_obj_has(a, FC_VMM) && a->refs, CUDA_ERROR_INVALID_HANDLE);
+	pthread_mutex_lock(&lock);
+	a->refs--;
+	alloc_put(a);
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
@@ -166,12 +194,17 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 	TRY(fc_need_init());
 	CHECK_ARG(size && size % FC_GRANULARITY == 0 && offset % FC_GRANULARITY == 0 && !flags);
-	CHECK(fc_obj_has(a, FC_VMM), CUDA_ERROR_INVALID_HANDLE);
+	CHECK(fc_obj_has(a, FC_VMM) && a->refs, CUDA_ERROR_INVALID_HANDLE);
 	CHECK_ARG(offset <= a->size && size <= a->size - offset);
 	CHECK_ARG(reserved(ptr, size) && !fc_range_overlaps(ptr, size));
+	CHECK(nmaps < MAX_RESV, CUDA_ERROR_OUT_OF_MEMORY);
 	m = mmap((void *)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, offset);
 	CHECK(m != MAP_FAILED, CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(!fc_range_add(ptr, size, FC_MEM_VMM, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
+	pthread_mutex_lock(&lock);
+	a->maps++;
+	maps[nmaps++] = (struct map){ ptr, size, a, 0 };
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
@@ -197,6 +230,17 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 	CHECK_ARG(size && mapped(ptr, size));
 	CHECK(mmap((void *)ptr, size, PROT_NONE, flags, -1, 0) != MAP_FAILED, CUDA_ERROR_UNKNOWN);
 	fc_range_span(ptr, size, FC_MEM_VMM, 0, 1);
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nmaps;) {
+		if (maps[i].base < ptr || maps[i].base - ptr >= size) {
+			i++;
+			continue;
+		}
+		maps[i].a->maps--;
+		alloc_put(maps[i].a);
+		maps[i] = maps[--nmaps];
+	}
+	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
 
@@ -218,5 +262,61 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 	       flags == CU_MEM_ACCESS_FLAGS_PROT_NONE ? PROT_NONE : -1;
 	CHECK_ARG(prot >= 0 && !mprotect((void *)ptr, size, prot));
 	fc_range_span(ptr, size, FC_MEM_VMM, prot == (PROT_READ | PROT_WRITE), 0);
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < nmaps; i++)
+		if (maps[i].base >= ptr && maps[i].base - ptr < size)
+			maps[i].flags = flags;
+	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+/* The mapping holding addr, or NULL; call with lock held. */
+static struct map *map_at(uintptr_t addr)
+{
+	for (int i = 0; i < nmaps; i++)
+		if (addr >= maps[i].base && addr - maps[i].base < maps[i].size)
+			return &maps[i];
+	return NULL;
+}
+
+CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+	struct map *m;
+
+	TRY(fc_need_init());
+	CHECK_ARG(flags && location && location->type == CU_MEM_LOCATION_TYPE_DEVICE);
+	CHECK(location->id == 0, CUDA_ERROR_INVALID_DEVICE);
+	pthread_mutex_lock(&lock);
+	m = map_at(ptr);
+	if (m)
+		*flags = m->flags;
+	pthread_mutex_unlock(&lock);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	struct map *m;
+
+	TRY(fc_need_init());
+	CHECK_ARG(handle);
+	pthread_mutex_lock(&lock);
+	m = map_at((uintptr_t)addr);
+	if (m) {
+		m->a->refs++;
+		*handle = (CUmemGenericAllocationHandle)(uintptr_t)m->a;
+	}
+	pthread_mutex_unlock(&lock);
+	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)handle;
+
+	TRY(fc_need_init());
+	CHECK_ARG(prop);
+	CHECK(fc_obj_has(a, FC_VMM) && a->refs, CUDA_ERROR_INVALID_HANDLE);
+	*prop = a->prop;
 	return CUDA_SUCCESS;
 }
