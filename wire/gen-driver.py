@@ -9,7 +9,8 @@ makes the rest from the header's own prototypes (wire/cuda_h.py):
 
   gen-driver.py ptds    CC INCLUDE STUB OBJ...  -> C: the _ptds/_ptsz forms
       of functions the interposer serves: the same call on the per-thread
-      default stream (a NULL stream becomes CU_STREAM_PER_THREAD).
+      default stream (a NULL stream becomes CU_STREAM_PER_THREAD); and the
+      old ABI names of served _v2/_v3 functions with the same parameters.
   gen-driver.py missing CC INCLUDE STUB OBJ...  -> C: every other exported
       name, failing cleanly: CUDA_ERROR_NOT_SUPPORTED, and its name logged
       once at warn level when called.
@@ -18,7 +19,7 @@ makes the rest from the header's own prototypes (wire/cuda_h.py):
       and invalid arguments (the graphics interop ones, which Cicada does
       not serve, with none).
   gen-driver.py list    CC INCLUDE STUB OBJ...  -> text: each exported name
-      and how it is served (interposer, ptds, missing).
+      and how it is served (interposer, ptds, old, missing).
 
 STUB is the stub libcuda.so; OBJ... the interposer's other objects (what
 they define is served already).
@@ -51,14 +52,34 @@ def defined(objs):
     return {l.split()[-1] for l in out.splitlines() if len(l.split()) == 3 and l.split()[1] == "T"}
 
 
-def classify(names, have):
-    """name -> 'interposer', 'ptds' (a form of a served base) or 'missing'."""
+def same_params(protos, a, b):
+    """Whether a and b take the same parameter types (an old ABI name whose
+    newer version differs only in name)."""
+    pa, pb = protos.get(a), protos.get(b)
+    return pa is not None and pb is not None and \
+        [q.type for q in pa.params] == [q.type for q in pb.params]
+
+
+def newer(protos, n, have):
+    """The served newer version (_v2, _v3) of old ABI name n, or None."""
+    for v in ("_v2", "_v3"):
+        if n + v in have and same_params(protos, n, n + v):
+            return n + v
+    return None
+
+
+def classify(names, have, protos=None):
+    """name -> 'interposer', 'ptds' (a form of a served base), 'old' (an old
+    ABI name of a served newer version with the same parameters) or
+    'missing'."""
     kinds = {}
     for n in names:
         if n in have:
             kinds[n] = "interposer"
         elif n.endswith(PT_SUFFIXES) and n[:-5] in have:
             kinds[n] = "ptds"
+        elif protos and newer(protos, n, have):
+            kinds[n] = "old"
         else:
             kinds[n] = "missing"
     return kinds
@@ -80,6 +101,20 @@ def gen_ptds(protos, kinds):
         if s >= 0 and n.endswith("_ptsz"):
             out.append("\tif (!%s)\n\t\t%s = CU_STREAM_PER_THREAD;\n" % (args[s], args[s]))
         out.append("\treturn base_%d(%s);\n}\n\n" % (i, ", ".join(args)))
+    return "".join(out)
+
+
+def gen_old(protos, kinds, have):
+    """Old ABI names (cuDevicePrimaryCtxReset, ...) calling their served
+    newer version, which takes the same parameters."""
+    out = []
+    for i, n in enumerate(sorted(k for k, v in kinds.items() if v == "old")):
+        p, target = protos[n], newer(protos, n, have)
+        decl = ", ".join(q.decl() if q.name else q.type for q in p.params) or "void"
+        out.append("CUresult newer_%d(%s) __asm__(\"%s\");\n" % (i, decl, target))
+        out.append("CUresult CUDAAPI old_%d(%s) __asm__(\"%s\");\n" % (i, decl, n))
+        out.append("CUresult CUDAAPI old_%d(%s)\n{\n\treturn newer_%d(%s);\n}\n\n"
+                   % (i, decl, i, ", ".join(q.name for q in p.params)))
     return "".join(out)
 
 
@@ -138,9 +173,10 @@ def main():
     if mode == "sweep":
         sys.stdout.write(gen_sweep(protos, names))
         return
-    kinds = classify(names, defined(objs))
+    have = defined(objs)
+    kinds = classify(names, have, protos)
     if mode == "ptds":
-        sys.stdout.write(gen_ptds(protos, kinds))
+        sys.stdout.write(gen_ptds(protos, kinds) + gen_old(protos, kinds, have))
     elif mode == "missing":
         sys.stdout.write(gen_missing(kinds))
     elif mode == "list":
