@@ -157,7 +157,9 @@ static int had_channel;
 
 static void channel_pause(void)
 {
-	had_channel = channel >= 0;
+	if (channel < 0)
+		return;                      /* (a failed reattach closes the link too) */
+	had_channel = 1;
 	hostfn_forget_channel();
 }
 
@@ -165,6 +167,7 @@ static int channel_resume(int regions_lost)
 {
 	if (had_channel && channel_open())
 		log_error("the host function channel did not open again after the pause");
+	had_channel = 0;
 	return 0;
 }
 
