@@ -74,6 +74,7 @@ struct worker {
 };
 
 #define HANDLE_BASE 0x1000u
+#define HANDLE_MAX (1u << 24)               /* ids a restore may bind */
 
 /* The wrap_ functions calls.tbl names, which the generated handlers call. */
 #include "server_calls.h"
@@ -143,6 +144,7 @@ void objects_tex_created(struct worker *w, uint64_t value, int surface, const te
 void objects_tex_destroyed(struct worker *w, uint64_t value);
 void objects_exec_created(struct worker *w, CUgraphExec exec, CUgraph source, unsigned long long flags);
 void objects_exec_destroyed(struct worker *w, CUgraphExec exec);
+void objects_graph_destroying(struct worker *w, CUgraph g, int depth);
 void objects_exec_stale(struct worker *w, CUgraphExec exec, const char *why);
 CUgraphNode objects_exec_node(struct worker *w, CUgraphExec exec, CUgraphNode node);
 void objects_exec_node_set(struct worker *w, CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *p);

@@ -63,6 +63,12 @@ CUresult wrap_cuGraphInstantiateWithFlags(struct worker *w, CUgraphExec *exec, C
 	return err;
 }
 
+CUresult wrap_cuGraphDestroy(struct worker *w, CUgraph graph)
+{
+	objects_graph_destroying(w, graph, 0);
+	return cuGraphDestroy(graph);
+}
+
 CUresult wrap_cuGraphExecDestroy(struct worker *w, CUgraphExec exec)
 {
 	CUresult err = cuGraphExecDestroy(exec);

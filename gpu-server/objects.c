@@ -172,6 +172,30 @@ void objects_exec_created(struct worker *w, CUgraphExec exec, CUgraph source, un
 	o->execs[o->nexecs++] = e;
 }
 
+/* The ids child graphs inside g got when their nodes were read: they go
+ * with g (the driver frees them with it). */
+void objects_graph_destroying(struct worker *w, CUgraph g, int depth)
+{
+	CUgraphNode *nodes;
+	CUgraphNodeType type;
+	CUgraph child;
+	size_t n = 0;
+	uint64_t id;
+
+	if (depth > 16 || cuGraphGetNodes(g, NULL, &n) || !n || !(nodes = calloc(n, sizeof(*nodes))))
+		return;
+	if (!cuGraphGetNodes(g, nodes, &n))
+		for (size_t i = 0; i < n; i++) {
+			if (cuGraphNodeGetType(nodes[i], &type) || type != CU_GRAPH_NODE_TYPE_GRAPH ||
+			    cuGraphChildGraphNodeGetGraph(nodes[i], &child))
+				continue;
+			objects_graph_destroying(w, child, depth + 1);
+			if ((id = handle_find(w, H_GRAPH, child)))
+				handle_forget(w, id);
+		}
+	free(nodes);
+}
+
 void objects_exec_destroyed(struct worker *w, CUgraphExec exec)
 {
 	struct objects *o = w->objects;
@@ -179,8 +203,10 @@ void objects_exec_destroyed(struct worker *w, CUgraphExec exec)
 
 	if (!e)
 		return;
-	if (e->shadow)
+	if (e->shadow) {
+		objects_graph_destroying(w, e->shadow, 0);
 		cuGraphDestroy(e->shadow);
+	}
 	free(e->alias);
 	*e = o->execs[--o->nexecs];
 }
@@ -190,7 +216,7 @@ CUgraphNode objects_exec_node(struct worker *w, CUgraphExec exec, CUgraphNode no
 {
 	struct exec_rec *e = exec_find(w, exec);
 
-	for (unsigned i = 0; e && i < e->nalias; i++)
+	for (unsigned i = 0; e && node && i < e->nalias; i++)
 		if (e->alias[i].from == node)
 			return e->alias[i].to;
 	return node;
@@ -247,8 +273,10 @@ void objects_exec_updated(struct worker *w, CUgraphExec exec, CUgraph graph)
 		objects_exec_stale(w, exec, "its new graph could not be cloned");
 		return;
 	}
-	if (e->shadow)
+	if (e->shadow) {
+		objects_graph_destroying(w, e->shadow, 0);
 		cuGraphDestroy(e->shadow);
+	}
 	e->shadow = clone;
 	e->stale = NULL;
 	free(e->alias);
@@ -412,19 +440,25 @@ static int image_edges(struct walk *k, graph_image *im)
 }
 
 /* An exec's shadow node stands for the client's node it was cloned from. */
-static void exec_ids(struct saving *s, CUgraph shadow, struct walk *k, graph_image *im)
+static void exec_ids(struct saving *s, struct exec_rec *e, struct walk *k, graph_image *im)
 {
 	CUgraphNode copy;
 	int at;
 
+	if (e->nalias) {                     /* restored: its shadow is no clone */
+		for (unsigned i = 0; i < e->nalias; i++)
+			if (e->alias[i].from && (at = index_of(k->sorted, k->order, k->n, e->alias[i].to)) >= 0)
+				im->nodes.nodes_val[at].id = e->alias[i].id;
+		return;
+	}
 	for (size_t i = 0; i < s->nlive; i++)
-		if (!cuGraphNodeFindInClone(&copy, (CUgraphNode)s->live[i].real, shadow) &&
+		if (!cuGraphNodeFindInClone(&copy, (CUgraphNode)s->live[i].real, e->shadow) &&
 		    (at = index_of(k->sorted, k->order, k->n, copy)) >= 0)
 			im->nodes.nodes_val[at].id = s->live[i].id;
 }
 
 /* The graph's image; what refuses it goes in s->err. */
-static int image_of(struct saving *s, CUgraph g, int exec, uint64_t id, graph_image *im)
+static int image_of(struct saving *s, CUgraph g, struct exec_rec *exec, uint64_t id, graph_image *im)
 {
 	const char *what = exec ? "executable graph" : "CUDA graph";
 	struct walk k;
@@ -463,7 +497,7 @@ static int image_of(struct saving *s, CUgraph g, int exec, uint64_t id, graph_im
 		goto out;
 	}
 	if (exec)
-		exec_ids(s, g, &k, im);
+		exec_ids(s, exec, &k, im);
 	rc = 0;
 out:
 	walk_free(&k);
@@ -506,7 +540,7 @@ static int save_image(struct saving *s, unsigned kind, uint64_t handle, graph_im
 static int save_graph(struct saving *s, uint64_t id, CUgraph g)
 {
 	graph_image im;
-	int rc = image_of(s, g, 0, id, &im);
+	int rc = image_of(s, g, NULL, id, &im);
 
 	if (!rc)
 		rc = save_image(s, OBJ_GRAPH, id, &im);
@@ -525,7 +559,7 @@ static int save_exec(struct saving *s, uint64_t id, CUgraphExec exec)
 			 (unsigned long long)id, e && e->stale ? e->stale : "its graph is unknown");
 		return -1;
 	}
-	if (!(rc = image_of(s, e->shadow, 1, id, &im))) {
+	if (!(rc = image_of(s, e->shadow, e, id, &im))) {
 		im.flags = e->flags;
 		if (!(rc = save_image(s, OBJ_EXEC, id, &im))) {
 			s->m->objects[s->m->n_objects - 1]->after_seq = e->after;
@@ -704,6 +738,8 @@ static int bind_id(struct worker *w, enum handle_kind kind, void *real, uint64_t
 {
 	uint64_t got;
 
+	if (id < HANDLE_BASE || id - HANDLE_BASE > HANDLE_MAX)
+		return -1;
 	w->replay_id = id;
 	got = handle_put(w, kind, real);
 	w->replay_id = 0;
@@ -771,6 +807,7 @@ static const Cicada__Object *object_of(const Cicada__Manifest *m, unsigned kind,
 }
 
 static int restore_one(struct worker *w, const Cicada__Manifest *m, size_t i, char *err);
+static int depth;                            /* of child graphs made first */
 
 /* Whether the functions and events the image names are back already (an
  * exec updated later may name ones made after it). */
@@ -802,7 +839,14 @@ static int children(struct worker *w, const Cicada__Manifest *m, const graph_ima
 			snprintf(err, SNAP_ERRLEN, "a CUDA graph names a child graph the snapshot lacks");
 			return -1;
 		}
-		if (restore_one(w, m, at, err))
+		if (depth >= 16) {
+			snprintf(err, SNAP_ERRLEN, "CUDA graphs are nested more than 16 deep");
+			return -1;
+		}
+		depth++;
+		int rc = restore_one(w, m, at, err);
+		depth--;
+		if (rc)
 			return -1;
 	}
 	return 0;
@@ -845,7 +889,7 @@ static int restore_graph(struct worker *w, const Cicada__Manifest *m, const Cica
 		struct exec_rec *r;
 		objects_exec_created(w, exec, NULL, im.flags);
 		if ((r = exec_find(w, exec))) {
-			r->shadow = g, r->alias = e.alias, r->nalias = e.nalias, r->after = o->after_seq;
+			r->shadow = g, r->alias = e.alias, r->nalias = e.nalias;
 			g = NULL, e.alias = NULL;
 		}
 	}
@@ -891,6 +935,15 @@ static int restore_tex(struct worker *w, const Cicada__Object *o, char *err)
 	if (decode((xdrproc_t)xdr_tex_object_args, &a, o->body.data, o->body.len))
 		return snprintf(err, SNAP_ERRLEN, "texture object %llu: its description does not decode",
 				(unsigned long long)o->handle), -1;
+	for (unsigned i = 0; i < st->nspare; i++)     /* a value held for an earlier one: free it now */
+		if ((st->spare[i] & ~(1ull << 63)) == o->handle) {
+			if (st->spare[i] >> 63)
+				wrap_cuSurfObjectDestroy(w, o->handle);
+			else
+				wrap_cuTexObjectDestroy(w, o->handle);
+			st->spare[i] = st->spare[--st->nspare];
+			break;
+		}
 	while (st->nspare < SPARE_MAX) {
 		memset(&r, 0, sizeof(r));
 		rc = o->kind == OBJ_SURF ? hand_surf_object_create(w, &a, &r) : hand_tex_object_create(w, &a, &r);

@@ -95,6 +95,21 @@ static void alloc_unref(struct vmm_alloc *a)
 		free(a);
 }
 
+static int inside(uint64_t va, uint64_t size, uint64_t ptr, uint64_t len)
+{
+	return va >= ptr && va - ptr < len && size <= len - (va - ptr);
+}
+
+/* Whether [ptr, ptr + size) lies in one of the application's own
+ * reservations: the worker's arena is not the client's to map or unmap. */
+static int reserved(const struct vmm *v, uint64_t ptr, uint64_t size)
+{
+	for (unsigned i = 0; i < v->nresvs; i++)
+		if (inside(ptr, size, v->resvs[i].va, v->resvs[i].size))
+			return 1;
+	return 0;
+}
+
 /* Where an application's reservation goes when it names no address: the
  * next free place of the region, aligned. */
 static uint64_t place(struct vmm *v, uint64_t size, uint64_t align)
@@ -117,8 +132,8 @@ CUresult wrap_cuMemAddressReserve(struct worker *w, CUdeviceptr *ptr, size_t siz
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = cuMemAddressReserve(ptr, size, alignment, addr ? addr : place(v, size, align), flags)))
 		return err;
-	if (!addr && *ptr >= v->next && *ptr < APP_END)
-		v->next = *ptr + size;
+	if (*ptr >= v->next && *ptr < APP_END && *ptr >= APP_BASE)
+		v->next = *ptr + size;       /* (a restore's explicit addresses too) */
 	log_debug("client %s: reserved 0x%llx, %zu bytes (asked at 0x%llx, alignment %zu, flags %llu)", w->peer,
 		  (unsigned long long)*ptr, size, (unsigned long long)addr, alignment, flags);
 	v->resvs[v->nresvs++] = (struct vmm_resv){ *ptr, size, alignment, flags, replay_seq(w) };
@@ -211,6 +226,8 @@ CUresult wrap_cuMemMap(struct worker *w, CUdeviceptr ptr, size_t size, size_t of
 
 	if (!v || grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!reserved(v, ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = alloc_of(w, handle, &a)) || (err = cuMemMap(ptr, size, offset, a->h, flags)))
 		return err;
 	a->maps++;
@@ -219,10 +236,6 @@ CUresult wrap_cuMemMap(struct worker *w, CUdeviceptr ptr, size_t size, size_t of
 	return CUDA_SUCCESS;
 }
 
-static int inside(uint64_t va, uint64_t size, uint64_t ptr, uint64_t len)
-{
-	return va >= ptr && va - ptr < len && size <= len - (va - ptr);
-}
 
 CUresult wrap_cuMemUnmap(struct worker *w, CUdeviceptr ptr, size_t size)
 {
@@ -231,6 +244,8 @@ CUresult wrap_cuMemUnmap(struct worker *w, CUdeviceptr ptr, size_t size)
 
 	if (!v)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!reserved(v, ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = cuMemUnmap(ptr, size)))
 		return err;
 	for (unsigned i = 0; i < v->nmaps;) {
@@ -261,6 +276,8 @@ CUresult wrap_vmm_set_access(struct worker *w, CUdeviceptr ptr, size_t size, int
 
 	if (!v || grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!reserved(v, ptr, size))
+		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = cuMemSetAccess(ptr, size, &d, 1)))
 		return err;
 	log_debug("client %s: access %llu to 0x%llx, %zu bytes, for %d/%d", w->peer, flags, (unsigned long long)ptr,
@@ -484,7 +501,6 @@ static int restore_reservation(struct worker *w, const Cicada__VmmReservation *r
 			 (unsigned long long)r->va, (unsigned long long)(r->va + r->size));
 		return -1;
 	}
-	w->vmm->resvs[w->vmm->nresvs - 1].after = r->after_seq;
 	return 0;
 }
 
@@ -502,7 +518,7 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 	a->prop.win32HandleMetaData = NULL;
 	a->size = p->size;
 	a->flags = p->flags;
-	a->after = p->after_seq;
+	a->after = replay_seq(w);            /* this worker's log numbers its records anew */
 	a->held = 1;
 	if ((rc = cuMemCreate(&a->h, a->size, &a->prop, a->flags))) {
 		snprintf(err, SNAP_ERRLEN, "cannot create an allocation of %llu bytes (error %d)",
@@ -533,17 +549,29 @@ static int restore_map(struct worker *w, const Cicada__VmmMapping *p, struct vmm
 		return -1;
 	}
 	al->maps++;
-	v->maps[v->nmaps++] = (struct vmm_map){ p->va, p->size, p->offset, al, p->after_seq };
+	v->maps[v->nmaps++] = (struct vmm_map){ p->va, p->size, p->offset, al, replay_seq(w) };
 	return 0;
 }
 
+/* An access call again, over what of its range is mapped now (later
+ * unmaps may have left holes in it, which the driver would refuse). */
 static int restore_access(struct worker *w, const Cicada__VmmAccess *x, char *err)
 {
-	if (wrap_vmm_set_access(w, x->va, x->size, x->location_type, x->location_id, x->flags)) {
-		snprintf(err, SNAP_ERRLEN, "cannot set access to 0x%llx", (unsigned long long)x->va);
-		return -1;
+	struct vmm *v = w->vmm;
+	CUmemAccessDesc d = { { (CUmemLocationType)x->location_type, x->location_id }, (CUmemAccess_flags)x->flags };
+
+	for (unsigned i = 0; i < v->nmaps; i++) {
+		uint64_t lo = v->maps[i].va > x->va ? v->maps[i].va : x->va;
+		uint64_t hi = v->maps[i].va + v->maps[i].size < x->va + x->size ? v->maps[i].va + v->maps[i].size :
+										   x->va + x->size;
+		if (lo < hi && cuMemSetAccess(lo, hi - lo, &d, 1)) {
+			snprintf(err, SNAP_ERRLEN, "cannot set access to 0x%llx", (unsigned long long)lo);
+			return -1;
+		}
 	}
-	w->vmm->access[w->vmm->naccess - 1].after = x->after_seq;
+	if (grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
+		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+	v->access[v->naccess++] = (struct vmm_access){ x->va, x->size, d, replay_seq(w) };
 	return 0;
 }
 

@@ -225,8 +225,14 @@ static CUresult captured_copy(CUdeviceptr dev, void *host, size_t n, CUstream st
 		return err;
 	}
 	if (to_device)
-		return (err = cuLaunchHostFunc(stream, stage_in, c)) ? err : copy_htod_host(dev, c->pinned, n, stream, 1);
-	return (err = copy_dtoh_host(c->pinned, dev, n, stream, 1)) ? err : cuLaunchHostFunc(stream, stage_out, c);
+		err = cuLaunchHostFunc(stream, stage_in, c) ?: copy_htod_host(dev, c->pinned, n, stream, 1);
+	else
+		err = copy_dtoh_host(c->pinned, dev, n, stream, 1) ?: cuLaunchHostFunc(stream, stage_out, c);
+	if (err) {                               /* (the capture is broken now anyway) */
+		cuMemFreeHost(c->pinned);
+		free(c);
+	}
+	return err;
 }
 
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)

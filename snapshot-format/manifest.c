@@ -128,10 +128,15 @@ static int check_vmm(const Cicada__Manifest *m, char *err)
 	for (size_t i = 0; i < m->n_vmm_reservations; i++)
 		if (!span_ok(m->vmm_reservations[i]->va, m->vmm_reservations[i]->size))
 			return snap_fail(err, "manifest reservation %zu is empty or wraps", i);
-	for (size_t i = 0; i < m->n_vmm_allocations; i++)
-		if (!m->vmm_allocations[i]->size || m->vmm_allocations[i]->prop.len != SNAP_VMM_PROP_SIZE)
+	for (size_t i = 0; i < m->n_vmm_allocations; i++) {
+		const Cicada__VmmAllocation *a = m->vmm_allocations[i];
+		if (!a->size || a->prop.len != SNAP_VMM_PROP_SIZE)
 			return snap_fail(err, "manifest allocation property %zu is not %u bytes", i,
 					 SNAP_VMM_PROP_SIZE);
+		if (!a->handle != !a->held || a->held > SNAP_MAX_ENTRIES)
+			return snap_fail(err, "manifest allocation %zu: %u references to handle %llu", i, a->held,
+					 (unsigned long long)a->handle);
+	}
 	for (size_t i = 0; i < m->n_vmm_mappings; i++) {
 		const Cicada__VmmMapping *p = m->vmm_mappings[i];
 		if (!span_ok(p->va, p->size) || p->allocation >= m->n_vmm_allocations ||

@@ -243,6 +243,21 @@ cr_runtime_program() {
 	cr_finished
 }
 
+# The objects mode checkpointed twice: the restored session, whose replay
+# log numbers its records anew, is dumped and restored again.
+cr_objects_twice() {
+	local dir=$T/ckpt.runtime.objects
+	CR_REF=$T/rt_steps.objects.ref
+	rt_steps_reference objects || return 1
+	cr_launch shm main "$PROGS/rt_steps" 10 150 objects || return 1
+	cr_dump "$dir.1" || return 1
+	cr_restore "$dir.1" || return 1
+	wait_for "^step 6 " "$CR_OUT" 60 || return 1
+	cr_dump "$dir.2" || return 1
+	cr_restore "$dir.2" || return 1
+	cr_finished
+}
+
 rt_steps_reference() {
 	if [ "$MODE" = gpu ]; then
 		env $DRIVER_ENV timeout 120 "$PROGS/rt_steps" 10 150 "$1" >"$CR_REF"
@@ -324,8 +339,8 @@ run_cr_tests() {
 		"$T/ckpt.runtime.managed" cr_runtime_program managed
 	want cr-graph && cr_case "a captured CUDA graph launched each step goes on after a restore: output identical" \
 		"$T/ckpt.runtime.graph" cr_runtime_program graph
-	want cr-objects && cr_case "a graph built node by node and updated, an array read through a texture and VMM memory: restored, output identical" \
-		"$T/ckpt.runtime.objects" cr_runtime_program objects
+	want cr-objects && cr_case "a graph built node by node and updated, an array read through a texture and VMM memory: restored, then dumped and restored again, output identical" \
+		"$T/ckpt.runtime.objects.2" cr_objects_twice
 	want cr-refused && cr_case "a session holding what a checkpoint cannot carry: the dump is refused, saying why; the program goes on" \
 		"$T/ckpt.refused" cr_refused
 	unset CR_REF
