@@ -38,7 +38,8 @@ struct devmem {
 	unsigned nallocs, cap_allocs;
 };
 
-static int grow(void **arr, unsigned *cap, unsigned n, size_t elem)
+/* Makes room for element n of an array of *cap (doubling, from 64). */
+int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem)
 {
 	unsigned c = *cap ? *cap * 2 : 64;
 	void *p;
@@ -166,7 +167,7 @@ static CUresult chunk_add(struct devmem *m, uint64_t va, uint64_t size, int shar
 	unsigned at = chunk_index(m, va);
 	CUresult err;
 
-	if (grow((void **)&m->chunks, &m->cap_chunks, m->nchunks, sizeof(c)))
+	if (array_grow((void **)&m->chunks, &m->cap_chunks, m->nchunks, sizeof(c)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (shared && !(c.units = calloc(size / UNIT / 64, sizeof(uint64_t))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -273,7 +274,7 @@ static CUresult alloc_note(struct devmem *m, uint64_t va, uint64_t size)
 {
 	unsigned at = alloc_index(m, va);
 
-	if (grow((void **)&m->allocs, &m->cap_allocs, m->nallocs, sizeof(*m->allocs)))
+	if (array_grow((void **)&m->allocs, &m->cap_allocs, m->nallocs, sizeof(*m->allocs)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	memmove(&m->allocs[at + 1], &m->allocs[at], (m->nallocs - at) * sizeof(*m->allocs));
 	m->allocs[at] = (struct alloc){ va, size };

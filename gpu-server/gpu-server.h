@@ -118,6 +118,7 @@ static inline uint64_t float_to_u64(float f)
 void primary_note_warm(CUdevice dev);
 
 /* devmem.c: device memory in a fixed VMM arena (pointer-stable restore) */
+int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem);
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
 void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size);
 CUresult devmem_alloc(struct worker *w, uint64_t size, uint64_t *va);
@@ -137,8 +138,9 @@ void vmm_save_free(struct Cicada__Manifest *m);
 int vmm_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
 int vmm_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
 
-/* objects.c: graphs, executable graphs, arrays' contents, texture and
- * surface objects, as a checkpoint describes them */
+/* objects.c, objects_save.c, objects_restore.c: graphs, executable
+ * graphs, arrays' contents, texture and surface objects, as a checkpoint
+ * describes them */
 struct snap_writer;
 void objects_tex_created(struct worker *w, uint64_t value, int surface, const tex_object_args *a);
 void objects_tex_destroyed(struct worker *w, uint64_t value);

@@ -4,7 +4,7 @@
  * each call binding the handle id it had, and the chunks are mapped where
  * they were, as many before each call as there were when it was made, as
  * are the application's own virtual memory (vmm.c), texture objects and
- * executable graphs (objects.c); the
+ * executable graphs (objects_restore.c); the
  * module globals must come back at their old addresses; then
  * device memory is written back, every piece checked. Any failure leaves
  * nothing usable behind: the worker reports one line and exits.

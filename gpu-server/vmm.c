@@ -61,20 +61,6 @@ struct vmm {
 	uint64_t next;                       /* next free address of the region */
 };
 
-static int grow(void **arr, unsigned *cap, unsigned n, size_t elem)
-{
-	unsigned c = *cap ? *cap * 2 : 16;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	if (!(p = realloc(*arr, (size_t)c * elem)))
-		return -1;
-	*arr = p;
-	*cap = c;
-	return 0;
-}
-
 static struct vmm *vmm_of(struct worker *w)
 {
 	if (!w->vmm && (w->vmm = calloc(1, sizeof(*w->vmm))))
@@ -126,7 +112,7 @@ CUresult wrap_cuMemAddressReserve(struct worker *w, CUdeviceptr *ptr, size_t siz
 	uint64_t align = alignment ? alignment : 2ull << 20;
 	CUresult err;
 
-	if (!v || grow((void **)&v->resvs, &v->cap_resvs, v->nresvs, sizeof(*v->resvs)))
+	if (!v || array_grow((void **)&v->resvs, &v->cap_resvs, v->nresvs, sizeof(*v->resvs)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (align & (align - 1))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -224,7 +210,7 @@ CUresult wrap_cuMemMap(struct worker *w, CUdeviceptr ptr, size_t size, size_t of
 	struct vmm_alloc *a;
 	CUresult err;
 
-	if (!v || grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)))
+	if (!v || array_grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (!reserved(v, ptr, size))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -274,7 +260,7 @@ CUresult wrap_vmm_set_access(struct worker *w, CUdeviceptr ptr, size_t size, int
 	CUmemAccessDesc d = { { (CUmemLocationType)type, id }, (CUmemAccess_flags)flags };
 	CUresult err;
 
-	if (!v || grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
+	if (!v || array_grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (!reserved(v, ptr, size))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -542,7 +528,7 @@ static int restore_map(struct worker *w, const Cicada__VmmMapping *p, struct vmm
 {
 	struct vmm *v = w->vmm;
 
-	if (!al || grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)) ||
+	if (!al || array_grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)) ||
 	    cuMemMap(p->va, p->size, p->offset, al->h, 0)) {
 		snprintf(err, SNAP_ERRLEN, "cannot map the application's device memory at 0x%llx",
 			 (unsigned long long)p->va);
@@ -569,7 +555,7 @@ static int restore_access(struct worker *w, const Cicada__VmmAccess *x, char *er
 			return -1;
 		}
 	}
-	if (grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
+	if (array_grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
 		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
 	v->access[v->naccess++] = (struct vmm_access){ x->va, x->size, d, replay_seq(w) };
 	return 0;
