@@ -20,7 +20,8 @@
 CUresult client_connect(void);
 void client_lock(void);
 void client_unlock(void);
-const char *error_name(CUresult err);     /* generated from cuda.h; NULL if unknown */
+const char *error_name(CUresult err);
+void *trace_wrap(const char *name, void *fn);   /* trace.c: fn, or its tracing twin */     /* generated from cuda.h; NULL if unknown */
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_scalar_call(unsigned proc, int async, const uint64_t *in, unsigned nin, uint64_t *out,

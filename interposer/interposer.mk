@@ -6,9 +6,10 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/control.c interposer/proc_address.c interposer/export_tables.c \
                    interposer/integrity.c interposer/ids.c interposer/stream.c \
                    interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c \
-                   interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/graph_node.c interposer/vmm.c
+                   interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/graph_node.c interposer/vmm.c \
+                   interposer/trace.c
 INTERPOSER_BASE := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
-INTERPOSER_OBJS := $(INTERPOSER_BASE) $(BUILD)/gen/driver_ptds.o $(BUILD)/gen/driver_missing.o
+INTERPOSER_OBJS := $(INTERPOSER_BASE) $(BUILD)/gen/driver_ptds.o $(BUILD)/gen/driver_missing.o $(BUILD)/gen/driver_trace.o
 INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
 GEN_DRIVER := python3 wire/gen-driver.py
 GEN_DRIVER_IN := $(CC) $(CUDA)/include $(CUDA_STUBS)/libcuda.so
@@ -18,8 +19,8 @@ GEN_DRIVER_IN := $(CC) $(CUDA)/include $(CUDA_STUBS)/libcuda.so
 $(GEN)/driver_%.c: wire/gen-driver.py wire/cuda_h.py $(INTERPOSER_BASE)
 	@mkdir -p $(@D)
 	$(GEN_DRIVER) $* $(GEN_DRIVER_IN) $(INTERPOSER_BASE) > $@.tmp && mv $@.tmp $@
-$(BUILD)/gen/driver_%.o: $(GEN)/driver_%.c
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -c $< -o $@
+$(BUILD)/gen/driver_%.o: $(GEN)/driver_%.c interposer/trace.h
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 
 $(GEN)/error_names.c: interposer/gen-errors.sh
 	@mkdir -p $(@D)

@@ -24,7 +24,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events la
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes"
@@ -364,6 +364,23 @@ test_module_cache() {
 	check "module cache holds the image on disk" compgen -G "$T/cache-main/*.img" >/dev/null
 }
 
+# Which driver call failed (interposer/trace.c): errors_app calls
+# cuMemFree through cuGetProcAddress twice with a bogus pointer.
+count_in() { grep -c -- "$2" "$1"; }
+test_trace() {
+	local e=$T/trace.err
+	want trace || return
+	env $(cicada_env shm) CICADA_LOG=info timeout 60 "$PROGS/errors_app" >/dev/null 2>"$e"
+	check "CICADA_LOG=info: a failed call is named once, with its error" \
+		test "$(count_in "$e" "cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE")" = 1
+	env $(cicada_env tcp) CICADA_LOG=debug CICADA_TRACE=1 timeout 60 "$PROGS/errors_app" >/dev/null 2>"$e.all"
+	check "CICADA_TRACE=1: each failure, and the calls that succeed" \
+		test "$(count_in "$e.all" "cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE")" = 2 -a \
+		"$(count_in "$e.all" "cuMemFree_v2: CUDA_SUCCESS")" -ge 1
+	env $(cicada_env shm) timeout 60 "$PROGS/errors_app" >/dev/null 2>"$e.none"
+	check "by default no call is traced" test "$(count_in "$e.none" "failed: CUDA_ERROR")" = 0
+}
+
 test_unreachable() {
 	local err
 	want unreachable || return
@@ -484,6 +501,7 @@ want snapshot-cli && check "gpu-snapshot inspect/verify" \
 start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
 run_nvml
+test_trace
 test_module_cache
 test_unreachable
 test_refusals

@@ -14,6 +14,10 @@ makes the rest from the header's own prototypes (wire/cuda_h.py):
   gen-driver.py missing CC INCLUDE STUB OBJ...  -> C: every other exported
       name, failing cleanly: CUDA_ERROR_NOT_SUPPORTED, and its name logged
       once at warn level when called.
+  gen-driver.py trace   CC INCLUDE STUB OBJ...  -> C: a tracing twin of every
+      served function (interposer, ptds, old), which calls it and reports
+      its result to interposer/trace.c, and their table by name; the
+      interposer's cuGetProcAddress hands them out when tracing is on.
   gen-driver.py sweep   CC INCLUDE STUB         -> C: the never-crash sweep
       (tests/tools), which calls every exported function with NULL, zero
       and invalid arguments (the graphics interop ones, which Cicada does
@@ -131,6 +135,27 @@ def gen_missing(kinds):
     return "".join(out)
 
 
+def gen_trace(protos, kinds):
+    served = sorted(k for k, v in kinds.items() if v != "missing" and k in protos and k != "cuGetProcAddress"
+                    and k != "cuGetProcAddress_v2")
+    out = ["/* Generated from cuda.h by wire/gen-driver.py: do not edit. A tracing twin\n"
+           " * of each served driver function: it calls the function by its exported\n"
+           " * name and reports the result to trace.c. */\n",
+           "#include <cuda.h>\n#include <cudaProfiler.h>\n#include \"trace.h\"\n\n"]
+    for i, n in enumerate(served):
+        p = protos[n]
+        decl = ", ".join(q.decl() if q.name else q.type for q in p.params) or "void"
+        args = ", ".join(q.name for q in p.params)
+        out.append("CUresult real_%d(%s) __asm__(\"%s\");\n" % (i, decl, n))
+        out.append("static CUresult CUDAAPI trace_%d(%s)\n{\n\tCUresult r = real_%d(%s);\n\n"
+                   "\tif (r || trace_every)\n\t\ttrace_result(%d, r);\n\treturn r;\n}\n\n" % (i, decl, i, args, i))
+    out.append("const struct trace_fn trace_fns[] = {\n")
+    for i, n in enumerate(served):
+        out.append("\t{ \"%s\", (void *)trace_%d },\n" % (n, i))
+    out.append("};\nconst unsigned trace_nfns = %d;\n" % len(served))
+    return "".join(out)
+
+
 def sweep_arg(p, i):
     """Declares argument i for pass 1 (NULL and zero) or 2 (invalid)."""
     if p.pointer:
@@ -179,6 +204,8 @@ def main():
         sys.stdout.write(gen_ptds(protos, kinds) + gen_old(protos, kinds, have))
     elif mode == "missing":
         sys.stdout.write(gen_missing(kinds))
+    elif mode == "trace":
+        sys.stdout.write(gen_trace(protos, kinds))
     elif mode == "list":
         for n in names:
             print("%-48s %s" % (n, kinds[n]))

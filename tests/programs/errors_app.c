@@ -2,6 +2,8 @@
  * errors_app: calls that must fail, and how. A bogus cuMemFree, a
  * missing kernel name, a garbage module image, and a launch with too
  * many threads per block; afterwards the context must still run vec_add.
+ * cuMemFree is also called twice, as the runtime calls it, through
+ * cuGetProcAddress (the trace test reads what Cicada logs of it).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +52,7 @@ int main(void)
 {
 	unsigned char garbage[64];
 	CUresult r_launch, r_sync;
+	CUresult (*mem_free)(CUdeviceptr);
 	CUdeviceptr da, db, dc;
 	CUmodule mod, bad_mod;
 	CUfunction fn, nofn;
@@ -69,6 +72,10 @@ int main(void)
 
 	expect("cuMemFree(bogus pointer)",
 	       cuMemFree((CUdeviceptr)0x1234), CUDA_ERROR_INVALID_VALUE);
+	CHECK(cuGetProcAddress("cuMemFree", (void **)&mem_free, 13000, 0, NULL));
+	expect("cuMemFree from cuGetProcAddress(bogus pointer)",
+	       mem_free((CUdeviceptr)0x1234), CUDA_ERROR_INVALID_VALUE);
+	expect("the same again", mem_free((CUdeviceptr)0x1234), CUDA_ERROR_INVALID_VALUE);
 	expect("cuModuleGetFunction(no_such_kernel)",
 	       cuModuleGetFunction(&nofn, mod, "no_such_kernel"),
 	       CUDA_ERROR_NOT_FOUND);
@@ -96,7 +103,7 @@ int main(void)
 		fail("launch with 2048 threads: unexpected launch %s, sync %s",
 		     errname(r_launch), errname(r_sync));
 	printf("errors_app: bad_launch_error_seen\n");
-	CHECK(cuMemFree(da));
+	CHECK(mem_free(da));
 	CHECK(cuMemFree(db));
 	CHECK(cuMemFree(dc));
 
