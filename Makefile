@@ -25,6 +25,7 @@ include interposer/interposer.mk
 include nvml/nvml.mk
 include gpu-server/gpu-server.mk
 include criu-plugin/criu-plugin.mk
+include migrate/migrate.mk
 include tests/fakecuda/fakecuda.mk
 include tests/tests.mk
 include tests/fuzz/fuzz.mk

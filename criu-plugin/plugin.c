@@ -57,7 +57,10 @@ static void fail_line(const char *err)
 	fprintf(stderr, "cicada: %s\n", err);
 }
 
-/* --leave-running is criu's option; its state is internal, its command line is not. */
+/* --leave-running is criu's option; its state is internal, its command
+ * line is not. --leave-stopped (gpu-migrate) keeps the session too: the
+ * process either resumes where it was or is killed once it runs elsewhere
+ * (gpu-migrate then ends the paused session). */
 static int leaving_running(void)
 {
 	char buf[8192];
@@ -68,7 +71,7 @@ static int leaving_running(void)
 		close(fd);
 	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
 		const char *a = buf + i;
-		if (!strcmp(a, "--leave-running") || (a[0] == '-' && a[1] != '-' && strchr(a, 'R') &&
+		if (!strcmp(a, "--leave-running") || !strcmp(a, "--leave-stopped") || (a[0] == '-' && a[1] != '-' && strchr(a, 'R') &&
 						      strspn(a + 1, "vR") == strlen(a + 1)))
 			return 1;
 	}

@@ -404,6 +404,32 @@ static int decode_hello(struct conn *c)
 	return ok ? 0 : -1;
 }
 
+/* A migrating process (OP_MIGRATE): its images follow the hello. Only
+ * with --accept-migrations, and over unix only from root or our user. */
+static void migrate_accept(int i)
+{
+	struct conn *c = adm.conns[i];
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char why[WIRE_ERRLEN];
+	uint32_t xid = c->b.len >= 4 ? ntohl(*(uint32_t *)c->b.data) : 0;
+
+	if (!adm.cfg->migrate) {
+		log_warn("refused a migration from %s: this server does not accept them", c->peer);
+		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "this server does not accept migrations (--accept-migrations)");
+	} else if (!c->is_tcp && (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
+				  (cred.uid != 0 && cred.uid != getuid()))) {
+		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "only root or the server's user may migrate a process here");
+	} else if (migrate_in_start(adm.cfg->migrate, c->fd, xid, c->peer, why, sizeof(why))) {
+		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
+	} else {
+		log_info("migration coming in from %s (pid %llu on %s)", c->peer, (unsigned long long)c->h.pid,
+			 c->h.host ? c->h.host : "?");
+		c->fd = -1;
+		conn_drop(i);
+	}
+}
+
 /* A whole hello on conn i: checked here, before any worker is taken. */
 static void on_hello(int i)
 {
@@ -432,6 +458,8 @@ static void on_hello(int i)
 			conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
 	} else if (c->h.op == OP_CONNECT || c->h.op == OP_RESTORE) {
 		admit_new(i);
+	} else if (c->h.op == OP_MIGRATE) {
+		migrate_accept(i);
 	} else {
 		conn_refuse(i, CUDA_ERROR_INVALID_VALUE, "unknown request");
 	}

@@ -283,8 +283,19 @@ pid_t pool_hand_over(int fd, const struct wire_buf *hello, void (*taken)(pid_t p
 int pool_max(void);
 
 /* The front door (admit.c): hellos, caps, the queue. */
+/* Migrations coming in (migrate_in.c): criu, its plugin folder, the
+ * server the plugin restores GPU state to (our unix listener). */
+struct migrate_config {
+	char criu[1200], plugins[1200], restore_server[300];
+	const char *run_dir;
+	int timeout_s;
+};
+int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, const char *peer, char *why,
+		     size_t len);
+
 struct admit_config {
 	const char *token, *run_dir;
+	const struct migrate_config *migrate;   /* NULL: migrations refused */
 	int max_sessions, max_per_client, max_pending, queue_len;
 	int hello_timeout_ms, queue_timeout_ms;
 };

@@ -24,11 +24,13 @@ struct server {
 	char run_dir[1024];
 	int pool_size;
 	int refill_delay_ms;
+	int accept_migrations;
+	struct migrate_config migrate;
 	struct admit_config admit;
 };
 
 static struct server srv = {
-	.pool_size = 2, .refill_delay_ms = 5000,
+	.pool_size = 2, .refill_delay_ms = 5000, .migrate = { .timeout_s = 120 },
 	.admit = { .max_sessions = 64, .max_per_client = 0, .max_pending = 256, .queue_len = 256,
 		   .hello_timeout_ms = 10000, .queue_timeout_ms = 60000 },
 };
@@ -58,8 +60,12 @@ static void usage(void)
 		"                  [--workers N] [--refill-delay MS] [--cache-dir DIR] [--run-dir DIR]\n"
 		"                  [--max-sessions N] [--max-sessions-per-client N] [--queue N]\n"
 		"                  [--queue-timeout MS] [--max-pending N] [--hello-timeout MS]\n"
+		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
 		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
-		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n");
+		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
+		"  --accept-migrations: gpu-migrate may restore whole processes here (as this\n"
+		"  server's user; needs a unix listener); criu defaults to the one beside this\n"
+		"  program, else criu on PATH, and its plugins to ../lib/criu beside it.\n");
 }
 
 static int add_listener(struct server *s, const char *text, char *err)
@@ -91,6 +97,40 @@ static int number(const char *text, const char *name, int lo, int hi, int *out, 
 	return 0;
 }
 
+/* --accept-migrations: where criu and its plugin are, and our unix
+ * listener, through which the plugin restores the GPU state. */
+static int migrate_setup(struct server *s, char *err)
+{
+	char self[1024], dir[1024], path[1100];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	for (int i = 0; i < s->nlisteners && !s->migrate.restore_server[0]; i++)
+		if (s->listeners[i].addr.kind == WIRE_UNIX)
+			wire_format_addr(&s->listeners[i].addr, s->migrate.restore_server,
+					 sizeof(s->migrate.restore_server));
+	if (!s->migrate.restore_server[0]) {
+		snprintf(err, WIRE_ERRLEN, "--accept-migrations needs a unix listener (criu's plugin restores through it)");
+		return -1;
+	}
+	self[n > 0 ? n : 0] = 0;
+	snprintf(dir, sizeof(dir), "%s", n > 0 ? self : ".");
+	*(strrchr(dir, '/') ? strrchr(dir, '/') : dir) = 0;
+	if (!s->migrate.criu[0]) {
+		snprintf(path, sizeof(path), "%s/criu", dir);
+		snprintf(s->migrate.criu, sizeof(s->migrate.criu), "%s",
+			 access(path, X_OK) ? "/usr/local/sbin/criu" : path);
+		if (access(s->migrate.criu, X_OK) && !access("/usr/sbin/criu", X_OK))
+			snprintf(s->migrate.criu, sizeof(s->migrate.criu), "/usr/sbin/criu");
+	}
+	if (!s->migrate.plugins[0])
+		snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s/../lib/criu", dir);
+	if (access(s->migrate.criu, X_OK)) {
+		snprintf(err, WIRE_ERRLEN, "--accept-migrations: no criu at %.400s (--criu PATH)", s->migrate.criu);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_option(struct server *s, int c, const char *arg, int *worker_fd, char *err)
 {
 	struct admit_config *a = &s->admit;
@@ -109,6 +149,10 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'T': return number(arg, "--queue-timeout", 0, 3600000, &a->queue_timeout_ms, err);
 	case 'P': return number(arg, "--max-pending", 1, 100000, &a->max_pending, err);
 	case 'H': return number(arg, "--hello-timeout", 100, 600000, &a->hello_timeout_ms, err);
+	case 'M': s->accept_migrations = 1; return 0;
+	case 'R': snprintf(s->migrate.criu, sizeof(s->migrate.criu), "%s", arg); return 0;
+	case 'L': snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s", arg); return 0;
+	case 'm': return number(arg, "--migrate-timeout", 1, 3600, &s->migrate.timeout_s, err);
 	}
 	usage();
 	return 1;
@@ -123,7 +167,9 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "refill-delay", required_argument, 0, 'D' }, { "max-sessions", required_argument, 0, 'S' },
 		{ "max-sessions-per-client", required_argument, 0, 'C' }, { "queue", required_argument, 0, 'Q' },
 		{ "queue-timeout", required_argument, 0, 'T' }, { "max-pending", required_argument, 0, 'P' },
-		{ "hello-timeout", required_argument, 0, 'H' }, { "help", no_argument, 0, 'h' }, { 0 } };
+		{ "hello-timeout", required_argument, 0, 'H' }, { "help", no_argument, 0, 'h' },
+		{ "accept-migrations", no_argument, 0, 'M' }, { "criu", required_argument, 0, 'R' },
+		{ "criu-plugins", required_argument, 0, 'L' }, { "migrate-timeout", required_argument, 0, 'm' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, rc;
 
@@ -143,6 +189,10 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 	}
 	if (has_tcp && !s->token[0]) {
 		snprintf(err, sizeof(err), "a TCP listener requires --token-file");
+		rc = -1;
+		goto bad;
+	}
+	if (s->accept_migrations && migrate_setup(s, err)) {
 		rc = -1;
 		goto bad;
 	}
@@ -189,6 +239,11 @@ int main(int argc, char **argv)
 		 srv.admit.max_pending);
 	srv.admit.token = srv.token;
 	srv.admit.run_dir = srv.run_dir;
+	if (srv.accept_migrations) {
+		srv.migrate.run_dir = srv.run_dir;
+		srv.admit.migrate = &srv.migrate;
+		log_info("accepting migrations (criu %s, plugins %s)", srv.migrate.criu, srv.migrate.plugins);
+	}
 	if (pool_start(srv.cache_dir, srv.run_dir, srv.pool_size, srv.refill_delay_ms, admit_worker_ended)) {
 		log_error("cannot start the worker pool: %s", strerror(errno));
 		return 1;

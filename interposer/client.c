@@ -55,11 +55,24 @@ static CUresult fail(CUresult err, const char *fmt, const char *detail)
 	return err;
 }
 
+/* A token set by a migration (the new server's), in place of the
+ * environment's. */
+static struct {
+	char token[CICADA_TOKEN_MAX];
+	size_t len;
+	int set;
+} token_override;
+
 static size_t read_token(char *buf, size_t len)
 {
 	const char *path = getenv("CICADA_TOKEN_FILE"), *env = getenv("CICADA_TOKEN");
 	size_t n = 0;
 
+	if (token_override.set) {
+		n = token_override.len < len ? token_override.len : len;
+		memcpy(buf, token_override.token, n);
+		return n;
+	}
 	if (path) {
 		FILE *f = fopen(path, "r");
 		if (f) {
@@ -329,6 +342,31 @@ int client_resume(const char *server, const char *ticket, char *err)
 			snprintf(err, WIRE_ERRLEN, "cannot share pinned memory with the restored worker");
 			return -1;
 		}
+	return 0;
+}
+
+/* Sets the token to present from now on, in hex ("-": none); NULL goes
+ * back to the environment's. -1 if hex is malformed. */
+int client_set_token(const char *hex)
+{
+	size_t n = 0;
+	unsigned v;
+
+	if (!hex) {
+		token_override.set = 0;
+		return 0;
+	}
+	if (strcmp(hex, "-")) {
+		if (strlen(hex) % 2 || strlen(hex) / 2 > sizeof(token_override.token))
+			return -1;
+		for (; hex[2 * n]; n++) {
+			if (sscanf(hex + 2 * n, "%2x", &v) != 1)
+				return -1;
+			token_override.token[n] = (char)v;
+		}
+	}
+	token_override.len = n;
+	token_override.set = 1;
 	return 0;
 }
 

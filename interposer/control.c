@@ -8,7 +8,9 @@
  * Requests and answers are text lines:
  *   PAUSE                   -> PAUSED <ticket> <server> <token-hex>
  *                              | IDLE (no GPU session) | ERROR <reason>
- *   RESUME <ticket> <server> -> RESUMED | ERROR <reason>
+ *   RESUME <ticket> <server> [<token-hex>]
+ *                           -> RESUMED | ERROR <reason>
+ * (the token, when given, is the new server's: gpu-migrate's)
  * While paused, the thread holds the client lock, so every CUDA call
  * waits. The pause ends with RESUME or when the plugin's connection
  * closes: that resumes the session where it was, so a checkpoint that
@@ -46,26 +48,41 @@ static void token_hex(char *out, size_t len)
 		sprintf(out + 2 * i, "%02x", (unsigned char)token[i]);
 }
 
-/* Paused: waits for RESUME (or the end of the connection), then resumes. */
+/* Paused: waits for RESUME (or the end of the connection), then resumes.
+ * A RESUME elsewhere that fails resumes where the session was. */
 static void paused(int fd, const char *ticket, const char *server)
 {
-	char line[LINE_MAX_LEN], t[128], s[600], err[WIRE_ERRLEN];
+	char line[LINE_MAX_LEN], t[128], s[600], tok[2 * CICADA_TOKEN_MAX + 2] = "", err[WIRE_ERRLEN];
 	int got = wire_read_line(fd, line, sizeof(line)) == 0 &&
-		  sscanf(line, "RESUME %127s %599s", t, s) == 2;
+		  sscanf(line, "RESUME %127s %599s %513s", t, s, tok) >= 2;
 
 	if (!got) {
 		snprintf(t, sizeof(t), "%s", ticket);
 		snprintf(s, sizeof(s), "%s", server);
 		log_info("checkpoint ended; resuming the GPU session at %s", s);
 	}
-	if (client_resume(s, t, err)) {
-		log_error("%s", err);
+	if (got && tok[0] && client_set_token(tok)) {
+		say(fd, "ERROR malformed token\n");
+		got = 0;
+		snprintf(t, sizeof(t), "%s", ticket);
+		snprintf(s, sizeof(s), "%s", server);
+	}
+	if (!client_resume(s, t, err)) {
 		if (got)
-			say(fd, "ERROR cannot reattach\n");
+			say(fd, "RESUMED\n");
 		return;
 	}
-	if (got)
-		say(fd, "RESUMED\n");
+	log_error("%s", err);
+	if (!got)
+		return;
+	client_set_token(NULL);
+	if (client_resume(server, ticket, err)) {
+		log_error("%s", err);
+		say(fd, "ERROR cannot reattach, nor resume where it was\n");
+	} else {
+		log_info("resumed the GPU session where it was, at %s", server);
+		say(fd, "ERROR cannot reattach; resumed where it was\n");
+	}
 }
 
 static void serve_one(int fd)

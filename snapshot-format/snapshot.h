@@ -112,6 +112,18 @@ void snap_manifest_free(Cicada__Manifest *m);
  * rule, after the end marker and the received manifest check out. */
 int snap_send_dir(int dirfd, const char *name, int fd, char *err);
 int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
+/* A whole CRIU image directory (its files, and those of its snapshot
+ * subdirectories) over fd, for moving a process to another node. The
+ * receiver writes into dirfd, which should be new and empty, and the
+ * caller removes it after a failure. progress (may be NULL) is told the
+ * bytes moved so far; a non-zero return stops the transfer (fault tests).
+ * *bytes (may be NULL) gets the bytes moved either way. */
+struct snap_progress {
+	int (*fn)(void *ctx, uint64_t bytes);
+	void *ctx;
+};
+int snap_send_tree(int dirfd, int fd, const struct snap_progress *p, uint64_t *bytes, char *err);
+int snap_recv_tree(int fd, int dirfd, const struct snap_progress *p, uint64_t *bytes, char *err);
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */
 int snap_remove_dir(int dirfd, const char *name, char *err);

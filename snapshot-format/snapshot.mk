@@ -5,7 +5,8 @@
 # $(SNAPSHOT_LIB) $(SNAPSHOT_LDLIBS) and compile with $(SNAPSHOT_CFLAGS).
 
 SNAPSHOT_SRCS   := snapshot-format/util.c snapshot-format/manifest.c snapshot-format/writer.c \
-                   snapshot-format/memory.c snapshot-format/reader.c snapshot-format/transfer.c
+                   snapshot-format/memory.c snapshot-format/reader.c snapshot-format/transfer.c \
+                   snapshot-format/tree.c
 SNAPSHOT_GEN    := $(GEN)/manifest.pb-c.c $(GEN)/manifest.pb-c.h
 SNAPSHOT_HDRS   := snapshot-format/snapshot.h snapshot-format/internal.h $(GEN)/manifest.pb-c.h
 SNAPSHOT_OBJS   := $(SNAPSHOT_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/manifest.pb-c.o

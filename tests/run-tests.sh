@@ -27,7 +27,8 @@ rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched
 nvml trace module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-killed-dump cr-refusals cr-runtime
-cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes"
+cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
+migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-refused migrate-killed"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in
@@ -69,6 +70,7 @@ PROGS=$B/tests/programs
 TOOLS=$B/tests/tools
 export CICADA_KERNELS=$B/tests/kernels
 . tests/cr/cr-tests.sh
+. tests/migrate/migrate-tests.sh
 . tests/load/admission-tests.sh
 T=$(mktemp -d /tmp/cicada-test.XXXXXX)
 PORT=$((20000 + $$ % 20000))
@@ -88,6 +90,7 @@ cleanup() {
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "^$PROGS/" 2>/dev/null         # checkpointed programs (setsid, no deadline of their own)
 	ip netns del "cicada-node-$$" 2>/dev/null
+	mig_nodes_down
 	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -513,6 +516,7 @@ test_server_death tcp
 test_client_isolation
 run_admission_tests
 run_cr_tests
+run_migrate_tests
 echo "suite: $(($(date +%s) - SUITE_START)) s"
 echo "$PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]

@@ -1,0 +1,279 @@
+/*
+ * migrate_in.c: a process migrating to this node (gpu-migrate, whole
+ * application). The front door hands over the connection after its hello
+ * (OP_MIGRATE); a thread here receives the CRIU image directory into a
+ * fresh directory under the run directory (after a first answer,
+ * "ready", on which gpu-migrate freezes the process), runs `criu restore` of it
+ * (detached, with Cicada's plugin, whose restore of the GPU state comes
+ * back to this server's unix listener), answers with the restored pid or
+ * the reason it failed, and removes the images either way. Only servers
+ * started with --accept-migrations take them: a token holder can then
+ * have a process restored here, as the server's user.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "gpu-server.h"
+#include "snapshot.h"
+
+#define MIGRATIONS_MAX 4
+
+struct incoming {
+	const struct migrate_config *cfg;
+	int fd;
+	uint32_t xid;
+	char peer[80];
+};
+
+static int running;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void answer(struct incoming *in, int err, uint64_t pid, const char *msg)
+{
+	struct wire_stream st;
+	struct wire_buf out = { 0 };
+	hello_res r = { .err = err, .proto_version = CICADA_PROTO_VERSION, .worker_pid = pid };
+
+	r.message = (char *)msg;
+	r.ticket = "";
+	wire_stream_init(&st, in->fd);
+	if (!wire_encode_reply(&out, in->xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))
+		wire_send_record(&st, &out);
+	wire_buf_free(&out);
+}
+
+/* The last line of criu's log that says what went wrong. */
+static void criu_reason(int dirfd, char *err)
+{
+	int fd = openat(dirfd, "restore.log", O_RDONLY | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	char line[512], last[512] = "", ours[512] = "";
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strstr(line, "Error"))
+			snprintf(last, sizeof(last), "%s", line);
+		if (strstr(line, "cicada: "))
+			snprintf(ours, sizeof(ours), "%s", strstr(line, "cicada: ") + 8);
+	}
+	if (ours[0])
+		memcpy(last, ours, sizeof(last));    /* the plugin says why */
+	if (f)
+		fclose(f);
+	else if (fd >= 0)
+		close(fd);
+	last[strcspn(last, "\n")] = 0;
+	snprintf(err, WIRE_ERRLEN, "criu restore failed%s%.400s", last[0] ? ": " : "", last);
+}
+
+/* The environment criu runs in: the server's, with the plugin pointed at
+ * this server's unix listener (built before fork: the child only execs). */
+static char **criu_env(const struct migrate_config *cfg)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	if (!(env = calloc(n + 2, sizeof(*env))))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "CICADA_RESTORE_SERVER=", 22) && strncmp(environ[i], "CICADA_TOKEN_FILE=", 18))
+			env[k++] = environ[i];
+	if (asprintf(&env[k], "CICADA_RESTORE_SERVER=%s", cfg->restore_server) < 0) {
+		free(env);
+		return NULL;
+	}
+	return env;
+}
+
+static void env_free(char **env)
+{
+	size_t n = 0;
+
+	while (env[n])
+		n++;
+	free(env[n - 1]);
+	free(env);
+}
+
+/* In a child of the server: runs criu and reports its pid, then how it
+ * ended, on fd (the pool's reaper reaps this runner, never criu). */
+static void runner(const struct migrate_config *cfg, const char *dir, const char *pidfile, char **env, int fd)
+{
+	int32_t v[2] = { -1, -1 };
+	int null = open("/dev/null", O_RDWR), status;
+
+	v[0] = fork();
+	if (v[0] == 0) {
+		if (null >= 0)
+			dup2(null, 0), dup2(null, 1), dup2(null, 2);
+		setsid();
+		execle(cfg->criu, cfg->criu, "restore", "-D", dir, "-L", cfg->plugins, "-d", "--pidfile", pidfile,
+		       "-o", "restore.log", "-v4", (char *)NULL, env);
+		_exit(127);
+	}
+	if (write(fd, &v[0], 4) == 4 && v[0] > 0 && waitpid(v[0], &status, 0) == v[0]) {
+		v[1] = status;
+		if (write(fd, &v[1], 4) != 4)
+			_exit(1);
+	}
+	_exit(0);
+}
+
+/* Reads 4 bytes from fd within ms; 0 or -1. */
+static int read_int(int fd, int32_t *v, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) == 1 && read(fd, v, 4) == 4 ? 0 : -1;
+}
+
+/* Runs criu restore of dir; returns the restored pid, or 0 with err. */
+static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirfd, char *err)
+{
+	char **env = criu_env(cfg), buf[32] = "", pidfile[1200];
+	int32_t criu = -1, status = -1;
+	int p[2], fd;
+	pid_t child;
+
+	if (!env || pipe2(p, O_CLOEXEC)) {
+		snprintf(err, WIRE_ERRLEN, "cannot start criu: %s", strerror(errno));
+		if (env)
+			env_free(env);
+		return 0;
+	}
+	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
+	if ((child = fork()) == 0) {
+		close(p[0]);
+		runner(cfg, dir, pidfile, env, p[1]);
+	}
+	close(p[1]);
+	env_free(env);
+	if (child < 0 || read_int(p[0], &criu, 5000) || criu <= 0) {
+		close(p[0]);
+		snprintf(err, WIRE_ERRLEN, "cannot start criu");
+		return 0;
+	}
+	if (read_int(p[0], &status, cfg->timeout_s * 1000)) {
+		kill(criu, SIGKILL);
+		read_int(p[0], &status, 5000);
+		close(p[0]);
+		snprintf(err, WIRE_ERRLEN, "criu restore ran past %d s and was stopped", cfg->timeout_s);
+		return 0;
+	}
+	close(p[0]);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
+		snprintf(err, WIRE_ERRLEN, "cannot run %.400s", cfg->criu);
+		return 0;
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		criu_reason(dirfd, err);
+		return 0;
+	}
+	fd = openat(dirfd, "restored.pid", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0 || atoi(buf) <= 0) {
+		snprintf(err, WIRE_ERRLEN, "criu restore left no pid");
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	close(fd);
+	return (pid_t)atoi(buf);
+}
+
+static void *incoming_thread(void *arg)
+{
+	struct incoming *in = arg;
+	const struct migrate_config *cfg = in->cfg;
+	char dir[1100], name[64], err[WIRE_ERRLEN], msg[80], why[WIRE_ERRLEN];
+	int runfd = open(cfg->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), dirfd = -1;
+	struct timeval idle = { cfg->timeout_s, 0 };
+	uint64_t bytes = 0;
+	pid_t pid = 0;
+
+	/* Blocking from here, but a sender that stalls is given up on. */
+	fcntl(in->fd, F_SETFL, fcntl(in->fd, F_GETFL) & ~O_NONBLOCK);
+	setsockopt(in->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+	answer(in, 0, 0, "ready");           /* gpu-migrate freezes the process only now */
+	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
+	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		snprintf(err, WIRE_ERRLEN, "cannot make a directory for the images: %s", strerror(errno));
+	} else if (!snap_recv_tree(in->fd, dirfd, NULL, &bytes, err)) {
+		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
+			 (unsigned long long)bytes);
+		pid = restore(cfg, dir, dirfd, err);
+	}
+	if (pid) {
+		snprintf(msg, sizeof(msg), "restored as pid %d", (int)pid);
+		log_info("migration from %s: %s", in->peer, msg);
+		answer(in, 0, (uint64_t)pid, msg);
+	} else {
+		log_warn("migration from %s failed: %s", in->peer, err);
+		answer(in, CUDA_ERROR_OPERATING_SYSTEM, 0, err);
+	}
+	if (dirfd >= 0)
+		close(dirfd);
+	snprintf(name, sizeof(name), "%s", strrchr(dir, '/') + 1);
+	if (runfd >= 0 && strncmp(name, "migrate-in-XXXXXX", 17) && snap_remove_dir(runfd, name, why))
+		log_warn("%s", why);
+	if (runfd >= 0)
+		close(runfd);
+	close(in->fd);
+	free(in);
+	pthread_mutex_lock(&lock);
+	running--;
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+/* Takes fd (after its hello, whose xid is given) for a migration; -1
+ * with why if it cannot (fd then stays the caller's). */
+int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, const char *peer, char *why,
+		     size_t len)
+{
+	struct incoming *in = calloc(1, sizeof(*in));
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	pthread_mutex_lock(&lock);
+	rc = running >= MIGRATIONS_MAX ? -1 : 0;
+	running += !rc;
+	pthread_mutex_unlock(&lock);
+	if (rc || !in) {
+		snprintf(why, len, "server busy: %d migrations are coming in already", MIGRATIONS_MAX);
+		if (!rc) {
+			pthread_mutex_lock(&lock);
+			running--;
+			pthread_mutex_unlock(&lock);
+		}
+		free(in);
+		return -1;
+	}
+	*in = (struct incoming){ cfg, fd, xid, "" };
+	snprintf(in->peer, sizeof(in->peer), "%s", peer);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = pthread_create(&t, &attr, incoming_thread, in);
+	pthread_attr_destroy(&attr);
+	if (rc) {
+		snprintf(why, len, "cannot start a thread for the migration");
+		free(in);
+		pthread_mutex_lock(&lock);
+		running--;
+		pthread_mutex_unlock(&lock);
+		return -1;
+	}
+	return 0;
+}

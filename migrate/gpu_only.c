@@ -1,0 +1,83 @@
+/*
+ * gpu_only.c: only the GPU state moves; the process stays where it is.
+ * The application's control socket pauses its session (every CUDA call
+ * waits), the source server writes the snapshot into a staging
+ * directory, the target server restores it into a new worker, and the
+ * process is told to resume there. Until that RESUME is answered the
+ * source session is intact: any failure closes the control connection
+ * and the application resumes on the source; a target session already
+ * made is ended. After the move the source session is ended.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "migrate.h"
+#include "snapshot.h"
+
+/* Tells the paused process to resume on the target; 0 once it has. */
+static int resume_on(struct gpu_session *src, const struct gpu_session *dst, char *err)
+{
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "RESUME %s %s %s\n", dst->ticket, dst->server, dst->token_hex);
+
+	if (send(src->ctl, line, (size_t)n, MSG_NOSIGNAL) != n || wire_read_line(src->ctl, line, sizeof(line))) {
+		snprintf(err, WIRE_ERRLEN, "process %d did not answer the resume", src->pid);
+		return -1;
+	}
+	if (strcmp(line, "RESUMED")) {
+		snprintf(err, WIRE_ERRLEN, "process %d could not reattach on %.150s (%.150s)", src->pid, dst->server,
+			 strncmp(line, "ERROR ", 6) ? line : line + 6);
+		return -1;
+	}
+	return 0;
+}
+
+int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, char *err)
+{
+	struct gpu_session src = { .pid = o->pid, .ctl = -1 }, dst;
+	struct staging st = { .fd = -1 };
+	char name[64], why[WIRE_ERRLEN];
+	uint64_t device, stored;
+	double t0 = migrate_now();
+	int rc = -1, made = 0;
+
+	r->mode = "gpu-only";
+	rc = session_pause(&src, err);
+	if (rc == 0)
+		snprintf(err, WIRE_ERRLEN, "process %d has no GPU session to move (is it running through Cicada?)", o->pid);
+	if (rc <= 0)
+		return -1;
+	rc = -1;
+	dst = src;
+	dst.ctl = -1;
+	dst.ticket[0] = 0;
+	snprintf(dst.server, sizeof(dst.server), "%s", o->target[0] ? o->target : src.server);
+	snprintf(dst.token_hex, sizeof(dst.token_hex), "%s", o->token_hex[0] ? o->token_hex : src.token_hex);
+	snprintf(r->target, sizeof(r->target), "%s", dst.server);
+	if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err))
+		goto out;
+	snapshot_name(o->pid, name, sizeof(name));
+	snapshot_sizes(st.fd, name, &device, &stored);
+	r->wire_bytes = dir_bytes(st.fd, 0);
+	r->state_bytes = r->wire_bytes - stored + device;
+	if (server_request(&dst, OP_RESTORE, st.fd, dst.ticket, err))
+		goto out;
+	made = 1;
+	if (resume_on(&src, &dst, err))
+		goto out;
+	made = 0;
+	r->downtime_s = migrate_now() - t0;
+	if (server_request(&src, OP_RELEASE, -1, NULL, why))
+		fprintf(stderr, "gpu-migrate: ending the source session: %s\n", why);
+	rc = 0;
+out:
+	if (made && server_request(&dst, OP_RELEASE, -1, NULL, why))
+		fprintf(stderr, "gpu-migrate: ending the target session: %s\n", why);
+	if (src.ctl >= 0)
+		close(src.ctl);              /* if still paused, it resumes on the source */
+	staging_remove(&st);
+	r->total_s = migrate_now() - t0;
+	return rc;
+}

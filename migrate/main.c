@@ -1,0 +1,182 @@
+/*
+ * main.c: gpu-migrate's command line and report.
+ *
+ *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH [--gpu-only]
+ *   gpu-migrate PID --to local --gpu N        (GPU state only, this node)
+ *       [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]
+ *       [--criu PATH] [--criu-plugins DIR]
+ *
+ * It ends with one summary line (downtime, total time, bytes moved,
+ * compression ratio, pre-copy rounds), or with --json the same as one
+ * JSON object; on failure, one line saying why, exit status 1, and the
+ * application still running on the source.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "migrate.h"
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N]\n"
+		"                   [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]\n"
+		"                   [--criu PATH] [--criu-plugins DIR]\n"
+		"  Moves a process that runs through Cicada, with its GPU state, to the gpu-server\n"
+		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
+		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n");
+}
+
+static int read_token_hex(const char *path, char *hex, size_t len, char *err)
+{
+	char token[CICADA_TOKEN_MAX];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f) {
+		snprintf(err, WIRE_ERRLEN, "cannot read the token file %s: %s", path, strerror(errno));
+		return -1;
+	}
+	n = fread(token, 1, sizeof(token), f);
+	fclose(f);
+	while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
+		n--;
+	if (!n || 2 * n + 1 > len) {
+		snprintf(err, WIRE_ERRLEN, "the token file %s is empty or too long", path);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		sprintf(hex + 2 * i, "%02x", (unsigned char)token[i]);
+	return 0;
+}
+
+/* Beside this program: build/bin/criu (scripts/bundle-criu.sh) and
+ * ../lib/criu; else criu on the usual paths. */
+static void default_paths(struct migrate_opts *o)
+{
+	char self[1024], path[1100];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	self[n > 0 ? n : 0] = 0;
+	if ((slash = strrchr(self, '/')))
+		*slash = 0;
+	snprintf(path, sizeof(path), "%s/criu", self);
+	if (!o->criu[0])
+		snprintf(o->criu, sizeof(o->criu), "%s", !access(path, X_OK) ? path :
+			 !access("/usr/local/sbin/criu", X_OK) ? "/usr/local/sbin/criu" : "/usr/sbin/criu");
+	if (!o->plugins[0])
+		snprintf(o->plugins, sizeof(o->plugins), "%s/../lib/criu", self);
+	if (!o->work_dir[0])
+		snprintf(o->work_dir, sizeof(o->work_dir), "%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+}
+
+/* host:port means tcp:host:port. */
+static int set_target(struct migrate_opts *o, const char *to, char *err)
+{
+	struct wire_addr a;
+
+	if (!strcmp(to, "local"))
+		return o->target[0] = 0, 0;
+	if (strncmp(to, "tcp:", 4) && strncmp(to, "unix:", 5))
+		snprintf(o->target, sizeof(o->target), "tcp:%s", to);
+	else
+		snprintf(o->target, sizeof(o->target), "%s", to);
+	return wire_parse_addr(o->target, &a, err);
+}
+
+static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
+{
+	static const struct option opts[] = {
+		{ "to", required_argument, 0, 't' }, { "gpu-only", no_argument, 0, 'g' },
+		{ "gpu", required_argument, 0, 'G' }, { "token-file", required_argument, 0, 'k' },
+		{ "json", no_argument, 0, 'j' }, { "work-dir", required_argument, 0, 'w' },
+		{ "timeout", required_argument, 0, 'T' }, { "criu", required_argument, 0, 'c' },
+		{ "criu-plugins", required_argument, 0, 'L' }, { "help", no_argument, 0, 'h' }, { 0 } };
+	const char *to = NULL, *token = getenv("CICADA_TOKEN_FILE");
+	char *end;
+	int c;
+
+	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120 };
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': to = optarg; break;
+		case 'g': o->gpu_only = 1; break;
+		case 'G': o->gpu = (int)strtol(optarg, &end, 10); if (*end || o->gpu < 0) o->gpu = -2; break;
+		case 'k': token = optarg; break;
+		case 'j': o->json = 1; break;
+		case 'w': snprintf(o->work_dir, sizeof(o->work_dir), "%s", optarg); break;
+		case 'T': o->timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 120; break;
+		case 'c': snprintf(o->criu, sizeof(o->criu), "%s", optarg); break;
+		case 'L': snprintf(o->plugins, sizeof(o->plugins), "%s", optarg); break;
+		default: usage(); return 2;
+		}
+	}
+	if (optind != argc - 1 || !to) {
+		usage();
+		return 2;
+	}
+	o->pid = (int)strtol(argv[optind], &end, 10);
+	if (*end || o->pid <= 0)
+		return snprintf(err, WIRE_ERRLEN, "'%s' is not a process id", argv[optind]), -1;
+	if (o->gpu == -2)
+		return snprintf(err, WIRE_ERRLEN, "--gpu takes a GPU index"), -1;
+	if (set_target(o, to, err))
+		return -1;
+	if (!o->target[0] && !o->gpu_only && o->gpu < 0)
+		return snprintf(err, WIRE_ERRLEN, "--to local moves GPU state only: give --gpu N"), -1;
+	if (!o->target[0])
+		o->gpu_only = 1;
+	if (o->gpu > 0)
+		return snprintf(err, WIRE_ERRLEN, "--gpu %d: gpu-server workers serve GPU 0 only; "
+				"another GPU of this node cannot be chosen yet", o->gpu), -1;
+	snprintf(o->token_hex, sizeof(o->token_hex), "%s", o->target[0] && !o->gpu_only ? "-" : "");
+	if (token && o->target[0] && read_token_hex(token, o->token_hex, sizeof(o->token_hex), err))
+		return -1;
+	default_paths(o);
+	return 0;
+}
+
+static void report(const struct migrate_opts *o, const struct migrate_result *r)
+{
+	double ratio = r->wire_bytes ? (double)r->state_bytes / (double)r->wire_bytes : 1.0;
+
+	if (o->json) {
+		printf("{\"ok\":true,\"pid\":%d,\"mode\":\"%s\",\"target\":\"%s\",\"new_pid\":%d,\"downtime_s\":%.3f,"
+		       "\"total_s\":%.3f,\"bytes\":%llu,\"state_bytes\":%llu,\"compression_ratio\":%.2f,\"rounds\":%d}\n",
+		       o->pid, r->mode, r->target, r->new_pid, r->downtime_s, r->total_s,
+		       (unsigned long long)r->wire_bytes, (unsigned long long)r->state_bytes, ratio, r->rounds);
+		return;
+	}
+	printf("gpu-migrate: process %d moved (%s) to %s%s: downtime %.3f s, total %.3f s, %.1f MiB moved, "
+	       "compression %.2fx, %d pre-copy rounds\n", o->pid, r->mode, r->target,
+	       r->new_pid ? "" : "", r->downtime_s, r->total_s, r->wire_bytes / 1048576.0, ratio, r->rounds);
+	if (r->new_pid)
+		printf("gpu-migrate: it runs there as pid %d\n", r->new_pid);
+}
+
+int main(int argc, char **argv)
+{
+	struct migrate_opts o;
+	struct migrate_result r = { 0 };
+	char err[WIRE_ERRLEN] = "";
+	int rc;
+
+	log_init("gpu-migrate");
+	rc = parse(argc, argv, &o, err);
+	if (rc > 0)
+		return rc;
+	if (!rc)
+		rc = o.gpu_only ? migrate_gpu_only(&o, &r, err) : migrate_whole(&o, &r, err);
+	if (rc) {
+		if (o.json)
+			printf("{\"ok\":false,\"pid\":%d,\"error\":\"%s\"}\n", o.pid, err);
+		fprintf(stderr, "gpu-migrate: %s; the application goes on where it was\n", err);
+		return 1;
+	}
+	report(&o, &r);
+	return 0;
+}

@@ -1,0 +1,62 @@
+/*
+ * migrate.h: gpu-migrate, which moves a running CUDA application that
+ * uses Cicada to another gpu-server: the whole process (CRIU, restored
+ * by the target node's gpu-server) or only its GPU state (the process
+ * stays; its session continues on the target). main.c reads the command
+ * line and reports; whole.c and gpu_only.c move; staging.c keeps what
+ * moves; progress.c shows the transfer and holds the test hooks; guard.c
+ * resumes a frozen source if gpu-migrate dies. Every function returns 0, or -1 with one line in err
+ * (WIRE_ERRLEN), and leaves the application running on the source.
+ */
+#ifndef CICADA_MIGRATE_H
+#define CICADA_MIGRATE_H
+
+#include <stdint.h>
+#include "cicada-criu.h"
+
+struct migrate_opts {
+	int pid;
+	char target[300];                    /* tcp:host:port or unix:/path; "" for local */
+	int gpu_only;
+	int gpu;                             /* --gpu N, -1 if not given */
+	char token_hex[TOKEN_HEX_MAX];       /* the target's token, "-" for none */
+	char criu[1200], plugins[1200], work_dir[1024];
+	int timeout_s;                       /* each of dump, transfer, restore */
+	int json;
+};
+
+struct migrate_result {
+	const char *mode;                    /* "whole" or "gpu-only" */
+	double downtime_s, total_s;
+	uint64_t wire_bytes;                 /* bytes sent to the target */
+	uint64_t state_bytes;                /* what they hold, uncompressed */
+	int rounds;                          /* pre-copy rounds */
+	int new_pid;                         /* whole: the pid on the target */
+	char target[300];
+};
+
+/* whole.c, gpu_only.c */
+int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err);
+int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, char *err);
+
+/* progress.c */
+double migrate_now(void);
+void progress_start(uint64_t expected);
+int progress_update(void *ctx, uint64_t bytes);  /* a snap_progress callback */
+void progress_end(void);
+uint64_t dir_bytes(int dirfd, int depth);
+void snapshot_sizes(int dirfd, const char *name, uint64_t *device, uint64_t *stored);
+
+/* staging.c */
+struct staging {
+	char path[1100];
+	int fd;
+};
+int staging_make(const char *work_dir, struct staging *s, char *err);
+void staging_remove(struct staging *s);
+
+/* guard.c */
+int guard_start(int pid, char *err);
+void guard_disarm(void);
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * whole.c: the whole application moves. The target's gpu-server is asked
+ * first (hello OP_MIGRATE: token, --accept-migrations) and says it is
+ * ready; only then is the process frozen: criu dump --leave-stopped with
+ * Cicada's plugin writes its images and its GPU snapshot into a staging
+ * directory, and keeps the source GPU session paused. The images stream
+ * to the target, whose server restores the process (GPU state into one
+ * of its workers). On success the frozen source is killed and its
+ * session ended; on any failure it gets SIGCONT and goes on where it
+ * was, its GPU session resuming on the source (a guard process does
+ * that if gpu-migrate itself dies).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "migrate.h"
+#include "snapshot.h"
+
+static size_t token_bytes(const char *hex, char *out, size_t len)
+{
+	size_t n = 0;
+	unsigned v;
+
+	if (!strcmp(hex, "-"))
+		return 0;
+	while (n < len && hex[2 * n] && sscanf(hex + 2 * n, "%2x", &v) == 1)
+		out[n++] = (char)v;
+	return n;
+}
+
+/* Reads one hello_res within timeout_s; 0 if it says yes. */
+static int target_answer(int fd, int timeout_s, const char *target, hello_res *r, char *err)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct wire_stream st;
+	struct wire_buf buf = { 0 };
+	int rc = -1;
+
+	memset(r, 0, sizeof(*r));
+	wire_stream_init(&st, fd);
+	if (poll(&p, 1, timeout_s * 1000) != 1 || wire_recv_record(&st, &buf, 65536) ||
+	    wire_decode_reply(&buf, 1, (xdrproc_t)xdr_hello_res, r, err))
+		snprintf(err, WIRE_ERRLEN, "the target %s did not answer", target);
+	else if (r->err)
+		snprintf(err, WIRE_ERRLEN, "the target %s: %s", target, r->message);
+	else
+		rc = 0;
+	wire_buf_free(&buf);
+	return rc;
+}
+
+/* Connects to the target and asks it to take a migration. */
+static int target_open(const struct migrate_opts *o, char *err)
+{
+	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "";
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
+			 .op = OP_MIGRATE, .ticket = name, .snapshot = name, .stream = 1 };
+	struct wire_addr addr;
+	struct wire_stream st;
+	struct wire_buf buf = { 0 };
+	hello_res r;
+	int fd, bad;
+
+	gethostname(host, sizeof(host) - 1);
+	h.token.token_val = token;
+	h.token.token_len = (unsigned)token_bytes(o->token_hex, token, sizeof(token));
+	if (wire_parse_addr(o->target, &addr, err) || (fd = wire_dial(&addr, err)) < 0)
+		return -1;
+	wire_stream_init(&st, fd);
+	bad = wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf);
+	wire_buf_free(&buf);
+	if (bad) {
+		snprintf(err, WIRE_ERRLEN, "cannot reach the target %s", o->target);
+	} else if (!(bad = target_answer(fd, 30, o->target, &r, err))) {
+		xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+		return fd;
+	}
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	close(fd);
+	return -1;
+}
+
+/* criu dump of the process into the staging directory, left stopped. */
+static int dump(const struct migrate_opts *o, const struct staging *s, char *err)
+{
+	char pid[16], logline[1200], last[512] = "";
+	pid_t child;
+	int status = 0, waited = 0;
+	FILE *f;
+
+	snprintf(pid, sizeof(pid), "%d", o->pid);
+	if ((child = fork()) == 0) {
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0)
+			dup2(null, 0), dup2(null, 1), dup2(null, 2);
+		execl(o->criu, o->criu, "dump", "-t", pid, "-D", s->path, "-L", o->plugins, "--leave-stopped",
+		      "-o", "dump.log", "-v4", (char *)NULL);
+		_exit(127);
+	}
+	while (child > 0 && waitpid(child, &status, WNOHANG) == 0 && waited++ < o->timeout_s * 50)
+		usleep(20000);
+	if (child > 0 && waited > o->timeout_s * 50) {
+		kill(child, SIGKILL);
+		waitpid(child, &status, 0);
+		snprintf(err, WIRE_ERRLEN, "criu dump ran past %d s and was stopped", o->timeout_s);
+		return -1;
+	}
+	if (child > 0 && WIFEXITED(status) && !WEXITSTATUS(status))
+		return 0;
+	snprintf(logline, sizeof(logline), "%s/dump.log", s->path);
+	for (f = fopen(logline, "r"); f && fgets(logline, sizeof(logline), f);)
+		if (strstr(logline, "Error") || strstr(logline, "cicada:"))
+			snprintf(last, sizeof(last), "%.400s", logline);
+	if (f)
+		fclose(f);
+	last[strcspn(last, "\n")] = 0;
+	if (child < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127))
+		snprintf(err, WIRE_ERRLEN, "cannot run %.400s", o->criu);
+	else
+		snprintf(err, WIRE_ERRLEN, "criu dump of process %d failed%s%.400s", o->pid, last[0] ? ": " : "", last);
+	return -1;
+}
+
+/* Ends the source's paused GPU session (its ticket is in the images). */
+static void release_source(const struct staging *s, int pid)
+{
+	struct gpu_session g;
+	char name[64], err[WIRE_ERRLEN];
+
+	snprintf(name, sizeof(name), "cicada-session-%d.txt", pid);
+	if (session_file_read(s->fd, name, &g, err))
+		return;                      /* no GPU session was dumped */
+	if (server_request(&g, OP_RELEASE, -1, NULL, err))
+		fprintf(stderr, "gpu-migrate: ending the source GPU session: %s\n", err);
+}
+
+int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err)
+{
+	struct snap_progress pr = { progress_update, NULL };
+	struct staging st = { .fd = -1 };
+	char name[64];
+	uint64_t device, stored;
+	double t0 = migrate_now(), frozen;
+	hello_res res;
+	int fd, rc = -1, stopped = 0;
+
+	r->mode = "whole";
+	snprintf(r->target, sizeof(r->target), "%s", o->target);
+	if (kill(o->pid, 0)) {
+		snprintf(err, WIRE_ERRLEN, "no process %d here: %s", o->pid, strerror(errno));
+		return -1;
+	}
+	if ((fd = target_open(o, err)) < 0)
+		return -1;
+	if (staging_make(o->work_dir, &st, err) || guard_start(o->pid, err))
+		goto out;
+	frozen = migrate_now();
+	if (dump(o, &st, err))
+		goto out;                    /* criu resumed it */
+	stopped = 1;
+	snapshot_name(o->pid, name, sizeof(name));
+	snapshot_sizes(st.fd, name, &device, &stored);
+	progress_start(dir_bytes(st.fd, 0));
+	rc = snap_send_tree(st.fd, fd, &pr, &r->wire_bytes, err);
+	progress_end();
+	if (rc || target_answer(fd, o->timeout_s + 30, o->target, &res, err)) {
+		rc = -1;
+		goto out;
+	}
+	r->new_pid = (int)res.worker_pid;
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
+	kill(o->pid, SIGKILL);
+	stopped = 0;
+	r->downtime_s = migrate_now() - frozen;
+	r->state_bytes = r->wire_bytes - stored + device;
+	release_source(&st, o->pid);
+	rc = 0;
+out:
+	if (stopped)
+		kill(o->pid, SIGCONT);       /* it goes on where it was */
+	guard_disarm();
+	close(fd);
+	staging_remove(&st);
+	r->total_s = migrate_now() - t0;
+	return rc;
+}

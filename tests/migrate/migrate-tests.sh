@@ -1,0 +1,207 @@
+# migrate-tests.sh: gpu-migrate between nodes, sourced by
+# tests/run-tests.sh after cr-tests.sh (whose cr_launch, cr_finished and
+# wait_for it uses). A node is a network namespace on a bridge (veth,
+# 10.N.0.0/24) and a pid namespace, with its own gpu-server (the CPU
+# stand-in, or the GPU) that accepts migrations; the test server "main"
+# is node A. Without iproute2 (the GPU machine) a node is a pid namespace
+# alone, its server on another loopback port. The program, cr_pattern,
+# prints a checksum after every step; wherever it ends, its output must be
+# what a run that never moved prints.
+
+MIG_STEPS=24
+MIG_ARGS="$CICADA_KERNELS $CR_MIB $MIG_STEPS $CR_STEP_MS"
+MIG_BR=cicbr$$
+MIG_NET=10.$((100 + $$ % 150))
+MIG_NODES=""
+
+# mig_node NAME IP PORT [server options...]: node NAME with its server;
+# sets MIG_ADDR_NAME (tcp:IP:PORT) and MIG_PID_NAME (its server).
+mig_node() {
+	local name=$1 ip=$2 port=$3 ns="" in_ns="" pid
+	shift 3
+	if command -v ip >/dev/null; then
+		ns=cicada-m$name-$$
+		if ! ip link show "$MIG_BR" >/dev/null 2>&1; then
+			ip link add "$MIG_BR" type bridge && ip addr add "$MIG_NET.0.1/24" dev "$MIG_BR" &&
+				ip link set "$MIG_BR" up || return 1
+		fi
+		ip netns add "$ns" && ip -n "$ns" link set lo up || return 1
+		ip link add "vm$name$$" type veth peer name eth0 netns "$ns" &&
+			ip link set "vm$name$$" master "$MIG_BR" up &&
+			ip -n "$ns" addr add "$MIG_NET.0.$ip/24" dev eth0 && ip -n "$ns" link set eth0 up || return 1
+		in_ns="ip netns exec $ns"
+		ip="$MIG_NET.0.$ip"
+	else
+		ip=127.0.0.1
+	fi
+	MIG_NODES="$MIG_NODES $name:$ns"
+	$in_ns unshare --pid --fork --mount-proc env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" \
+		"$B/bin/gpu-server" --listen "unix:$T/mig-$name.sock" --listen "tcp:$ip:$port" --token-file "$T/token" \
+		--cache-dir "$T/cache-mig-$name" --run-dir "$T/run-mig-$name" --workers 1 --accept-migrations \
+		--migrate-timeout 20 "$@" >>"$T/mig-$name.log" 2>&1 &
+	pid=$!
+	SERVERS="$SERVERS $pid"
+	disown $pid
+	wait_for_server $pid "$T/mig-$name.sock" "$T/mig-$name.log" migrate-tests || return 1
+	pid=$(pgrep -f "^$B/bin/gpu-server --listen unix:$T/mig-$name.sock" | head -n 1)
+	SERVERS="$SERVERS $pid"
+	eval "MIG_ADDR_$name=tcp:$ip:$port MIG_PID_$name=$pid"
+}
+
+mig_nodes_down() {
+	local n
+	pkill -9 -f "gpu-migrate .*--work-dir $T/" 2>/dev/null
+	for n in $MIG_NODES; do
+		pkill -9 -f "cache-dir $T/cache-mig-${n%%:*}" 2>/dev/null
+		[ -n "${n#*:}" ] && ip netns del "${n#*:}" 2>/dev/null
+	done
+	ip link del "$MIG_BR" 2>/dev/null
+	MIG_NODES=""
+}
+
+# migrate ARGS...: gpu-migrate as a user runs it, output in $T/mig.N.
+MIG_N=0
+migrate() {
+	MIG_N=$((MIG_N + 1))
+	MIG_LOG=$T/mig.$MIG_N
+	CICADA_TOKEN_FILE=$T/token deadline 90 "$B/bin/gpu-migrate" "$@" --work-dir "$T/mig-work" \
+		>"$MIG_LOG" 2>"$MIG_LOG.err"
+}
+
+# The application runs on: no staging left here, nothing left on the target.
+mig_nothing_left() {
+	[ -z "$(ls -A "$T/mig-work")" ] && [ -z "$(ls -d "$T"/run-mig-*/migrate-in-* 2>/dev/null)" ]
+}
+
+mig_launch() {
+	cr_launch shm main "$PROGS/cr_pattern" $MIG_ARGS
+}
+
+mig_finished() {
+	CR_REF=$T/mig.native cr_finished
+}
+
+mig_show_failure() {
+	cat "$MIG_LOG" "$MIG_LOG.err" 2>/dev/null | tail -3
+	diff "$T/mig.native" "$CR_OUT" | head -5
+	tail -2 "$CR_OUT.err"
+	for n in $MIG_NODES; do grep -h "warning\|error" "$T/mig-${n%%:*}.log" | tail -2; done
+}
+
+mig_case() {
+	local what=$1; shift
+	if "$@"; then ok "$what"; else bad "$what"; mig_show_failure; fi
+}
+
+# The whole application, A to B: identical output; the source session ended.
+mig_whole() {
+	mig_launch || return 1
+	migrate "$CR_PID" --to "${MIG_ADDR_b#tcp:}" --json || return 1
+	grep -q '"ok":true,.*"mode":"whole"' "$MIG_LOG" && mig_finished && mig_nothing_left &&
+		grep -q "migration from .*: restored as pid" "$T/mig-b.log" && grep -q "session .* released" "$T/main.log"
+}
+
+# Only the GPU state, A to B over TCP: the process stays, its session moves.
+mig_gpu_only() {
+	mig_launch || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_b" --gpu-only || return 1
+	grep -q "moved (gpu-only) to $MIG_ADDR_b: downtime" "$MIG_LOG" && kill -0 "$CR_PID" && mig_finished &&
+		grep -q "client .*/$CR_PID reattached" "$T/mig-b.log"
+}
+
+# A to B, then B to C, gpu-migrate run on B (in its namespaces).
+mig_chain() {
+	local pid
+	mig_launch || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_b" --json || return 1
+	pid=$(sed -n 's/.*"new_pid":\([0-9]*\).*/\1/p' "$MIG_LOG")
+	[ -n "$pid" ] || return 1
+	wait_for "^step 8 " "$CR_OUT" 30 || return 1
+	MIG_N=$((MIG_N + 1))
+	MIG_LOG=$T/mig.$MIG_N
+	CICADA_TOKEN_FILE=$T/token deadline 90 nsenter -t "$MIG_PID_b" -n -p -m "$B/bin/gpu-migrate" "$pid" \
+		--to "$MIG_ADDR_c" --work-dir "$T/mig-work" >"$MIG_LOG" 2>"$MIG_LOG.err" || return 1
+	grep -q "moved (whole) to $MIG_ADDR_c" "$MIG_LOG" && mig_finished &&
+		grep -q "restored as pid" "$T/mig-c.log"
+}
+
+# The link breaks mid-transfer: one line, and the application finishes on A.
+mig_link_cut() {
+	mig_launch || return 1
+	CICADA_MIGRATE_FAULT=cut:1000000 migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
+	[ "$(wc -l <"$MIG_LOG.err")" = 1 ] && grep -q "^gpu-migrate: .*the application goes on where it was" "$MIG_LOG.err" &&
+		mig_finished && wait_for "migration from .* failed" "$T/mig-b.log" 10 && mig_nothing_left
+}
+
+# The target has too little device memory: the restore fails there, A goes on.
+mig_target_oom() {
+	[ "$MODE" = cpu ] || return 0
+	mig_launch || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_small" && return 1
+	grep -q "GiB of device memory" "$MIG_LOG.err" && mig_finished && mig_nothing_left
+}
+
+# Refusals before anything is frozen: a wrong token, a server that does
+# not accept migrations, another GPU of a one-GPU server, no such process.
+mig_refused() {
+	echo "not-the-token" >"$T/wrong-token"
+	mig_launch || return 1
+	CICADA_TOKEN_FILE=$T/wrong-token deadline 30 "$B/bin/gpu-migrate" "$CR_PID" --to "$MIG_ADDR_b" \
+		--token-file "$T/wrong-token" --work-dir "$T/mig-work" 2>"$T/mig.refused" && return 1
+	grep -q "wrong token; the application goes on where it was" "$T/mig.refused" || return 1
+	migrate "$CR_PID" --to "127.0.0.1:$PORT" && return 1
+	grep -q "does not accept migrations" "$MIG_LOG.err" || return 1
+	migrate "$CR_PID" --to local --gpu 1 && return 1
+	grep -q "GPU 0 only" "$MIG_LOG.err" || return 1
+	migrate 999999999 --to "$MIG_ADDR_b" && return 1
+	grep -q "not a process id\|no process" "$MIG_LOG.err" && mig_finished && mig_nothing_left
+}
+
+# gpu-migrate killed while the application is frozen: its guard resumes it.
+mig_killed() {
+	local m
+	mig_launch || return 1
+	# (no timeout wrapper: this kill is what is tested, and it comes at once)
+	CICADA_MIGRATE_FAULT=stall:1000000 CICADA_TOKEN_FILE=$T/token "$B/bin/gpu-migrate" "$CR_PID" \
+		--to "$MIG_ADDR_b" --work-dir "$T/mig-work-killed" >/dev/null 2>&1 &
+	m=$!
+	for _ in $(seq 100); do
+		[ "$(awk '{ print $3 }' "/proc/$CR_PID/stat" 2>/dev/null)" = T ] && break
+		sleep 0.05
+	done
+	sleep 0.3
+	kill -9 "$m"
+	wait "$m" 2>/dev/null
+	mig_finished
+}
+
+run_migrate_tests() {
+	local n any=""
+	for n in $TESTS; do case $n in migrate-*) want "$n" && any=1 ;; esac; done
+	[ -n "$any" ] || return
+	if ! deadline 60 "$CRIU" check >/dev/null 2>&1; then
+		bad "criu check fails here ($CRIU); migration tests skipped"
+		return
+	fi
+	mkdir -p "$T/mig-work" "$T/mig-work-killed"
+	env $DRIVER_ENV timeout 120 "$PROGS/cr_pattern" $MIG_ARGS >"$T/mig.native" 2>/dev/null ||
+		{ bad "cr_pattern natively"; return; }
+	mig_node b 2 $((PORT + 20)) && mig_node c 3 $((PORT + 21)) ||
+		{ bad "cannot set up the nodes (namespaces)"; mig_nodes_down; return; }
+	want migrate-whole && mig_case "gpu-migrate: the whole application to another node, output identical" mig_whole
+	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only: the GPU state to another node over TCP, output identical" \
+		mig_gpu_only
+	want migrate-chain && mig_case "gpu-migrate: A to B, then B to C (run on B), output identical" mig_chain
+	want migrate-link-cut && mig_case "gpu-migrate: the link cut mid-transfer, one line, the application finishes on A" \
+		mig_link_cut
+	if [ "$MODE" = cpu ] && want migrate-target-oom; then
+		DRIVER_ENV="$DRIVER_ENV FAKECUDA_TOTAL_MIB=16" mig_node small 4 $((PORT + 22)) &&
+			mig_case "gpu-migrate: a target with too little device memory, the application finishes on A" \
+				mig_target_oom
+	fi
+	want migrate-refused && mig_case "gpu-migrate: wrong token, a server not taking migrations, a GPU it lacks, no such process: refused with one line, nothing frozen" \
+		mig_refused
+	want migrate-killed && mig_case "gpu-migrate killed mid-transfer: the application resumes on A and finishes" \
+		mig_killed
+	mig_nodes_down
+}
