@@ -20,6 +20,7 @@ struct gpu_session {
 	char ticket[CICADA_TICKET_LEN + 1];
 	char server[300];
 	char token_hex[TOKEN_HEX_MAX];
+	char parent[CICADA_PARENT_MAX];      /* checkpoint: incremental on this snapshot, or "" */
 };
 
 /* criu's own logger (exported by the criu binary). */
@@ -30,6 +31,7 @@ void print_on_level(unsigned int level, const char *format, ...);
 /* pause.c */
 int session_pause(struct gpu_session *s, char *err);
 int session_send_resume(struct gpu_session *s, char *err);
+int session_precopy(int pid, const char *dir, const char *name, const char *parent, uint64_t fig[3], char *err);
 
 /* request.c */
 int server_request(const struct gpu_session *s, hello_op op, int dirfd, char *ticket_out, char *err);

@@ -54,6 +54,35 @@ fail:
 	return -1;
 }
 
+/* A migration's pre-copy round (gpu-migrate): the process's worker writes
+ * its device memory as snapshot name under dir while it runs. 1 done
+ * (fig: pieces, unchanged, bytes stored), 0 not possible (no Cicada
+ * process, no session, or a remote worker: err says why), -1 failed. */
+int session_precopy(int pid, const char *dir, const char *name, const char *parent, uint64_t fig[3], char *err)
+{
+	char line[WIRE_ERRLEN + 1900];
+	unsigned long long a, b, c;
+	int fd = dial_control(pid), n;
+
+	if (fd < 0) {
+		snprintf(err, WIRE_ERRLEN, "process %d has no Cicada control socket", pid);
+		return 0;
+	}
+	n = snprintf(line, sizeof(line), "PRECOPY %s %s %s\n", dir, name, parent[0] ? parent : "-");
+	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n || wire_read_line(fd, line, sizeof(line))) {
+		close(fd);
+		snprintf(err, WIRE_ERRLEN, "process %d did not answer the pre-copy request", pid);
+		return -1;
+	}
+	close(fd);
+	if (sscanf(line, "PRECOPIED %llu %llu %llu", &a, &b, &c) == 3) {
+		fig[0] = a, fig[1] = b, fig[2] = c;
+		return 1;
+	}
+	snprintf(err, WIRE_ERRLEN, "%.400s", strncmp(line, "ERROR ", 6) ? line : line + 6);
+	return strcmp(line, "IDLE") && !strstr(line, "needs a client on the server's node") ? -1 : 0;
+}
+
 /* Tells the (restored) process where its session lives now. Its threads
  * are still stopped: the line waits in the socket until they run. */
 int session_send_resume(struct gpu_session *s, char *err)

@@ -57,6 +57,51 @@ static void fail_line(const char *err)
 	fprintf(stderr, "cicada: %s\n", err);
 }
 
+/* The value of criu's option name (--name VALUE or --name=VALUE) in out;
+ * 0 if given. */
+static int criu_option(const char *name, char *out, size_t len)
+{
+	char buf[8192];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	size_t nl = strlen(name);
+
+	if (fd >= 0)
+		close(fd);
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+		const char *a = buf + i;
+		if (!strncmp(a, name, nl) && a[nl] == '=')
+			return snprintf(out, len, "%s", a + nl + 1), 0;
+		if (!strcmp(a, name) && i + (ssize_t)nl + 1 < n)
+			return snprintf(out, len, "%s", a + nl + 1), 0;
+	}
+	return -1;
+}
+
+/* An incremental GPU snapshot: its parent is the same process's snapshot
+ * in the previous image directory, CICADA_SNAPSHOT_PARENT or else criu's
+ * --prev-images-dir (either relative to the new image directory, as
+ * criu's is, or absolute), when there is one; else it is written whole. */
+static void snapshot_parent(int dirfd, struct gpu_session *s)
+{
+	char prev[900], path[CICADA_PARENT_MAX], name[64], probe[CICADA_PARENT_MAX + 16];
+	const char *env = getenv("CICADA_SNAPSHOT_PARENT");
+
+	s->parent[0] = 0;
+	if (env && env[0])
+		snprintf(prev, sizeof(prev), "%s", env);
+	else if (criu_option("--prev-images-dir", prev, sizeof(prev)))
+		return;
+	snapshot_name(s->pid, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s%s/%s", prev[0] == '/' ? "" : "../", prev, name);
+	snprintf(probe, sizeof(probe), "%s/%s/manifest", prev, name);
+	if (faccessat(dirfd, probe, R_OK, 0)) {
+		plugin_info("no GPU snapshot of process %d in %s: this one is written whole", s->pid, prev);
+		return;
+	}
+	snprintf(s->parent, sizeof(s->parent), "%s", path);
+}
+
 /* --leave-running is criu's option; its state is internal, its command
  * line is not. --leave-stopped (gpu-migrate) keeps the session too: the
  * process either resumes where it was or is killed once it runs elsewhere
@@ -229,6 +274,7 @@ static int cicada_checkpoint_devices(int pid)
 
 	if (plugin.off || !s)
 		return 0;
+	snapshot_parent(dirfd, s);
 	if (server_request(s, OP_CHECKPOINT, dirfd, NULL, err) || session_file_write(dirfd, s, err)) {
 		fail_line(err);
 		return -1;

@@ -28,7 +28,8 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 {
 	char token[CICADA_TOKEN_MAX], name[64], host[64] = "criu";
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)s->pid, .host = host,
-			 .op = op, .ticket = (char *)s->ticket, .snapshot = name, .stream = (unsigned)stream };
+			 .op = op, .ticket = (char *)s->ticket, .snapshot = name, .stream = (unsigned)stream,
+			 .parent = (char *)s->parent };
 	hello_res r;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };

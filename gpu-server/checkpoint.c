@@ -235,13 +235,28 @@ static int parts_alloc(struct worker *w, struct manifest_parts *p, size_t ngloba
 	       p->chunks && p->globals && p->ranges ? 0 : -1;
 }
 
-int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
+/* A parent that cannot be used costs only the saving: the snapshot is
+ * then written whole. */
+static const char *use_parent(struct snap_writer *wr, const char *name, const char *parent)
+{
+	char why[SNAP_ERRLEN];
+
+	if (!parent || !parent[0])
+		return NULL;
+	if (!snap_writer_parent(wr, parent, why))
+		return parent;
+	log_info("checkpoint %s is written whole: %s", name, why);
+	return NULL;
+}
+
+int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char *parent, char *err)
 {
 	struct manifest_parts p;
 	struct building b = { w, &p.m, NULL, err };
 	struct snap_memory_ops ops;
 	unsigned nglobals;
 	struct timespec t0, t1;
+	size_t skipped;
 	int rc = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -267,6 +282,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 	worker_memory_ops(w, &ops);
 	if (!(b.wr = snap_writer_begin(dirfd, name, err)))
 		goto out;
+	parent = use_parent(b.wr, name, parent);
 	add_memory(&b, p.ranges, p.allocs, p.chunks, p.globals);
 	if (objects_save(w, b.wr, &p.m, err) || replay_each(w, add_record, &b) || snap_write_memory(b.wr, p.ranges, p.nranges, &ops, err)) {
 		if (!err[0])
@@ -274,11 +290,15 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err)
 		snap_writer_abort(b.wr);
 		goto out;
 	}
+	skipped = snap_writer_skipped(b.wr);
 	rc = snap_writer_commit(b.wr, &p.m, err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (!rc)
-		log_info("checkpoint %s: %zu records, %zu allocations, %.3f s", name, p.m.n_records,
-			 p.m.n_allocations, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+		log_info("checkpoint %s: %zu records, %zu allocations, %.3f s%s%s", name, p.m.n_records,
+			 p.m.n_allocations, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+			 parent ? ", incremental on " : "", parent ? parent : "");
+	if (!rc && skipped)
+		log_info("checkpoint %s: %zu pieces unchanged, left to the parent", name, skipped);
 out:
 	cuCtxSetCurrent(w->base_ctx);
 	parts_free(&p);

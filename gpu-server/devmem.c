@@ -9,7 +9,12 @@
  * A chunk is one physical allocation. Requests of half a granule or more
  * get a chunk of their own; smaller ones share granule-sized chunks,
  * carved in 256-byte units (the driver's own alignment).
+ *
+ * Only the worker's main thread changes the chunks, but a migration's
+ * pre-copy thread reads them while the application runs: it reads under
+ * the lock that adding and unmapping a chunk take (devmem_read_live).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gpu-server.h"
@@ -36,6 +41,7 @@ struct devmem {
 	unsigned nchunks, cap_chunks;
 	struct alloc *allocs;                /* sorted by va */
 	unsigned nallocs, cap_allocs;
+	pthread_rwlock_t lock;               /* chunks: written by the main thread */
 };
 
 /* Makes room for element n of an array of *cap (doubling, from 64). */
@@ -71,8 +77,11 @@ CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size)
 	CUdeviceptr got;
 	CUresult err;
 
-	if (!m && !(m = w->devmem = calloc(1, sizeof(*m))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!m) {
+		if (!(m = w->devmem = calloc(1, sizeof(*m))))
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		pthread_rwlock_init(&m->lock, NULL);
+	}
 	if (m->base) {
 		if (m->base == base && m->size == size)
 			return CUDA_SUCCESS;
@@ -166,8 +175,12 @@ static CUresult chunk_add(struct devmem *m, uint64_t va, uint64_t size, int shar
 	struct chunk c = { .va = va, .size = size };
 	unsigned at = chunk_index(m, va);
 	CUresult err;
+	int grown;
 
-	if (array_grow((void **)&m->chunks, &m->cap_chunks, m->nchunks, sizeof(c)))
+	pthread_rwlock_wrlock(&m->lock);
+	grown = !array_grow((void **)&m->chunks, &m->cap_chunks, m->nchunks, sizeof(c));
+	pthread_rwlock_unlock(&m->lock);
+	if (!grown)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (shared && !(c.units = calloc(size / UNIT / 64, sizeof(uint64_t))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -175,9 +188,11 @@ static CUresult chunk_add(struct devmem *m, uint64_t va, uint64_t size, int shar
 		free(c.units);
 		return err;
 	}
+	pthread_rwlock_wrlock(&m->lock);
 	memmove(&m->chunks[at + 1], &m->chunks[at], (m->nchunks - at) * sizeof(c));
 	m->chunks[at] = c;
 	m->nchunks++;
+	pthread_rwlock_unlock(&m->lock);
 	*out = &m->chunks[at];
 	return CUDA_SUCCESS;
 }
@@ -186,11 +201,13 @@ static void chunk_remove(struct devmem *m, unsigned i)
 {
 	struct chunk *c = &m->chunks[i];
 
+	pthread_rwlock_wrlock(&m->lock);
 	cuMemUnmap(c->va, c->size);
 	cuMemRelease(c->handle);
 	free(c->units);
 	memmove(c, c + 1, (m->nchunks - i - 1) * sizeof(*c));
 	m->nchunks--;
+	pthread_rwlock_unlock(&m->lock);
 }
 
 static struct chunk *chunk_of(struct devmem *m, uint64_t va)
@@ -439,4 +456,25 @@ CUresult wrap_cuMemGetAddressRange_v2(struct worker *w, CUdeviceptr *pbase, size
 	*pbase = (CUdeviceptr)base;
 	*psize = (size_t)size;
 	return CUDA_SUCCESS;
+}
+
+/* From any thread: copies [va, va + size) of a chunk that is still mapped
+ * into buf through stream s, or zeros if the application freed it
+ * meanwhile. 0, or -1 if the copy failed. */
+int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUstream s)
+{
+	struct devmem *m = w->devmem;
+	struct chunk *c;
+	int rc = 0;
+
+	if (!m)
+		return -1;
+	pthread_rwlock_rdlock(&m->lock);
+	c = chunk_of(m, va);
+	if (!c || va + size > c->va + c->size)
+		memset(buf, 0, size);
+	else if (cuMemcpyDtoHAsync(buf, (CUdeviceptr)va, size, s) || cuStreamSynchronize(s))
+		rc = -1;
+	pthread_rwlock_unlock(&m->lock);
+	return rc;
 }

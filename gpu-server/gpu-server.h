@@ -33,6 +33,7 @@ struct objects;
 struct ordered_free;
 struct replay_log;
 struct image_table;
+struct precopy;
 
 struct worker {
 	struct wire_stream stream;
@@ -52,6 +53,7 @@ struct worker {
 	struct vmm_restoring *vmm_restoring; /* while a restore runs */
 	struct objects *objects;             /* textures, exec graphs' sources */
 	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
+	struct precopy *precopy;             /* a migration's pre-copy round */
 	unsigned nfrees, cap_frees;
 	uint64_t *graph_mem;                 /* graph memory: allocated in captures */
 	unsigned ngraph_mem, cap_graph_mem;
@@ -120,6 +122,10 @@ void primary_note_warm(CUdevice dev);
 /* devmem.c: device memory in a fixed VMM arena (pointer-stable restore) */
 int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem);
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
+int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUstream s);
+
+/* precopy.c: a migration's pre-copy rounds */
+void precopy_end(struct worker *w);
 void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size);
 CUresult devmem_alloc(struct worker *w, uint64_t size, uint64_t *va);
 CUresult devmem_free(struct worker *w, uint64_t va);
@@ -241,7 +247,7 @@ int ticket_valid(const char *ticket);
 
 /* checkpoint.c, restore.c */
 int worker_quiesce(struct worker *w, char *err);
-int worker_checkpoint(struct worker *w, int dirfd, const char *name, char *err);
+int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char *parent, char *err);
 int worker_restore(struct worker *w, int dirfd, const char *name, char *err);
 int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size);
 struct snap_memory_ops;

@@ -1,9 +1,11 @@
 /*
  * migrate_in.c: a process migrating to this node (gpu-migrate, whole
  * application). The front door hands over the connection after its hello
- * (OP_MIGRATE); a thread here receives the CRIU image directory into a
- * fresh directory under the run directory (after a first answer,
- * "ready", on which gpu-migrate freezes the process), runs `criu restore` of it
+ * (OP_MIGRATE); a thread here answers "ready" and receives, into a
+ * fresh directory under the run directory, first the pre-copy rounds of
+ * the process's device memory, sent while it still runs (each a stream
+ * followed by 'p'), then, once gpu-migrate has frozen it, its CRIU image
+ * directory (a stream followed by 'f'). It runs `criu restore` of that
  * (detached, with Cicada's plugin, whose restore of the GPU state comes
  * back to this server's unix listener), answers with the restored pid or
  * the reason it failed, and removes the images either way. Only servers
@@ -192,6 +194,27 @@ static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirf
 	return (pid_t)atoi(buf);
 }
 
+/* The streams of a migration into dirfd, up to the final one. */
+static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
+{
+	uint64_t part;
+	char mark = 0;
+	int rounds = 0;
+
+	*bytes = 0;
+	do {
+		if (snap_recv_tree(in->fd, dirfd, NULL, &part, err))
+			return -1;
+		*bytes += part;
+		if (read(in->fd, &mark, 1) != 1 || (mark != 'p' && mark != 'f'))
+			return snprintf(err, WIRE_ERRLEN, "the migration stream ended early (the link broke?)"), -1;
+		if (mark == 'p')
+			log_info("migration from %s: pre-copy round %d, %llu bytes", in->peer, ++rounds,
+				 (unsigned long long)part);
+	} while (mark == 'p');
+	return 0;
+}
+
 static void *incoming_thread(void *arg)
 {
 	struct incoming *in = arg;
@@ -209,7 +232,7 @@ static void *incoming_thread(void *arg)
 	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
 	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		snprintf(err, WIRE_ERRLEN, "cannot make a directory for the images: %s", strerror(errno));
-	} else if (!snap_recv_tree(in->fd, dirfd, NULL, &bytes, err)) {
+	} else if (!receive(in, dirfd, &bytes, err)) {
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);
 		pid = restore(cfg, dir, dirfd, err);

@@ -260,7 +260,7 @@ static void checkpoint(struct worker *w, struct handed *c)
 		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
 		return;
 	}
-	if (worker_checkpoint(w, dirfd, c->h.snapshot, err)) {
+	if (worker_checkpoint(w, dirfd, c->h.snapshot, c->h.stream ? "" : c->h.parent, err)) {
 		refuse(c, CUDA_ERROR_UNKNOWN, err);
 	} else if (!reply(c) && c->h.stream && snap_send_dir(dirfd, c->h.snapshot, c->fd, err)) {
 		log_error("sending snapshot %s: %s", c->h.snapshot, err);
@@ -417,6 +417,7 @@ CUresult hand_detach(struct worker *w, void *args, void *res)
 	name_res *r = res;
 	char err[WIRE_ERRLEN];
 
+	precopy_end(w);                      /* a round still running finishes first */
 	if (worker_quiesce(w, err)) {
 		log_error("client %s: cannot pause: %s", w->peer, err);
 		r->name = strndup(err, CICADA_NAME_MAX - 1);

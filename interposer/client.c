@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -104,6 +105,7 @@ static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const c
 	h->op = op;
 	h->ticket = (char *)ticket;
 	h->snapshot = "";
+	h->parent = "";
 	h->host = hb->host;
 	h->token.token_val = hb->token;
 	h->token.token_len = (unsigned)read_token(hb->token, sizeof(hb->token));
@@ -324,6 +326,48 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
 	close_link();
 	cl.state = ST_PAUSED;
 	return 0;
+}
+
+/* A migration's pre-copy round (gpu-server/precopy.c): starts it, then
+ * asks how it goes every 10 ms, taking the lock only for each question,
+ * so the application's calls go on meanwhile. 0 when done, with its
+ * figures; 1 without a session; -1 with err. */
+int client_precopy(const char *dir, const char *name, const char *parent, uint64_t out[3], char *err)
+{
+	precopy_args a = { (char *)dir, (char *)name, (char *)parent };
+	uint64_t none = 0;
+	scalars q = { { 0, &none } };
+	precopy_res r;
+	CUresult rc;
+
+	pthread_mutex_lock(&cl.lock);
+	if (cl.state != ST_CONNECTED) {
+		pthread_mutex_unlock(&cl.lock);
+		snprintf(err, WIRE_ERRLEN, "no GPU session");
+		return 1;
+	}
+	memset(&r, 0, sizeof(r));
+	rc = client_call_locked(P_precopy, (xdrproc_t)xdr_precopy_args, &a, (xdrproc_t)xdr_precopy_res, &r);
+	pthread_mutex_unlock(&cl.lock);
+	while (!rc && r.state == PRECOPY_RUNNING) {
+		struct timespec nap = { 0, 10000000 };
+
+		xdr_free((xdrproc_t)xdr_precopy_res, (char *)&r);
+		nanosleep(&nap, NULL);
+		memset(&r, 0, sizeof(r));
+		pthread_mutex_lock(&cl.lock);
+		rc = cl.state == ST_CONNECTED ? client_call_locked(P_precopy_status, (xdrproc_t)xdr_scalars, &q,
+								   (xdrproc_t)xdr_precopy_res, &r)
+					      : CUDA_ERROR_NOT_READY;
+		pthread_mutex_unlock(&cl.lock);
+	}
+	if (rc || r.state != PRECOPY_DONE)
+		snprintf(err, WIRE_ERRLEN, "%s", r.message && r.message[0] ? r.message : "the pre-copy round failed");
+	else
+		out[0] = r.pieces, out[1] = r.unchanged, out[2] = r.stored;
+	rc = rc || r.state != PRECOPY_DONE ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
+	xdr_free((xdrproc_t)xdr_precopy_res, (char *)&r);
+	return rc ? -1 : 0;
 }
 
 /* Reattaches a paused session, through server, to the worker of ticket. */

@@ -11,6 +11,11 @@
  *   RESUME <ticket> <server> [<token-hex>]
  *                           -> RESUMED | ERROR <reason>
  * (the token, when given, is the new server's: gpu-migrate's)
+ *   PRECOPY <dir> <name> <parent|->
+ *                           -> PRECOPIED <pieces> <unchanged> <stored-bytes>
+ *                              | IDLE | ERROR <reason>
+ * (a migration's pre-copy round, while the program runs: the worker
+ * writes its device memory under dir, see gpu-server/precopy.c)
  * While paused, the thread holds the client lock, so every CUDA call
  * waits. The pause ends with RESUME or when the plugin's connection
  * closes: that resumes the session where it was, so a checkpoint that
@@ -85,13 +90,40 @@ static void paused(int fd, const char *ticket, const char *server)
 	}
 }
 
+static void precopy(int fd, const char *line)
+{
+	char dir[600], name[200], parent[600], err[WIRE_ERRLEN], out[WIRE_ERRLEN + 32];
+	uint64_t fig[3];
+	int rc;
+
+	if (sscanf(line, "PRECOPY %599s %199s %599s", dir, name, parent) != 3) {
+		say(fd, "ERROR malformed request\n");
+		return;
+	}
+	rc = client_precopy(dir, name, strcmp(parent, "-") ? parent : "", fig, err);
+	if (rc > 0)
+		snprintf(out, sizeof(out), "IDLE\n");
+	else if (rc < 0)
+		snprintf(out, sizeof(out), "ERROR %s\n", err);
+	else
+		snprintf(out, sizeof(out), "PRECOPIED %llu %llu %llu\n", (unsigned long long)fig[0],
+			 (unsigned long long)fig[1], (unsigned long long)fig[2]);
+	say(fd, out);
+}
+
 static void serve_one(int fd)
 {
 	char line[LINE_MAX_LEN], ticket[CICADA_TICKET_LEN + 8], server[300], err[WIRE_ERRLEN];
 	char out[2 * CICADA_TOKEN_MAX + 700], token[2 * CICADA_TOKEN_MAX + 2];
 	int rc;
 
-	if (wire_read_line(fd, line, sizeof(line)) || strcmp(line, "PAUSE")) {
+	if (wire_read_line(fd, line, sizeof(line)))
+		return;
+	if (!strncmp(line, "PRECOPY ", 8)) {
+		precopy(fd, line);
+		return;
+	}
+	if (strcmp(line, "PAUSE")) {
 		say(fd, "ERROR unknown request\n");
 		return;
 	}

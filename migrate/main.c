@@ -24,7 +24,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N]\n"
 		"                   [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]\n"
-		"                   [--criu PATH] [--criu-plugins DIR]\n"
+		"                   [--criu PATH] [--criu-plugins DIR] [--no-precopy]\n"
 		"  Moves a process that runs through Cicada, with its GPU state, to the gpu-server\n"
 		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
 		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n");
@@ -95,12 +95,13 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		{ "gpu", required_argument, 0, 'G' }, { "token-file", required_argument, 0, 'k' },
 		{ "json", no_argument, 0, 'j' }, { "work-dir", required_argument, 0, 'w' },
 		{ "timeout", required_argument, 0, 'T' }, { "criu", required_argument, 0, 'c' },
-		{ "criu-plugins", required_argument, 0, 'L' }, { "help", no_argument, 0, 'h' }, { 0 } };
+		{ "criu-plugins", required_argument, 0, 'L' }, { "no-precopy", no_argument, 0, 'P' },
+		{ "help", no_argument, 0, 'h' }, { 0 } };
 	const char *to = NULL, *token = getenv("CICADA_TOKEN_FILE");
 	char *end;
 	int c;
 
-	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120 };
+	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120, .precopy = 1 };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': to = optarg; break;
@@ -112,6 +113,7 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		case 'T': o->timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 120; break;
 		case 'c': snprintf(o->criu, sizeof(o->criu), "%s", optarg); break;
 		case 'L': snprintf(o->plugins, sizeof(o->plugins), "%s", optarg); break;
+		case 'P': o->precopy = 0; break;
 		default: usage(); return 2;
 		}
 	}
@@ -146,9 +148,11 @@ static void report(const struct migrate_opts *o, const struct migrate_result *r)
 
 	if (o->json) {
 		printf("{\"ok\":true,\"pid\":%d,\"mode\":\"%s\",\"target\":\"%s\",\"new_pid\":%d,\"downtime_s\":%.3f,"
-		       "\"total_s\":%.3f,\"bytes\":%llu,\"state_bytes\":%llu,\"compression_ratio\":%.2f,\"rounds\":%d}\n",
+		       "\"total_s\":%.3f,\"bytes\":%llu,\"frozen_bytes\":%llu,\"state_bytes\":%llu,"
+		       "\"compression_ratio\":%.2f,\"rounds\":%d}\n",
 		       o->pid, r->mode, r->target, r->new_pid, r->downtime_s, r->total_s,
-		       (unsigned long long)r->wire_bytes, (unsigned long long)r->state_bytes, ratio, r->rounds);
+		       (unsigned long long)r->wire_bytes, (unsigned long long)r->final_bytes,
+		       (unsigned long long)r->state_bytes, ratio, r->rounds);
 		return;
 	}
 	printf("gpu-migrate: process %d moved (%s) to %s%s: downtime %.3f s, total %.3f s, %.1f MiB moved, "

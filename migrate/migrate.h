@@ -23,6 +23,7 @@ struct migrate_opts {
 	char criu[1200], plugins[1200], work_dir[1024];
 	int timeout_s;                       /* each of dump, transfer, restore */
 	int json;
+	int precopy;                         /* whole moves: pre-copy rounds (--no-precopy) */
 };
 
 struct migrate_result {
@@ -30,6 +31,7 @@ struct migrate_result {
 	double downtime_s, total_s;
 	uint64_t wire_bytes;                 /* bytes sent to the target */
 	uint64_t state_bytes;                /* what they hold, uncompressed */
+	uint64_t final_bytes;                /* sent while the process was frozen */
 	int rounds;                          /* pre-copy rounds */
 	int new_pid;                         /* whole: the pid on the target */
 	char target[300];

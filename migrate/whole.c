@@ -1,9 +1,14 @@
 /*
  * whole.c: the whole application moves. The target's gpu-server is asked
  * first (hello OP_MIGRATE: token, --accept-migrations) and says it is
- * ready; only then is the process frozen: criu dump --leave-stopped with
+ * ready. While the process runs, pre-copy rounds send its device memory:
+ * its worker writes it into the staging directory (precopy-K/), each
+ * round keeping only the pieces changed since the one before, and each
+ * round goes to the target at once; rounds stop when one stores little
+ * or no less than the one before. Only then is the process frozen: criu dump --leave-stopped with
  * Cicada's plugin writes its images and its GPU snapshot into a staging
- * directory, and keeps the source GPU session paused. The images stream
+ * directory (the GPU snapshot incremental on the last round: only what
+ * changed since), and keeps the source GPU session paused. The images stream
  * to the target, whose server restores the process (GPU state into one
  * of its workers). On success the frozen source is killed and its
  * session ended; on any failure it gets SIGCONT and goes on where it
@@ -17,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "migrate.h"
@@ -60,7 +67,8 @@ static int target_open(const struct migrate_opts *o, char *err)
 {
 	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "";
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
-			 .op = OP_MIGRATE, .ticket = name, .snapshot = name, .stream = 1 };
+			 .op = OP_MIGRATE, .ticket = name, .snapshot = name, .stream = 1,
+			 .parent = name };
 	struct wire_addr addr;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };
@@ -127,6 +135,68 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 	return -1;
 }
 
+#define ROUNDS_MAX 6
+#define ROUND_SMALL (16ull << 20)            /* a round this small ends pre-copy */
+
+static int send_part(const struct staging *st, int fd, const char *only, const char *skip, char mark,
+		     uint64_t *bytes, char *err)
+{
+	struct snap_progress pr = { progress_update, NULL };
+	uint64_t n = 0;
+	int rc;
+
+	progress_start(0);
+	rc = snap_send_tree(st->fd, fd, only, skip, &pr, &n, err);
+	progress_end();
+	*bytes += n;
+	if (!rc && send(fd, &mark, 1, MSG_NOSIGNAL) != 1) {
+		snprintf(err, WIRE_ERRLEN, "the link to the target broke");
+		rc = -1;
+	}
+	return rc;
+}
+
+/* Pre-copy rounds while the process runs; *last gets the last round's
+ * directory ("" if none: a worker on another node, say, cannot). -1 only
+ * if the link failed. */
+static int precopy(const struct migrate_opts *o, const struct staging *st, int fd, struct migrate_result *r,
+		   char *last, char *err)
+{
+	char round[32], dir[1200], name[64], parent[128], why[WIRE_ERRLEN], path[64];
+	uint64_t fig[3], first = 0, before = UINT64_MAX;
+	struct stat ps;
+	int rc;
+
+	last[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d", o->pid);
+	if (!o->precopy || stat(path, &ps) || fchown(st->fd, ps.st_uid, ps.st_gid))
+		return 0;
+	snapshot_name(o->pid, name, sizeof(name));
+	for (int k = 1; k <= ROUNDS_MAX; k++) {
+		snprintf(round, sizeof(round), "precopy-%d", k);
+		snprintf(dir, sizeof(dir), "%s/%s", st->path, round);
+		snprintf(parent, sizeof(parent), k > 1 ? "../../precopy-%d/%s" : "", k - 1, name);
+		if (mkdirat(st->fd, round, 0700) || fchownat(st->fd, round, ps.st_uid, ps.st_gid, 0))
+			return 0;
+		rc = session_precopy(o->pid, dir, name, parent, fig, why);
+		if (rc <= 0) {
+			if (rc < 0 || k == 1)
+				fprintf(stderr, "gpu-migrate: no pre-copy%s: %s\n", k > 1 ? " round" : "", why);
+			return 0;
+		}
+		if (send_part(st, fd, round, NULL, 'p', &r->wire_bytes, err))
+			return -1;
+		r->rounds = k;
+		snprintf(last, 32, "%s", round);
+		if (k == 1)
+			first = fig[2];
+		if (fig[2] <= ROUND_SMALL || fig[2] <= first / 20 || fig[2] >= before)
+			break;
+		before = fig[2];
+	}
+	return 0;
+}
+
 /* Ends the source's paused GPU session (its ticket is in the images). */
 static void release_source(const struct staging *s, int pid)
 {
@@ -142,10 +212,9 @@ static void release_source(const struct staging *s, int pid)
 
 int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err)
 {
-	struct snap_progress pr = { progress_update, NULL };
 	struct staging st = { .fd = -1 };
-	char name[64];
-	uint64_t device, stored;
+	char name[64], last[32];
+	uint64_t device, stored, images = 0;
 	double t0 = migrate_now(), frozen;
 	hello_res res;
 	int fd, rc = -1, stopped = 0;
@@ -158,17 +227,19 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	}
 	if ((fd = target_open(o, err)) < 0)
 		return -1;
-	if (staging_make(o->work_dir, &st, err) || guard_start(o->pid, err))
+	if (staging_make(o->work_dir, &st, err) || precopy(o, &st, fd, r, last, err) ||
+	    guard_start(o->pid, err))
 		goto out;
+	if (last[0])
+		setenv("CICADA_SNAPSHOT_PARENT", last, 1);      /* the plugin's parent: the last round */
 	frozen = migrate_now();
 	if (dump(o, &st, err))
 		goto out;                    /* criu resumed it */
 	stopped = 1;
 	snapshot_name(o->pid, name, sizeof(name));
 	snapshot_sizes(st.fd, name, &device, &stored);
-	progress_start(dir_bytes(st.fd, 0));
-	rc = snap_send_tree(st.fd, fd, &pr, &r->wire_bytes, err);
-	progress_end();
+	rc = send_part(&st, fd, NULL, "precopy-", 'f', &images, err);
+	r->wire_bytes += images;
 	if (rc || target_answer(fd, o->timeout_s + 30, o->target, &res, err)) {
 		rc = -1;
 		goto out;
@@ -178,7 +249,8 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	kill(o->pid, SIGKILL);
 	stopped = 0;
 	r->downtime_s = migrate_now() - frozen;
-	r->state_bytes = r->wire_bytes - stored + device;
+	r->state_bytes = images - stored + device;
+	r->final_bytes = images;
 	release_source(&st, o->pid);
 	rc = 0;
 out:

@@ -16,8 +16,8 @@
 #include "internal.h"
 
 struct totals {
-	uint64_t alloc, chunk, global, piece, stored, image;
-	size_t compressed;
+	uint64_t alloc, chunk, global, piece, stored, image, parent_bytes;
+	size_t compressed, in_parent;
 };
 
 static int usage(FILE *f, int rc)
@@ -47,6 +47,10 @@ static struct totals count(const Cicada__Manifest *m)
 		t.piece += m->pieces[i]->size;
 		t.stored += m->pieces[i]->stored_size;
 		t.compressed += m->pieces[i]->compressed;
+		if (m->pieces[i]->in_parent) {
+			t.in_parent++;
+			t.parent_bytes += m->pieces[i]->size;
+		}
 	}
 	for (size_t i = 0; i < m->n_images; i++)
 		t.image += m->images[i]->size;
@@ -124,6 +128,10 @@ static void text_memory(const Cicada__Manifest *m, const struct totals *t)
 		printf(", ratio %.2f", (double)t->piece / (double)t->stored);
 	printf("\n");
 	printf("data files       %zu, %s\n", m->n_data_sizes, snap_size_str(a, sizeof(a), m->data_size));
+	if (m->parent)
+		printf("parent           %s (checksum %016llx): %zu pieces, %s, are there\n", m->parent,
+		       (unsigned long long)m->parent_checksum, t->in_parent,
+		       snap_size_str(a, sizeof(a), t->parent_bytes));
 }
 
 static void print_text(const Cicada__Manifest *m)
@@ -189,6 +197,12 @@ static void json_memory(const Cicada__Manifest *m, const struct totals *t)
 	       t->stored ? (double)t->piece / (double)t->stored : 0.0);
 	printf("  \"data_files\": {\"count\": %zu, \"bytes\": %llu},\n", m->n_data_sizes,
 	       (unsigned long long)m->data_size);
+	if (m->parent) {
+		printf("  ");
+		json_str("parent", m->parent, ", ");
+		printf("\"parent_checksum\": \"%016llx\", \"pieces_in_parent\": %zu, \"bytes_in_parent\": %llu,\n",
+		       (unsigned long long)m->parent_checksum, t->in_parent, (unsigned long long)t->parent_bytes);
+	}
 }
 
 static void json_lists(const Cicada__Manifest *m)

@@ -21,6 +21,8 @@
 #define SNAP_MAX_IMAGES 65536u
 #define SNAP_MAX_ENTRIES (1u << 24)       /* records, allocations, ..., pieces */
 #define SNAP_MAX_THREADS 256              /* and so data files */
+#define SNAP_PARENT_MAX 1024              /* a parent's path */
+#define SNAP_CHAIN_MAX 64                 /* snapshots in a chain */
 
 struct snap_image {
 	Cicada__ModuleImage mi;
@@ -44,6 +46,15 @@ struct snap_writer {
 	size_t n_images;
 	Cicada__Piece *pieces;
 	size_t n_pieces;
+	struct snap_reader *parent;       /* incremental: pieces found there are not stored */
+	char parent_path[SNAP_PARENT_MAX + 1];
+	atomic_size_t skipped;            /* pieces left to the parent */
+};
+
+/* Where an in_parent piece's bytes are: a reader of the chain and its piece. */
+struct snap_src {
+	struct snap_reader *r;
+	const Cicada__Piece *pc;
 };
 
 struct snap_reader {
@@ -51,6 +62,9 @@ struct snap_reader {
 	int datafd[SNAP_MAX_THREADS];     /* one per data file */
 	unsigned n_data;                  /* opened so far */
 	Cicada__Manifest *m;
+	uint64_t sum;                     /* its manifest header's checksum */
+	struct snap_reader *parent;       /* incremental: the chain */
+	struct snap_src *src;             /* per piece; set for in_parent pieces */
 };
 
 /* util.c */
@@ -78,6 +92,10 @@ int snap_zstd_level(void);
 /* manifest.c */
 int snap_manifest_check(const Cicada__Manifest *m, char *err);
 uint8_t *snap_manifest_pack(const Cicada__Manifest *m, size_t *len, char *err);
+
+/* reader.c */
+const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
+				     struct snap_reader **owner);
 
 /* memory.c: ops NULL only checks the pieces */
 int snap_pieces_read(struct snap_reader *r, const struct snap_memory_ops *ops, char *err);

@@ -50,6 +50,8 @@ static int check_top(const Cicada__Manifest *m, char *err)
 	    m->n_vmm_mappings > SNAP_MAX_ENTRIES || m->n_vmm_access > SNAP_MAX_ENTRIES ||
 	    m->n_objects > SNAP_MAX_ENTRIES)
 		return snap_fail(err, "manifest lists too many entries");
+	if (m->parent && (!m->parent[0] || strlen(m->parent) > SNAP_PARENT_MAX || !text_ok(m->parent)))
+		return snap_fail(err, "manifest names a parent that is not a path");
 	return 0;
 }
 
@@ -163,6 +165,12 @@ static int check_piece(const Cicada__Manifest *m, size_t i, char *err)
 				 (unsigned long long)p->size);
 	if (prev && p->va < prev->va + prev->size)
 		return snap_fail(err, "manifest piece %zu: not sorted or overlapping", i);
+	if (p->in_parent) {
+		if (!m->parent || p->stored_size || p->compressed)
+			return snap_fail(err, "manifest piece %zu: in a parent, but %s", i,
+					 m->parent ? "it has stored bytes" : "the snapshot has none");
+		return 0;
+	}
 	if (p->compressed ? !p->stored_size || p->stored_size >= p->size : p->stored_size != p->size)
 		return snap_fail(err, "manifest piece %zu: stored size %llu does not fit size %llu", i,
 				 (unsigned long long)p->stored_size, (unsigned long long)p->size);

@@ -7,7 +7,9 @@
  * data file (one file would serialise the writes in the kernel: tmpfs
  * manages some 2.5 GB/s into one file, 30 GB/s into sixteen). Reading:
  * pread, decompress, check the checksum, write. The first failure stops
- * the pool and names its piece.
+ * the pool and names its piece. An incremental snapshot's writer leaves
+ * out each piece whose bytes its parent chain holds already (same va,
+ * size and checksum); its reader takes those from the chain.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -104,9 +106,16 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 	struct snap_data *d = &p->w->data[t];
 	size_t z;
 
+	struct snap_reader *owner;
+
 	if (p->ops->read(p->ops->ctx, pc->va, b->raw, pc->size))
 		return pool_fail(p, pc, "reading device memory failed");
 	pc->checksum = XXH3_64bits(b->raw, pc->size);
+	if (p->w->parent && snap_chain_find(p->w->parent, pc->va, pc->size, pc->checksum, &owner)) {
+		pc->has_in_parent = pc->in_parent = 1;
+		atomic_fetch_add(&p->w->skipped, 1);
+		return 0;                    /* unchanged since the parent */
+	}
 	z = worth_compressing(cctx, b, pc->size, p->level) ?
 		    ZSTD_compressCCtx(cctx, b->z, b->zcap, b->raw, pc->size, p->level) : pc->size;
 	pc->has_compressed = 1;
@@ -138,13 +147,20 @@ static void *write_thread(void *arg)
 	return NULL;
 }
 
-static int read_piece(struct pool *p, const Cicada__Piece *pc, struct bufs *b, ZSTD_DCtx *dctx)
+static int read_piece(struct pool *p, size_t i, struct bufs *b, ZSTD_DCtx *dctx)
 {
-	ssize_t got = snap_pread_full(p->r->datafd[pc->file], pc->compressed ? b->z : b->raw,
-				      pc->stored_size, pc->offset);
+	const Cicada__Piece *pc = p->rpieces[i], *st = pc;
+	struct snap_reader *r = p->r;
 	char name[SNAP_NAME_MAX];
+	ssize_t got;
 	size_t n;
 
+	if (pc->in_parent) {                 /* found when the chain was opened */
+		st = r->src[i].pc;
+		r = r->src[i].r;
+	}
+	got = snap_pread_full(r->datafd[st->file], st->compressed ? b->z : b->raw, st->stored_size, st->offset);
+	pc = st;
 	snap_data_name(name, pc->file);
 	if (got < 0)
 		return pool_fail(p, pc, "reading %s: %s", name, strerror(errno));
@@ -174,7 +190,7 @@ static void *read_thread(void *arg)
 	if (bufs_get(p, &b) || !dctx)
 		pool_fail(p, p->rpieces[0], "out of memory for a reading thread");
 	while ((i = pool_next(p)) < p->n)
-		read_piece(p, p->rpieces[i], &b, dctx);
+		read_piece(p, i, &b, dctx);
 	ZSTD_freeDCtx(dctx);
 	bufs_put(p, &b);
 	return NULL;

@@ -2,6 +2,9 @@
  * reader.c: opening a snapshot: the manifest is read, checked and
  * validated, and the files it names are checked to exist with the sizes
  * it gives; contents are read (and their checksums checked) on demand.
+ * An incremental snapshot opens its parent chain too: each parent must be
+ * the very snapshot it was made from (its manifest checksum), and every
+ * piece left to the chain must be found there.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,26 +67,111 @@ static int load_manifest(struct snap_reader *r, const char *name, char *err)
 	if (snap_read_file(r->fd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err))
 		return -1;
 	r->m = snap_manifest_parse(buf, len, err);
+	if (r->m)
+		r->sum = snap_get_le((const uint8_t *)buf + 24, 8);
 	free(buf);
 	return r->m ? 0 : -1;
 }
 
-struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err)
+static int cmp_va(const void *key, const void *elem)
 {
-	struct snap_reader *r;
+	uint64_t va = *(const uint64_t *)key, pva = (*(Cicada__Piece *const *)elem)->va;
 
-	if (!(name = snap_dir_name(name, err)))
-		return NULL;
-	r = calloc(1, sizeof(*r));
+	return va < pva ? -1 : va > pva;
+}
+
+/* The stored piece of the chain from r with this va, size and checksum
+ * (following in_parent pieces down), and the reader holding its bytes. */
+const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
+				     struct snap_reader **owner)
+{
+	for (; r; r = r->parent) {
+		Cicada__Piece *const *p = bsearch(&va, r->m->pieces, r->m->n_pieces, sizeof(*r->m->pieces), cmp_va);
+
+		if (!p || (*p)->size != size || (*p)->checksum != sum)
+			return NULL;
+		if (!(*p)->in_parent) {
+			*owner = (struct snap_reader *)r;
+			return *p;
+		}
+	}
+	return NULL;
+}
+
+static struct snap_reader *open_at(int dirfd, const char *name, int depth, char *err);
+
+/* Opens r's parent chain and finds each in_parent piece's bytes. */
+static int open_chain(struct snap_reader *r, int depth, char *err)
+{
+	const Cicada__Manifest *m = r->m;
+	char why[SNAP_ERRLEN];
+	int pfd;
+
+	if (!m->parent)
+		return 0;
+	if (depth >= SNAP_CHAIN_MAX)
+		return snap_fail(err, "the snapshot chain is longer than %d", SNAP_CHAIN_MAX);
+	pfd = openat(r->fd, m->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pfd < 0)
+		return snap_fail(err, "its parent snapshot %.200s: %s", m->parent, strerror(errno));
+	r->parent = open_at(pfd, NULL, depth + 1, why);
+	close(pfd);
+	if (!r->parent)
+		return snap_fail(err, "its parent snapshot %.200s: %s", m->parent, why);
+	if (r->parent->sum != m->parent_checksum)
+		return snap_fail(err, "its parent snapshot %.200s is not the one it was made from (replaced or changed)",
+				 m->parent);
+	if (!(r->src = calloc(m->n_pieces + 1, sizeof(*r->src))))
+		return snap_fail(err, "out of memory for the snapshot chain");
+	for (size_t i = 0; i < m->n_pieces; i++) {
+		const Cicada__Piece *pc = m->pieces[i];
+
+		if (pc->in_parent && !(r->src[i].pc = snap_chain_find(r->parent, pc->va, pc->size, pc->checksum,
+								     &r->src[i].r)))
+			return snap_fail(err, "its piece at 0x%llx is in no parent snapshot",
+					 (unsigned long long)pc->va);
+	}
+	return 0;
+}
+
+/* A snapshot directory: name under dirfd, or (name NULL) dirfd itself. */
+static struct snap_reader *open_at(int dirfd, const char *name, int depth, char *err)
+{
+	struct snap_reader *r = calloc(1, sizeof(*r));
+
 	if (!r) {
 		snap_fail(err, "out of memory for a snapshot reader");
 		return NULL;
 	}
-	r->fd = snap_open_dir(dirfd, name, err);
-	if (r->fd < 0 || load_manifest(r, name, err) || open_data(r, err) || stat_images(r, err)) {
+	r->fd = name ? snap_open_dir(dirfd, name, err) : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (r->fd < 0 && !name)
+		snap_fail(err, "cannot open the snapshot: %s", strerror(errno));
+	if (r->fd < 0 || load_manifest(r, name ? name : ".", err) || open_data(r, err) || stat_images(r, err) ||
+	    open_chain(r, depth, err)) {
 		snap_reader_close(r);
 		return NULL;
 	}
+	return r;
+}
+
+struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err)
+{
+	if (!(name = snap_dir_name(name, err)))
+		return NULL;
+	return open_at(dirfd, name, 0, err);
+}
+
+struct snap_reader *snap_reader_open_path(int dirfd, const char *path, char *err)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct snap_reader *r;
+
+	if (fd < 0) {
+		snap_fail(err, "%.200s: %s", path, strerror(errno));
+		return NULL;
+	}
+	r = open_at(fd, NULL, 0, err);
+	close(fd);
 	return r;
 }
 
@@ -134,6 +222,8 @@ void snap_reader_close(struct snap_reader *r)
 		close(r->fd);
 	for (unsigned k = 0; k < r->n_data; k++)
 		close(r->datafd[k]);
+	snap_reader_close(r->parent);
+	free(r->src);
 	snap_manifest_free(r->m);
 	free(r);
 }

@@ -77,6 +77,16 @@ int snap_write_memory(struct snap_writer *w, const struct snap_range *ranges, si
  * the library's memory only while writing and resets them to NULL/0
  * before returning; format_version, created_unix_ns and data_size stay. */
 int snap_writer_commit(struct snap_writer *w, Cicada__Manifest *m, char *err);
+/* Makes the snapshot incremental: path names its parent snapshot's
+ * directory, relative to the new snapshot's own (say
+ * "../../job.1/cicada-gpu-42") or absolute. snap_write_memory then leaves
+ * out every piece whose bytes the parent chain holds (same address, size
+ * and checksum: the device memory is still read and hashed, but only what
+ * changed is compressed and stored), and commit records the parent with
+ * its manifest checksum. snap_writer_skipped says how many pieces were
+ * left out. */
+int snap_writer_parent(struct snap_writer *w, const char *path, char *err);
+size_t snap_writer_skipped(const struct snap_writer *w);
 /* Discards an unfinished snapshot. */
 void snap_writer_abort(struct snap_writer *w);
 
@@ -89,6 +99,10 @@ struct snap_reader;
  * (sizes, offsets, names); the data file and images are checked to exist
  * with the sizes it gives; nothing else is read yet. */
 struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err);
+/* The same for the snapshot directory at path (relative to dirfd). An
+ * incremental snapshot's reader opens its parent chain as well: a parent
+ * missing, changed since, or lacking a piece is refused with one line. */
+struct snap_reader *snap_reader_open_path(int dirfd, const char *path, char *err);
 const Cicada__Manifest *snap_reader_manifest(const struct snap_reader *r);
 /* Reads image index into a malloc'd buffer (the caller frees it), size
  * and checksum verified. */
@@ -112,17 +126,20 @@ void snap_manifest_free(Cicada__Manifest *m);
  * rule, after the end marker and the received manifest check out. */
 int snap_send_dir(int dirfd, const char *name, int fd, char *err);
 int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
-/* A whole CRIU image directory (its files, and those of its snapshot
- * subdirectories) over fd, for moving a process to another node. The
- * receiver writes into dirfd, which should be new and empty, and the
- * caller removes it after a failure. progress (may be NULL) is told the
+/* A whole CRIU image directory (its files, and those of its
+ * subdirectories, two levels down) over fd, for moving a process to
+ * another node; only the top-level entry only, if not NULL, and none
+ * whose name starts with skip, if not NULL. The receiver writes into
+ * dirfd (several streams may go into one directory: their files must
+ * not meet), and the caller removes it after a failure. progress (may be NULL) is told the
  * bytes moved so far; a non-zero return stops the transfer (fault tests).
  * *bytes (may be NULL) gets the bytes moved either way. */
 struct snap_progress {
 	int (*fn)(void *ctx, uint64_t bytes);
 	void *ctx;
 };
-int snap_send_tree(int dirfd, int fd, const struct snap_progress *p, uint64_t *bytes, char *err);
+int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, const struct snap_progress *p,
+		   uint64_t *bytes, char *err);
 int snap_recv_tree(int fd, int dirfd, const struct snap_progress *p, uint64_t *bytes, char *err);
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */

@@ -5,7 +5,10 @@
  * length and the XXH3-64 of everything before it (little endian). The
  * receiver accepts only the snapshot's own file names, writes into a
  * temporary directory and renames it into place only after the checksum
- * and the received manifest check out.
+ * and the received manifest check out. An incremental snapshot goes over
+ * whole (the receiver has no parents): the bytes its parent chain holds
+ * follow its own data files as one more data file, and the manifest sent
+ * names that file instead of the parent.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -126,6 +129,95 @@ static int send_end(struct stream *s)
 	return put(s, end, 8);
 }
 
+static int send_bytes(struct stream *s, const char *name, const void *p, size_t len)
+{
+	uint8_t hdr[12 + SNAP_NAME_MAX];
+	size_t nlen = strlen(name);
+
+	snap_put_le(hdr, nlen, 4);
+	memcpy(hdr + 4, name, nlen);
+	snap_put_le(hdr + 4 + nlen, len, 8);
+	return put(s, hdr, 12 + nlen) || put(s, p, len) ? -1 : 0;
+}
+
+/* The stored bytes of r's pieces that its parents hold, as data file k
+ * (in piece order), and m's pieces pointed there. */
+static int send_parent_pieces(struct stream *s, struct snap_reader *r, Cicada__Manifest *m, unsigned k)
+{
+	char name[SNAP_NAME_MAX];
+	uint8_t hdr[12 + SNAP_NAME_MAX];
+	uint64_t total = 0, off = 0;
+	size_t nlen;
+
+	for (size_t i = 0; i < m->n_pieces; i++)
+		if (m->pieces[i]->in_parent)
+			total += r->src[i].pc->stored_size;
+	snap_data_name(name, k);
+	nlen = strlen(name);
+	snap_put_le(hdr, nlen, 4);
+	memcpy(hdr + 4, name, nlen);
+	snap_put_le(hdr + 4 + nlen, total, 8);
+	if (put(s, hdr, 12 + nlen))
+		return -1;
+	for (size_t i = 0; i < m->n_pieces; i++) {
+		Cicada__Piece *pc = m->pieces[i];
+		const Cicada__Piece *st = r->src[i].pc;
+
+		if (!pc->in_parent)
+			continue;
+		for (uint64_t done = 0, n; done < st->stored_size; done += n) {
+			n = st->stored_size - done < STREAM_CHUNK ? st->stored_size - done : STREAM_CHUNK;
+			if (snap_pread_full(r->src[i].r->datafd[st->file], s->buf, n, st->offset + done) != (ssize_t)n)
+				return snap_fail(s->err, "a parent snapshot's data file is truncated");
+			if (put(s, s->buf, n))
+				return -1;
+		}
+		pc->has_in_parent = pc->in_parent = 0;
+		pc->has_file = pc->has_compressed = 1;
+		pc->file = k;
+		pc->offset = off;
+		pc->stored_size = st->stored_size;
+		pc->compressed = st->compressed;
+		off += st->stored_size;
+	}
+	return 0;
+}
+
+/* The manifest, made whole if the snapshot is incremental. */
+static int send_manifest(struct stream *s, struct snap_reader *r)
+{
+	Cicada__Manifest *m = r->m;
+	uint64_t *sizes = NULL;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	if (!m->parent)
+		return send_file(s, r->fd, SNAP_MANIFEST_NAME);
+	if (m->n_data_sizes >= SNAP_MAX_THREADS || !(sizes = malloc((m->n_data_sizes + 1) * sizeof(*sizes))))
+		return snap_fail(s->err, "cannot send the snapshot whole");
+	memcpy(sizes, m->data_sizes, m->n_data_sizes * sizeof(*sizes));
+	free(m->data_sizes);
+	m->data_sizes = sizes;
+	if (send_parent_pieces(s, r, m, (unsigned)m->n_data_sizes))
+		return -1;
+	sizes[m->n_data_sizes] = 0;
+	for (size_t i = 0; i < m->n_pieces; i++)
+		if (m->pieces[i]->file == m->n_data_sizes && m->pieces[i]->has_file)
+			sizes[m->n_data_sizes] += m->pieces[i]->stored_size;
+	m->data_size += sizes[m->n_data_sizes++];
+	if (!m->data_file)
+		m->data_file = strdup(SNAP_DATA_NAME);
+	free(m->parent);
+	m->parent = NULL;
+	m->has_parent_checksum = 0;
+	if (!(buf = snap_manifest_pack(m, &len, s->err)))
+		return -1;
+	rc = send_bytes(s, SNAP_MANIFEST_NAME, buf, len);
+	free(buf);
+	return rc;
+}
+
 /* Sends the files the (valid) manifest names, the manifest last. */
 int snap_send_dir(int dirfd, const char *name, int fd, char *err)
 {
@@ -146,9 +238,9 @@ int snap_send_dir(int dirfd, const char *name, int fd, char *err)
 	for (size_t i = 0; !rc && i < r->m->n_images; i++)
 		rc = send_file(&s, r->fd, r->m->images[i]->file);
 	if (!rc)
-		rc = send_file(&s, r->fd, SNAP_MANIFEST_NAME) || send_end(&s);
+		rc = send_manifest(&s, r) || send_end(&s);
 	stream_free(&s);
-	snap_reader_close(r);
+	snap_reader_close(r);      /* its manifest may have been made whole: not reused */
 	return rc ? -1 : 0;
 }
 

@@ -2,12 +2,14 @@
  * tree.c: a whole CRIU image directory over a connection, for moving a
  * process to another node: its top-level files (CRIU's images, the
  * plugin's session files) and the files of its subdirectories (the GPU
- * snapshots), one level down. The stream: "CICADAIM", u32 version, u32
- * reserved; per file a u32 name length, the name ("a" or "dir/a"), a u64
+ * snapshots), two levels down at most (a migration's pre-copy rounds:
+ * precopy-1/cicada-gpu-42/). The stream: "CICADAIM", u32 version, u32
+ * reserved; per file a u32 name length, the name ("a", "dir/a" or
+ * "dir/sub/a"), a u64
  * size and the bytes; then a zero name length and the XXH3-64 of
  * everything before it (little endian). The receiver accepts only plain
- * names (letters, digits, '.', '_', '-', '+', not starting with '.', at
- * most one '/'), creates each file anew, and fails on a bad checksum;
+ * names (letters, digits, '.', '_', '-', '+', no part starting with '.',
+ * at most two '/'), creates each file anew, and fails on a bad checksum;
  * the caller removes what a failed receive left.
  */
 #include <dirent.h>
@@ -109,16 +111,19 @@ static int tree_get(struct tree *t, void *p, size_t len)
 
 static int name_ok(const char *name)
 {
-	const char *slash = strchr(name, '/');
 	size_t n = strlen(name);
+	int slashes = 0;
 
-	if (!n || n >= TREE_NAME_MAX || name[0] == '.' || (slash && (strchr(slash + 1, '/') ||
-	    slash[1] == '.' || !slash[1] || slash == name)))
+	if (!n || n >= TREE_NAME_MAX)
 		return 0;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-+/", name[i]))
 			return 0;
-	return 1;
+		if ((i == 0 || name[i - 1] == '/') && (name[i] == '.' || name[i] == '/'))
+			return 0;                /* an empty part, or one starting with '.' */
+		slashes += name[i] == '/';
+	}
+	return slashes <= 2 && name[n - 1] != '/';
 }
 
 static int send_one(struct tree *t, int dirfd, const char *name)
@@ -149,9 +154,12 @@ out:
 	return rc;
 }
 
-/* Sends the regular files of dirfd's directory prefix ("" or "dir/"),
- * and with depth 0 those of its subdirectories too. */
-static int send_level(struct tree *t, int dirfd, const char *prefix, int depth)
+/* Sends the regular files of dirfd's directory prefix ("", "dir/" or
+ * "dir/sub/") and those of its subdirectories, down to depth 2; at the
+ * top, only the entry named only (if not NULL) and none starting with
+ * skip (if not NULL). */
+static int send_level(struct tree *t, int dirfd, const char *prefix, int depth, const char *only,
+		      const char *skip)
 {
 	int scan = openat(dirfd, prefix[0] ? prefix : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
@@ -168,21 +176,24 @@ static int send_level(struct tree *t, int dirfd, const char *prefix, int depth)
 	while (!rc && (e = readdir(d))) {
 		if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp."))
 			continue;
+		if (depth == 0 && ((only && strcmp(e->d_name, only)) || (skip && !strncmp(e->d_name, skip, strlen(skip)))))
+			continue;
 		snprintf(name, sizeof(name), "%s%s", prefix, e->d_name);
-		if (!name_ok(prefix[0] ? name : e->d_name) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		if (!name_ok(name) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
 			continue;
 		if (S_ISREG(st.st_mode)) {
 			rc = send_one(t, dirfd, name);
-		} else if (S_ISDIR(st.st_mode) && depth == 0) {
+		} else if (S_ISDIR(st.st_mode) && depth < 2) {
 			strcat(name, "/");
-			rc = send_level(t, dirfd, name, 1);
+			rc = send_level(t, dirfd, name, depth + 1, NULL, NULL);
 		}
 	}
 	closedir(d);
 	return rc;
 }
 
-int snap_send_tree(int dirfd, int fd, const struct snap_progress *p, uint64_t *bytes, char *err)
+int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, const struct snap_progress *p,
+		   uint64_t *bytes, char *err)
 {
 	uint8_t hdr[16] = TREE_MAGIC, end[8] = { 0 };
 	struct tree t;
@@ -193,7 +204,7 @@ int snap_send_tree(int dirfd, int fd, const struct snap_progress *p, uint64_t *b
 		return -1;
 	}
 	snap_put_le(hdr + 8, TREE_VERSION, 4);
-	rc = tree_put(&t, hdr, sizeof(hdr)) || send_level(&t, dirfd, "", 0) || tree_put(&t, end, 4);
+	rc = tree_put(&t, hdr, sizeof(hdr)) || send_level(&t, dirfd, "", 0, only, skip) || tree_put(&t, end, 4);
 	if (!rc) {
 		snap_put_le(end, XXH3_64bits_digest(t.sum), 8);
 		rc = tree_put(&t, end, 8);
@@ -206,10 +217,9 @@ int snap_send_tree(int dirfd, int fd, const struct snap_progress *p, uint64_t *b
 
 static int recv_one(struct tree *t, int dirfd, char *name, uint64_t size)
 {
-	char *slash = strchr(name, '/');
 	int fd, rc = 0;
 
-	if (slash) {
+	for (char *slash = strchr(name, '/'); slash; slash = strchr(slash + 1, '/')) {
 		*slash = 0;
 		if (mkdirat(dirfd, name, 0700) && errno != EEXIST)
 			return snap_fail(t->err, "creating %s: %s", name, strerror(errno));

@@ -2,7 +2,8 @@
  * writer.c: building a snapshot: a temporary directory under CRIU's image
  * directory receives the module images and the data files (memory.c
  * fills them), then the manifest, last; then the directory is renamed
- * into place. Any failure removes the temporary directory.
+ * into place. Any failure removes the temporary directory. With a parent
+ * (snap_writer_parent) the snapshot is incremental.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,27 @@ static void free_writer(struct snap_writer *w)
 	close(w->fd);
 	free(w->images);
 	free(w->pieces);
+	snap_reader_close(w->parent);
 	free(w);
+}
+
+int snap_writer_parent(struct snap_writer *w, const char *path, char *err)
+{
+	char why[SNAP_ERRLEN];
+
+	if (!path || !path[0] || strlen(path) > SNAP_PARENT_MAX)
+		return snap_fail(err, "not a parent snapshot's path");
+	snap_reader_close(w->parent);
+	/* relative to the temporary directory, a sibling of the final one */
+	if (!(w->parent = snap_reader_open_path(w->fd, path, why)))
+		return snap_fail(err, "parent snapshot %.200s: %s", path, why);
+	snprintf(w->parent_path, sizeof(w->parent_path), "%s", path);
+	return 0;
+}
+
+size_t snap_writer_skipped(const struct snap_writer *w)
+{
+	return atomic_load(&w->skipped);
 }
 
 struct snap_writer *snap_writer_begin(int dirfd, const char *name, char *err)
@@ -131,7 +152,12 @@ static int fill_and_write(struct snap_writer *w, Cicada__Manifest *m,
 	m->has_data_size = 1;
 	m->n_data_sizes = w->n_data;
 	m->data_sizes = sizes;
+	m->parent = w->parent ? w->parent_path : NULL;
+	m->has_parent_checksum = !!w->parent;
+	m->parent_checksum = w->parent ? w->parent->sum : 0;
 	rc = write_manifest(w, m, err);
+	m->parent = NULL;
+	m->has_parent_checksum = 0;
 	m->producer = m->data_file = NULL;
 	m->images = NULL;
 	m->pieces = NULL;

@@ -329,6 +329,8 @@ run_cr_tests() {
 		"$T/ckpt.periodic.4" cr_periodic
 	want cr-killed-dump && cr_case "a dump killed part-way: the program goes on, the snapshot is whole" \
 		"$T/ckpt.killed-dump" cr_killed_dump
+	want cr-incremental && cr_case "incremental checkpoints (a tenth changed): a fraction of the full one stored, restored through the chain, output identical; a damaged or missing parent is refused" \
+		"$T/ckpt.incr.3" cr_incremental
 	want cr-refusals && cr_case "corrupted and wrong-version snapshots are refused with one line" \
 		"$T/ckpt.refuse" cr_refusals
 	want cr-runtime && cr_case "a CUDA runtime program checkpointed mid-run and restored: output identical" \
@@ -360,4 +362,36 @@ wants_cr() {
 		case $n in cr-*) want "$n" && return 0 ;; esac
 	done
 	return 1
+}
+
+# Incremental checkpoints: a program that changes a tenth of its device
+# memory each step is checkpointed with --leave-running, then twice more,
+# each GPU snapshot on the one before (CICADA_SNAPSHOT_PARENT); the later
+# ones store a fraction of the first; the last restores, through its
+# chain, to the same output. A copy of the chain with a parent's data
+# cut off, or without that parent, is refused with one line.
+cr_incremental() {
+	local d=$T/ckpt.incr args="$CICADA_KERNELS $CR_MIB 14 $CR_STEP_MS 10" snap full part out
+	env $DRIVER_ENV timeout 120 "$PROGS/cr_pattern" $args >"$T/cr.incr.native" 2>/dev/null || return 1
+	cr_launch shm main "$PROGS/cr_pattern" $args || return 1
+	cr_dump "$d.1" --leave-running || return 1
+	wait_for "^step 4 " "$CR_OUT" 30 || return 1
+	CICADA_SNAPSHOT_PARENT=../ckpt.incr.1 cr_dump "$d.2" --leave-running || return 1
+	wait_for "^step 6 " "$CR_OUT" 30 || return 1
+	CICADA_SNAPSHOT_PARENT=../ckpt.incr.2 cr_dump "$d.3" || return 1
+	snap=cicada-gpu-$CR_PID
+	full=$("$B/bin/gpu-snapshot" inspect "$d.1/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
+	part=$("$B/bin/gpu-snapshot" inspect "$d.3/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
+	echo "     incremental checkpoint: $part bytes stored, the full one $full"
+	[ -n "$full" ] && [ -n "$part" ] && [ "$part" -lt $((full / 3)) ] || return 1
+	"$B/bin/gpu-snapshot" inspect "$d.3/$snap" | grep -q "^parent  *../../ckpt.incr.2/$snap" || return 1
+	mkdir -p "$T/incr-bad" && cp -r "$d.1" "$d.2" "$d.3" "$T/incr-bad/" || return 1
+	for f in "$T/incr-bad/ckpt.incr.1/$snap"/device-memory*.img; do : >"$f"; done
+	out=$("$B/bin/gpu-snapshot" verify "$T/incr-bad/ckpt.incr.3/$snap" 2>&1)
+	[ "$(echo "$out" | wc -l)" = 1 ] && grep -q "parent snapshot .*truncated" <<<"$out" || { echo "$out"; return 1; }
+	rm -rf "$T/incr-bad/ckpt.incr.1"
+	out=$("$B/bin/gpu-snapshot" verify "$T/incr-bad/ckpt.incr.3/$snap" 2>&1)
+	grep -q "parent snapshot .*ckpt.incr.1.*No such file" <<<"$out" || { echo "$out"; return 1; }
+	cr_restore "$d.3" || return 1
+	CR_REF=$T/cr.incr.native cr_finished
 }

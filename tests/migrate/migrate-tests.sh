@@ -5,11 +5,12 @@
 # stand-in, or the GPU) that accepts migrations; the test server "main"
 # is node A. Without iproute2 (the GPU machine) a node is a pid namespace
 # alone, its server on another loopback port. The program, cr_pattern,
-# prints a checksum after every step; wherever it ends, its output must be
-# what a run that never moved prints.
+# prints a checksum after every step, changing a tenth of its device
+# memory each step; wherever it ends, its output must be what a run that
+# never moved prints.
 
 MIG_STEPS=24
-MIG_ARGS="$CICADA_KERNELS $CR_MIB $MIG_STEPS $CR_STEP_MS"
+MIG_ARGS="$CICADA_KERNELS $CR_MIB $MIG_STEPS $CR_STEP_MS 10"
 MIG_BR=cicbr$$
 MIG_NET=10.$((100 + $$ % 150))
 MIG_NODES=""
@@ -93,11 +94,17 @@ mig_case() {
 	if "$@"; then ok "$what"; else bad "$what"; mig_show_failure; fi
 }
 
-# The whole application, A to B: identical output; the source session ended.
+# The whole application, A to B: identical output; the source session
+# ended; pre-copy rounds sent most of the device memory before the freeze.
 mig_whole() {
+	local total frozen
 	mig_launch || return 1
 	migrate "$CR_PID" --to "${MIG_ADDR_b#tcp:}" --json || return 1
-	grep -q '"ok":true,.*"mode":"whole"' "$MIG_LOG" && mig_finished && mig_nothing_left &&
+	total=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$MIG_LOG")
+	frozen=$(sed -n 's/.*"frozen_bytes":\([0-9]*\).*/\1/p' "$MIG_LOG")
+	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\).*"rounds":\([0-9]*\).*/downtime \1 s, \2 pre-copy rounds/p' "$MIG_LOG"), $frozen of $total bytes sent frozen"
+	grep -q '"ok":true,.*"mode":"whole".*"rounds":[1-9]' "$MIG_LOG" && [ "$frozen" -lt $((total / 3)) ] &&
+		mig_finished && mig_nothing_left &&
 		grep -q "migration from .*: restored as pid" "$T/mig-b.log" && grep -q "session .* released" "$T/main.log"
 }
 
@@ -125,10 +132,12 @@ mig_chain() {
 		grep -q "restored as pid" "$T/mig-c.log"
 }
 
-# The link breaks mid-transfer: one line, and the application finishes on A.
+# The link breaks mid-transfer, during pre-copy or (--no-precopy) with the
+# application frozen: one line, and the application finishes on A.
 mig_link_cut() {
+	local opt=${1:-}
 	mig_launch || return 1
-	CICADA_MIGRATE_FAULT=cut:1000000 migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
+	CICADA_MIGRATE_FAULT=cut:1000000 migrate "$CR_PID" --to "$MIG_ADDR_b" $opt && return 1
 	[ "$(wc -l <"$MIG_LOG.err")" = 1 ] && grep -q "^gpu-migrate: .*the application goes on where it was" "$MIG_LOG.err" &&
 		mig_finished && wait_for "migration from .* failed" "$T/mig-b.log" 10 && mig_nothing_left
 }
@@ -163,7 +172,7 @@ mig_killed() {
 	mig_launch || return 1
 	# (no timeout wrapper: this kill is what is tested, and it comes at once)
 	CICADA_MIGRATE_FAULT=stall:1000000 CICADA_TOKEN_FILE=$T/token "$B/bin/gpu-migrate" "$CR_PID" \
-		--to "$MIG_ADDR_b" --work-dir "$T/mig-work-killed" >/dev/null 2>&1 &
+		--to "$MIG_ADDR_b" --no-precopy --work-dir "$T/mig-work-killed" >/dev/null 2>&1 &
 	m=$!
 	for _ in $(seq 100); do
 		[ "$(awk '{ print $3 }' "/proc/$CR_PID/stat" 2>/dev/null)" = T ] && break
@@ -192,8 +201,10 @@ run_migrate_tests() {
 	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only: the GPU state to another node over TCP, output identical" \
 		mig_gpu_only
 	want migrate-chain && mig_case "gpu-migrate: A to B, then B to C (run on B), output identical" mig_chain
-	want migrate-link-cut && mig_case "gpu-migrate: the link cut mid-transfer, one line, the application finishes on A" \
+	want migrate-link-cut && mig_case "gpu-migrate: the link cut during pre-copy, one line, the application finishes on A" \
 		mig_link_cut
+	want migrate-link-cut && mig_case "gpu-migrate --no-precopy: the link cut while the application is frozen, one line, it finishes on A" \
+		mig_link_cut --no-precopy
 	if [ "$MODE" = cpu ] && want migrate-target-oom; then
 		DRIVER_ENV="$DRIVER_ENV FAKECUDA_TOTAL_MIB=16" mig_node small 4 $((PORT + 22)) &&
 			mig_case "gpu-migrate: a target with too little device memory, the application finishes on A" \

@@ -146,7 +146,8 @@ void cr_step(const struct cr_kernels *k, CUdeviceptr p, unsigned long long n,
 {
 	void *args[] = { &p, &n, &step };
 
-	launch(k->step, n, args);
+	if (n)
+		launch(k->step, n, args);
 }
 
 /* Adds the checksum of p[0..n) to the 64-bit word at out. */

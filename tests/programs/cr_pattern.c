@@ -2,13 +2,15 @@
  * cr_pattern: the application that the checkpoint/restore tests dump and
  * restore with CRIU while it runs.
  *
- *   cr_pattern KERNELS_DIR MIB STEPS [STEP_MS]
+ *   cr_pattern KERNELS_DIR MIB STEPS [STEP_MS [DIRTY_PERCENT]]
  *
  * Allocates MIB MiB of device memory as pieces of at most 512 MiB (two at
  * least) plus three small allocations (4 KiB to 64 KiB), fills each piece
  * half with a hash and half with a compressible pattern, and builds a
  * linked list of device pointers in its own allocation. Then, for each
- * step: updates every piece in place, counts the step in the __device__
+ * step: updates every piece in place (only the first DIRTY_PERCENT of
+ * each large piece, if given: what an incremental checkpoint or a
+ * migration's pre-copy skips), counts the step in the __device__
  * global g_steps, prints a checksum of all pieces and sleeps STEP_MS
  * milliseconds (default 200): the window in which a test checkpoints it.
  * Last it walks the list and reads g_steps back. The output holds no
@@ -106,10 +108,12 @@ static unsigned long long checksum_all(void)
 	return fold;
 }
 
+static unsigned long dirty_percent = 100;
+
 static void run_step(unsigned step)
 {
 	for (int i = 0; i < npieces; i++)
-		cr_step(&k, pieces[i].ptr, words(&pieces[i]), step);
+		cr_step(&k, pieces[i].ptr, i < nbig ? words(&pieces[i]) * dirty_percent / 100 : words(&pieces[i]), step);
 	count_step();
 	CHECK(cuCtxSynchronize());
 	printf("step %u checksum 0x%016llx\n", step, checksum_all());
@@ -145,12 +149,14 @@ int main(int argc, char **argv)
 	unsigned long mib, steps, step_ms = 200;
 
 	start("cr_pattern");
-	if (argc < 4 || argc > 5)
-		fail("usage: cr_pattern KERNELS_DIR MIB STEPS [STEP_MS]");
+	if (argc < 4 || argc > 6)
+		fail("usage: cr_pattern KERNELS_DIR MIB STEPS [STEP_MS [DIRTY_PERCENT]]");
 	mib = parse_count(argv[2], "MIB", 1);
 	steps = parse_count(argv[3], "STEPS", 0);
-	if (argc == 5)
+	if (argc >= 5)
 		step_ms = parse_count(argv[4], "STEP_MS", 0);
+	if (argc == 6 && (dirty_percent = parse_count(argv[5], "DIRTY_PERCENT", 0)) > 100)
+		fail("DIRTY_PERCENT is at most 100");
 
 	cr_open(&k, argv[1]);
 	plan(mib);

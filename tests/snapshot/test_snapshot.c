@@ -167,7 +167,8 @@ static void sample_manifest(Cicada__Manifest *m, struct device *d)
 	m->current_ctx = 1;
 }
 
-static int write_sample(int dirfd, const char *name, struct device *d, char *err)
+static int write_sample_from(int dirfd, const char *name, struct device *d, const char *parent, size_t *skipped,
+			     char *err)
 {
 	struct snap_writer *w = snap_writer_begin(dirfd, name, err);
 	struct snap_memory_ops ops = ops_for(d);
@@ -176,6 +177,10 @@ static int write_sample(int dirfd, const char *name, struct device *d, char *err
 
 	if (!w)
 		return -1;
+	if (parent && snap_writer_parent(w, parent, err)) {
+		snap_writer_abort(w);
+		return -1;
+	}
 	for (int i = 0; i < NREGIONS; i++)
 		ranges[i] = (struct snap_range){ d->r[i].va, d->r[i].size };
 	sample_manifest(&m, d);
@@ -187,7 +192,14 @@ static int write_sample(int dirfd, const char *name, struct device *d, char *err
 		snap_writer_abort(w);
 		return -1;
 	}
+	if (skipped)
+		*skipped = snap_writer_skipped(w);
 	return snap_writer_commit(w, &m, err);
+}
+
+static int write_sample(int dirfd, const char *name, struct device *d, char *err)
+{
+	return write_sample_from(dirfd, name, d, NULL, NULL, err);
 }
 
 /* --- helpers --- */
@@ -871,6 +883,137 @@ static const char *t_remove_dir(void)
 	return NULL;
 }
 
+/* --- incremental snapshots --- */
+
+static uint64_t data_size_of(int dirfd, const char *name)
+{
+	char err[SNAP_ERRLEN];
+	struct snap_reader *r = snap_reader_open(dirfd, name, err);
+	uint64_t n = r ? snap_reader_manifest(r)->data_size : UINT64_MAX;
+
+	snap_reader_close(r);
+	return n;
+}
+
+/* Reads snapshot name under dirfd into a zeroed device; compares with d. */
+static const char *reads_back(int dirfd, const char *name, struct device *d)
+{
+	char err[SNAP_ERRLEN];
+	struct device back;
+	struct snap_memory_ops ops = ops_for(&back);
+	struct snap_reader *r = snap_reader_open(dirfd, name, err);
+	const char *res;
+
+	CHECK(r, "open %s: %s", name, err);
+	dev_init(&back, 0);
+	res = snap_read_memory(r, &ops, err) || snap_verify(r, err) ? err : same_memory(d, &back);
+	snap_reader_close(r);
+	dev_free(&back);
+	CHECK(!res, "%s: %s", name, res);
+	return NULL;
+}
+
+/* An incremental snapshot over a connection arrives whole: no parent,
+ * the same bytes. */
+static const char *sent_whole(int dirfd, const char *name, struct device *d)
+{
+	char err[SNAP_ERRLEN];
+	struct sender s = { .dirfd = dirfd, .name = name };
+	struct snap_reader *r;
+	int sv[2], fd = fresh_dir("incr-recv"), rc, whole;
+	pthread_t t;
+
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	s.fd = sv[0];
+	pthread_create(&t, NULL, send_thread, &s);
+	rc = snap_recv_dir(sv[1], fd, name, err);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	CHECK(!s.rc, "send: %s", s.err);
+	CHECK(!rc, "recv: %s", err);
+	r = snap_reader_open(fd, name, err);
+	CHECK(r, "received: %s", err);
+	whole = !snap_reader_manifest(r)->parent;
+	snap_reader_close(r);
+	CHECK(whole, "the received snapshot still names a parent");
+	rc = reads_back(fd, name, d) != NULL;      /* its reason is in why */
+	close(fd);
+	return rc ? why : NULL;
+}
+
+/* base, then incr (one piece changed) and incr2 (another changed) on it:
+ * each stores only what changed, and reads back whole through the chain. */
+static const char *t_incremental_chain(void)
+{
+	char err[SNAP_ERRLEN];
+	struct device d;
+	size_t skipped = 0, skipped2 = 0;
+	const char *res;
+	int fd = fresh_dir("incr");
+
+	dev_init(&d, 1);
+	CHECK(!write_sample_from(fd, "base", &d, NULL, NULL, err), "base: %s", err);
+	d.r[0].mem[100] ^= 1;                 /* piece 0 of region 0 */
+	CHECK(!write_sample_from(fd, "incr", &d, "../base", &skipped, err), "incr: %s", err);
+	d.r[1].mem[5 * MiB] ^= 1;             /* the second piece of region 1 */
+	CHECK(!write_sample_from(fd, "incr2", &d, "../incr", &skipped2, err), "incr2: %s", err);
+	CHECK(skipped == 5 && skipped2 == 5, "%zu and %zu pieces left to the parents, expected 5 and 5",
+	      skipped, skipped2);
+	CHECK(data_size_of(fd, "incr") < data_size_of(fd, "base") / 4, "incr stores %llu bytes, base %llu",
+	      (unsigned long long)data_size_of(fd, "incr"), (unsigned long long)data_size_of(fd, "base"));
+	res = reads_back(fd, "incr2", &d);
+	if (!res)
+		res = sent_whole(fd, "incr2", &d);
+	dev_free(&d);
+	close(fd);
+	return res;
+}
+
+/* A parent changed since (a snapshot written again under its name), a
+ * parent gone, and a parent's piece damaged: refused with one line. */
+static const char *t_incremental_broken_parents(void)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct device d, e;
+	struct snap_reader *r;
+	int fd = fresh_dir("incr-bad"), rc;
+
+	dev_init(&d, 1);
+	CHECK(!write_sample_from(fd, "base", &d, NULL, NULL, err), "base: %s", err);
+	d.r[0].mem[100] ^= 1;
+	CHECK(!write_sample_from(fd, "incr", &d, "../base", NULL, err), "incr: %s", err);
+	r = snap_reader_open(fd, "base", err);
+	CHECK(r, "base: %s", err);
+	for (size_t i = 0; i < snap_reader_manifest(r)->n_pieces; i++) {
+		const Cicada__Piece *pc = snap_reader_manifest(r)->pieces[i];
+		char file[SNAP_NAME_MAX + 8] = "base/";
+
+		if (pc->va != 0x7f0010000000ull)     /* region 1, which incr left to base */
+			continue;
+		snap_data_name(file + 5, pc->file);
+		flip(fd, file, pc->offset + 7);
+	}
+	snap_reader_close(r);
+	r = snap_reader_open(fd, "incr", err);
+	rc = r ? snap_verify(r, err) : -1;
+	snap_reader_close(r);
+	CHECK(rc && refused(err, "checksum mismatch"), "a damaged parent piece: %s", rc ? err : "accepted");
+	dev_init(&e, 1);
+	CHECK(!write_sample_from(fd, "base", &e, NULL, NULL, err), "base again: %s", err);
+	r = snap_reader_open(fd, "incr", err);
+	CHECK(!r && refused(err, "is not the one it was made from"), "a replaced parent: %s", r ? "accepted" : err);
+	snap_rmtree(fd, "base");
+	r = snap_reader_open(fd, "incr", err);
+	CHECK(!r && refused(err, "its parent snapshot ../base: No such file"), "a missing parent: %s",
+	      r ? "accepted" : err);
+	CHECK(write_sample_from(fd, "other", &d, "../base", NULL, err) != 0 && refused(err, "parent snapshot ../base"),
+	      "a writer given a missing parent: %s", err);
+	dev_free(&d);
+	dev_free(&e);
+	close(fd);
+	return NULL;
+}
+
 static const struct {
 	const char *name;
 	const char *(*fn)(void);
@@ -899,6 +1042,8 @@ static const struct {
 	{ "recv_bad_name", t_recv_bad_name },
 	{ "named_snapshots", t_named_snapshots },
 	{ "remove_dir", t_remove_dir },
+	{ "incremental_chain", t_incremental_chain },
+	{ "incremental_broken_parents", t_incremental_broken_parents },
 };
 
 static int sample(const char *dir)

@@ -42,7 +42,7 @@ static struct wire_stream st;
 static int encode_hello(struct wire_buf *b, unsigned version, const char *token, const char *host)
 {
 	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = (char *)host,
-			 .ticket = "", .snapshot = "" };
+			 .ticket = "", .snapshot = "", .parent = "" };
 
 	h.token.token_val = (char *)token;
 	h.token.token_len = token ? (unsigned)strlen(token) : 0;

@@ -1,0 +1,204 @@
+/*
+ * precopy.c: a migration's pre-copy rounds, run by the worker while its
+ * application goes on. gpu-migrate asks through the application's control
+ * socket; the client forwards the request (precopy, then precopy_status
+ * until done). A thread writes the arena's chunks, as they are at the
+ * round's start, as a snapshot of device memory only into gpu-migrate's
+ * staging directory, incremental on the previous round: only the pieces
+ * whose bytes changed are compressed and stored. It reads through its own
+ * non-blocking streams, so the application's kernels are not held up; a
+ * chunk freed meanwhile reads as zeros (the frozen, final checkpoint
+ * stores whatever is there then). Only clients on this node, whose user
+ * owns the directory, may ask.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "gpu-server.h"
+#include "snapshot.h"
+
+struct precopy {
+	struct worker *w;
+	pthread_t thread;
+	int dirfd;
+	char name[CICADA_NAME_MAX + 1], parent[CICADA_PARENT_MAX + 1];
+	struct snap_range *ranges;
+	size_t nranges;
+	_Atomic int state;                   /* precopy_state */
+	uint64_t pieces, unchanged, stored;
+	char err[SNAP_ERRLEN];
+};
+
+static __thread CUstream round_stream;     /* each writing thread's own */
+
+static void *round_alloc(void *ctx, size_t size)
+{
+	struct worker *w = ctx;
+	void *p = NULL;
+
+	cuCtxSetCurrent(w->base_ctx);
+	if (!round_stream && cuStreamCreate(&round_stream, CU_STREAM_NON_BLOCKING))
+		return NULL;
+	return cuMemAllocHost(&p, size) ? NULL : p;
+}
+
+static void round_free(void *ctx, void *buf, size_t size)
+{
+	cuMemFreeHost(buf);
+	if (round_stream)
+		cuStreamDestroy(round_stream);
+	round_stream = NULL;
+}
+
+static int round_read(void *ctx, uint64_t va, void *buf, size_t size)
+{
+	return devmem_read_live(ctx, va, buf, size, round_stream);
+}
+
+static void *round_thread(void *arg)
+{
+	struct precopy *p = arg;
+	struct snap_memory_ops ops = { p->w, round_alloc, round_free, round_read, NULL };
+	Cicada__Manifest m = CICADA__MANIFEST__INIT;
+	struct snap_writer *wr;
+	char why[SNAP_ERRLEN];
+
+	cuCtxSetCurrent(p->w->base_ctx);
+	if (!(wr = snap_writer_begin(p->dirfd, p->name, p->err)))
+		goto out;
+	if (p->parent[0] && snap_writer_parent(wr, p->parent, why))
+		log_info("pre-copy round %s is written whole: %s", p->name, why);
+	if (snap_write_memory(wr, p->ranges, p->nranges, &ops, p->err)) {
+		snap_writer_abort(wr);
+		goto out;
+	}
+	p->unchanged = snap_writer_skipped(wr);
+	if (snap_writer_commit(wr, &m, p->err))
+		goto out;
+	p->stored = m.data_size;
+	for (size_t i = 0; i < p->nranges; i++)
+		p->pieces += (p->ranges[i].size + SNAP_PIECE_SIZE - 1) / SNAP_PIECE_SIZE;
+	p->state = PRECOPY_DONE;
+	return NULL;
+out:
+	p->state = PRECOPY_FAILED;
+	return NULL;
+}
+
+/* The client's user, if it is on this node. */
+static int peer_uid(struct worker *w, uid_t *uid)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(w->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred))
+		return -1;
+	*uid = cred.uid;
+	return 0;
+}
+
+static const char *check_request(struct worker *w, const precopy_args *a, int *dirfd)
+{
+	struct stat st;
+	uid_t uid;
+
+	if (w->precopy && w->precopy->state == PRECOPY_RUNNING)
+		return "a pre-copy round is running already";
+	if (peer_uid(w, &uid))
+		return "pre-copy needs a client on the server's node";
+	if (!a->name[0] || strchr(a->name, '/') || a->name[0] == '.')
+		return "not a snapshot name";
+	*dirfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (*dirfd < 0 || fstat(*dirfd, &st))
+		return "cannot open the staging directory";
+	if (uid != 0 && st.st_uid != uid)
+		return "the staging directory is not the client's";
+	return NULL;
+}
+
+static void precopy_reset(struct worker *w)
+{
+	struct precopy *p = w->precopy;
+
+	if (!p)
+		return;
+	if (p->state != PRECOPY_IDLE)
+		pthread_join(p->thread, NULL);
+	if (p->dirfd >= 0)
+		close(p->dirfd);
+	free(p->ranges);
+	memset(p, 0, sizeof(*p));
+	p->dirfd = -1;
+	p->w = w;
+}
+
+CUresult hand_precopy(struct worker *w, void *args, void *res)
+{
+	precopy_args *a = args;
+	precopy_res *r = res;
+	const char *why;
+	struct precopy *p;
+	int dirfd = -1;
+
+	if ((why = check_request(w, a, &dirfd))) {
+		if (dirfd >= 0)
+			close(dirfd);
+		r->message = strdup(why);
+		r->state = PRECOPY_FAILED;
+		return CUDA_ERROR_NOT_PERMITTED;
+	}
+	if (!w->precopy && (w->precopy = calloc(1, sizeof(*w->precopy))))
+		w->precopy->dirfd = -1;
+	if (!(p = w->precopy)) {
+		close(dirfd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	precopy_reset(w);
+	p->dirfd = dirfd;
+	snprintf(p->name, sizeof(p->name), "%s", a->name);
+	snprintf(p->parent, sizeof(p->parent), "%s", a->parent);
+	p->nranges = devmem_count(w, 1);
+	if (!(p->ranges = calloc(p->nranges + 1, sizeof(*p->ranges))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned i = 0; i < p->nranges; i++)
+		devmem_get(w, 1, i, &p->ranges[i].va, &p->ranges[i].size);
+	p->state = PRECOPY_RUNNING;
+	if (pthread_create(&p->thread, NULL, round_thread, p)) {
+		p->state = PRECOPY_IDLE;
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	r->state = PRECOPY_RUNNING;
+	r->message = strdup("");
+	return CUDA_SUCCESS;
+}
+
+CUresult hand_precopy_status(struct worker *w, void *args, void *res)
+{
+	struct precopy *p = w->precopy;
+	precopy_res *r = res;
+
+	r->state = p ? (precopy_state)p->state : PRECOPY_IDLE;
+	r->message = strdup(r->state == PRECOPY_FAILED ? p->err : "");
+	if (r->state == PRECOPY_DONE || r->state == PRECOPY_FAILED) {
+		r->pieces = p->pieces;
+		r->unchanged = p->unchanged;
+		r->stored = p->stored;
+		log_info("client %s: pre-copy round %s %s: %llu pieces, %llu unchanged, %llu bytes stored", w->peer,
+			 p->name, r->state == PRECOPY_DONE ? "done" : "failed", (unsigned long long)p->pieces,
+			 (unsigned long long)p->unchanged, (unsigned long long)p->stored);
+		precopy_reset(w);
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The worker ends or pauses: a round still running is waited for. */
+void precopy_end(struct worker *w)
+{
+	precopy_reset(w);
+	free(w->precopy);
+	w->precopy = NULL;
+}
