@@ -27,6 +27,11 @@ $(CR_NATIVE_BIN): $(BUILD)/bench/cr_native.o
 bench-cr:
 	bash bench/run-bench-cr.sh
 
+# gpu-migrate's downtime, time and bytes, with pre-copy and without, and
+# incremental checkpoints (bench/run-bench-migrate.sh).
+bench-migrate:
+	bash bench/run-bench-migrate.sh
+
 # The workloads: CUDA runtime programs built the normal way (nvcc's
 # default static runtime), sm_90 SASS plus compute_90 PTX. They reach the
 # driver only through dlopen("libcuda.so.1"); run-bench.sh runs them.

@@ -203,9 +203,32 @@ bad:
 	return -1;
 }
 
-int main(int argc, char **argv)
+/* TCP listeners first: once a unix socket exists (what scripts wait
+ * for), every address takes connections. */
+static int open_listeners(struct server *s)
 {
 	char err[WIRE_ERRLEN], text[300];
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < s->nlisteners; i++) {
+			struct listener *l = &s->listeners[i];
+
+			if ((l->addr.kind == WIRE_UNIX) != pass)
+				continue;
+			if ((l->fd = wire_listen(&l->addr, err)) < 0) {
+				fprintf(stderr, "gpu-server: %s\n", err);
+				return -1;
+			}
+			if (l->addr.kind == WIRE_UNIX)
+				chmod(l->addr.path, 0660);
+			wire_format_addr(&l->addr, text, sizeof(text));
+			log_info("listening on %s", text);
+		}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
 	int worker_fd = -1;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -223,17 +246,8 @@ int main(int argc, char **argv)
 		return 1;
 	if (mkdir(srv.cache_dir, 0700) && errno != EEXIST)
 		log_warn("cannot create module cache %s: %s", srv.cache_dir, strerror(errno));
-	for (int i = 0; i < srv.nlisteners; i++) {
-		srv.listeners[i].fd = wire_listen(&srv.listeners[i].addr, err);
-		if (srv.listeners[i].fd < 0) {
-			fprintf(stderr, "gpu-server: %s\n", err);
-			return 1;
-		}
-		if (srv.listeners[i].addr.kind == WIRE_UNIX)
-			chmod(srv.listeners[i].addr.path, 0660);
-		wire_format_addr(&srv.listeners[i].addr, text, sizeof(text));
-		log_info("listening on %s", text);
-	}
+	if (open_listeners(&srv))
+		return 1;
 	log_info("at most %d sessions (%d per client), %d waiting; hellos within %d ms, at most %d at once",
 		 srv.admit.max_sessions, srv.admit.max_per_client, srv.admit.queue_len, srv.admit.hello_timeout_ms,
 		 srv.admit.max_pending);

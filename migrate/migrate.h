@@ -28,10 +28,12 @@ struct migrate_opts {
 
 struct migrate_result {
 	const char *mode;                    /* "whole" or "gpu-only" */
+	int pid;
 	double downtime_s, total_s;
 	uint64_t wire_bytes;                 /* bytes sent to the target */
-	uint64_t state_bytes;                /* what they hold, uncompressed */
+	uint64_t state_bytes;                /* what they hold, before zstd */
 	uint64_t final_bytes;                /* sent while the process was frozen */
+	double dump_s, send_s, restore_s;    /* whole: the downtime's parts */
 	int rounds;                          /* pre-copy rounds */
 	int new_pid;                         /* whole: the pid on the target */
 	char target[300];

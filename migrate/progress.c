@@ -105,7 +105,8 @@ uint64_t dir_bytes(int dirfd, int depth)
 	return n;
 }
 
-/* The device bytes a snapshot holds and what they take stored. */
+/* The device bytes a snapshot stores itself (not those left to a
+ * parent) and what they take stored. */
 void snapshot_sizes(int dirfd, const char *name, uint64_t *device, uint64_t *stored)
 {
 	char err[SNAP_ERRLEN];
@@ -114,6 +115,8 @@ void snapshot_sizes(int dirfd, const char *name, uint64_t *device, uint64_t *sto
 
 	*device = *stored = 0;
 	for (size_t i = 0; m && i < m->n_pieces; i++) {
+		if (m->pieces[i]->in_parent)
+			continue;
 		*device += m->pieces[i]->size;
 		*stored += m->pieces[i]->stored_size;
 	}

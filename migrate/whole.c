@@ -138,17 +138,28 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 #define ROUNDS_MAX 6
 #define ROUND_SMALL (16ull << 20)            /* a round this small ends pre-copy */
 
+/* Sends a part of the staging directory (only, or all but skip) and its
+ * mark; counts its bytes, and what they hold uncompressed (the GPU
+ * snapshot in it is name, under sub if not NULL). */
 static int send_part(const struct staging *st, int fd, const char *only, const char *skip, char mark,
-		     uint64_t *bytes, char *err)
+		     const char *sub, struct migrate_result *r, uint64_t *part, char *err)
 {
 	struct snap_progress pr = { progress_update, NULL };
-	uint64_t n = 0;
-	int rc;
+	char name[64];
+	uint64_t n = 0, device, stored;
+	int rc, sfd = sub ? openat(st->fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dup(st->fd);
 
 	progress_start(0);
 	rc = snap_send_tree(st->fd, fd, only, skip, &pr, &n, err);
 	progress_end();
-	*bytes += n;
+	snapshot_name(r->pid, name, sizeof(name));
+	snapshot_sizes(sfd, name, &device, &stored);
+	if (sfd >= 0)
+		close(sfd);
+	r->wire_bytes += n;
+	r->state_bytes += n - stored + device;
+	if (part)
+		*part = n;
 	if (!rc && send(fd, &mark, 1, MSG_NOSIGNAL) != 1) {
 		snprintf(err, WIRE_ERRLEN, "the link to the target broke");
 		rc = -1;
@@ -184,7 +195,7 @@ static int precopy(const struct migrate_opts *o, const struct staging *st, int f
 				fprintf(stderr, "gpu-migrate: no pre-copy%s: %s\n", k > 1 ? " round" : "", why);
 			return 0;
 		}
-		if (send_part(st, fd, round, NULL, 'p', &r->wire_bytes, err))
+		if (send_part(st, fd, round, NULL, 'p', round, r, NULL, err))
 			return -1;
 		r->rounds = k;
 		snprintf(last, 32, "%s", round);
@@ -213,13 +224,13 @@ static void release_source(const struct staging *s, int pid)
 int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err)
 {
 	struct staging st = { .fd = -1 };
-	char name[64], last[32];
-	uint64_t device, stored, images = 0;
+	char last[32];
 	double t0 = migrate_now(), frozen;
 	hello_res res;
 	int fd, rc = -1, stopped = 0;
 
 	r->mode = "whole";
+	r->pid = o->pid;
 	snprintf(r->target, sizeof(r->target), "%s", o->target);
 	if (kill(o->pid, 0)) {
 		snprintf(err, WIRE_ERRLEN, "no process %d here: %s", o->pid, strerror(errno));
@@ -236,10 +247,9 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	if (dump(o, &st, err))
 		goto out;                    /* criu resumed it */
 	stopped = 1;
-	snapshot_name(o->pid, name, sizeof(name));
-	snapshot_sizes(st.fd, name, &device, &stored);
-	rc = send_part(&st, fd, NULL, "precopy-", 'f', &images, err);
-	r->wire_bytes += images;
+	r->dump_s = migrate_now() - frozen;
+	rc = send_part(&st, fd, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err);
+	r->send_s = migrate_now() - frozen - r->dump_s;
 	if (rc || target_answer(fd, o->timeout_s + 30, o->target, &res, err)) {
 		rc = -1;
 		goto out;
@@ -249,8 +259,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	kill(o->pid, SIGKILL);
 	stopped = 0;
 	r->downtime_s = migrate_now() - frozen;
-	r->state_bytes = images - stored + device;
-	r->final_bytes = images;
+	r->restore_s = r->downtime_s - r->dump_s - r->send_s;
 	release_source(&st, o->pid);
 	rc = 0;
 out:

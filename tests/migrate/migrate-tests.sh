@@ -184,6 +184,17 @@ mig_killed() {
 	mig_finished
 }
 
+# On a GPU: 8 GiB of device memory, a tenth rewritten every 100 ms, moved
+# between two servers on the one GPU with pre-copy; the downtime is shown.
+mig_big() {
+	local args="$CICADA_KERNELS ${CICADA_MIGRATE_BIG_MIB:-8192} 60 100 10"
+	env $DRIVER_ENV timeout 300 "$PROGS/cr_pattern" $args >"$T/mig.big.native" 2>/dev/null || return 1
+	cr_launch shm main "$PROGS/cr_pattern" $args || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_b" --json --timeout 300 || return 1
+	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\),"total_s":\([0-9.]*\),"bytes":\([0-9]*\),"frozen_bytes":\([0-9]*\).*"rounds":\([0-9]*\).*/downtime \1 s, total \2 s, \3 bytes (\4 frozen), \5 rounds/p' "$MIG_LOG")"
+	CR_REF=$T/mig.big.native cr_finished
+}
+
 run_migrate_tests() {
 	local n any=""
 	for n in $TESTS; do case $n in migrate-*) want "$n" && any=1 ;; esac; done
@@ -214,5 +225,7 @@ run_migrate_tests() {
 		mig_refused
 	want migrate-killed && mig_case "gpu-migrate killed mid-transfer: the application resumes on A and finishes" \
 		mig_killed
+	[ "$MODE" = gpu ] && want migrate-big && mig_case "gpu-migrate: 8 GiB, a tenth rewritten while it moves, between two servers on the GPU, output identical" \
+		mig_big
 	mig_nodes_down
 }

@@ -40,6 +40,25 @@ $(SFUZZ_BIN): $(SFUZZ_SRCS) $(SNAPSHOT_HDRS)
 	$(FUZZ_CC) -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
 		$(SFUZZ_SAN) -I$(GEN) $(SNAPSHOT_CFLAGS) -o $@ $(SFUZZ_SRCS) $(SNAPSHOT_LDLIBS)
 
+# The stream decoders (migration images, GPU snapshots), same way.
+SFUZZ_STREAM := $(SFUZZ_DIR)/fuzz_stream
+$(SFUZZ_STREAM): tests/snapshot/fuzz_stream.c $(SNAPSHOT_SRCS) $(GEN)/manifest.pb-c.c $(SNAPSHOT_HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
+		$(SFUZZ_SAN) -I$(GEN) $(SNAPSHOT_CFLAGS) -o $@ tests/snapshot/fuzz_stream.c $(SNAPSHOT_SRCS) \
+		$(GEN)/manifest.pb-c.c $(SNAPSHOT_LDLIBS)
+
+.PHONY: fuzz-stream
+fuzz-stream: $(SFUZZ_STREAM)
+	@mkdir -p $(SFUZZ_DIR)/stream-corpus $(SFUZZ_DIR)/crashes
+	@rc=0; $(SFUZZ_STREAM) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+		-artifact_prefix=$(SFUZZ_DIR)/crashes/ $(SFUZZ_DIR)/stream-corpus >$(SFUZZ_DIR)/stream.log 2>&1 || rc=$$?; \
+	n=$$(sed -n 's/^stat::number_of_executed_units: *\([0-9]*\).*/\1/p' $(SFUZZ_DIR)/stream.log | tail -n 1); \
+	c=$$(bash tests/fuzz/count-crashes.sh $(SFUZZ_DIR)/stream.log $$rc); \
+	if [ $$c -ne 0 ]; then tail -n 60 $(SFUZZ_DIR)/stream.log; fi; \
+	echo "fuzz-stream: $${n:-0} executions, $$c crashes"; \
+	[ $$c -eq 0 ]
+
 fuzz-manifest: $(SFUZZ_BIN) $(SNAPTEST_SEEDS)
 	@mkdir -p $(SFUZZ_DIR)/seeds $(SFUZZ_DIR)/corpus $(SFUZZ_DIR)/crashes
 	@$(SNAPTEST_SEEDS) $(SFUZZ_DIR)/seeds

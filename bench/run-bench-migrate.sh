@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# run-bench-migrate.sh: `make bench-migrate`. Moves a running program
+# (cr_pattern: SIZE MiB of device memory, half incompressible, half a
+# pattern; DIRTY% of it rewritten every 100 ms) from one gpu-server to
+# another with gpu-migrate, with pre-copy and without it (stop-and-copy,
+# the baseline), and reports downtime, total time, bytes on the wire and
+# pre-copy rounds. Then checkpoints of the same program with CRIU: a full
+# one, and an incremental one after DIRTY% changed. The target server is
+# another node (network and pid namespace) where iproute2 is here, else a
+# pid namespace on loopback. On a machine without a GPU it runs against
+# the CPU stand-in, says so, and its figures measure Cicada's own path
+# only. MIGRATE_SIZES_MIB (default "1024 8192" on a GPU, "256 1024"
+# without) and MIGRATE_DIRTY ("0 10") choose the cases.
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD B=$ROOT/build
+. scripts/lib.sh
+T=$(mktemp -d /tmp/cicada-bench-migrate.XXXXXX)
+PORT=$((20000 + $$ % 20000)) NS="" BR="" PIDS=""
+export CICADA_KERNELS=$B/tests/kernels
+PROG=$B/tests/programs/cr_pattern
+
+cleanup() {
+	for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+	pkill -9 -f "^$PROG " 2>/dev/null
+	pkill -9 -f "cache-dir $T/" 2>/dev/null
+	[ -n "$NS" ] && ip netns del "$NS" 2>/dev/null
+	[ -n "$BR" ] && ip link del "$BR" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+	DRIVER="" SIZES=${MIGRATE_SIZES_MIB:-"1024 8192"}
+	echo "bench-migrate: $(nvidia-smi -L | head -n 1)"
+else
+	DRIVER="LD_LIBRARY_PATH=$B/tests/fakecuda" SIZES=${MIGRATE_SIZES_MIB:-"256 1024"}
+	echo "bench-migrate: no GPU here: against the CPU stand-in (Cicada's own path; no GPU copies)"
+fi
+DIRTY=${MIGRATE_DIRTY:-"0 10"}
+[ "$(id -u)" = 0 ] || { echo "bench-migrate: needs root (CRIU, namespaces)"; exit 1; }
+head -c 24 /dev/urandom | base64 >"$T/token"
+
+env $DRIVER timeout -k 5 3600 "$B/bin/gpu-server" --listen "unix:$T/a.sock" --listen "tcp:127.0.0.1:$PORT" \
+	--token-file "$T/token" --cache-dir "$T/cache-a" --run-dir "$T/run-a" --workers 2 >"$T/a.log" 2>&1 &
+PIDS="$PIDS $!"
+disown $!
+wait_for_server $! "$T/a.sock" "$T/a.log" bench-migrate || exit 1
+ip=127.0.0.1 in_ns=""
+if command -v ip >/dev/null; then
+	NS=cicada-bm-$$ BR=cicbm$$ net=10.232.$(($$ % 250))
+	ip link add "$BR" type bridge && ip addr add "$net.1/24" dev "$BR" && ip link set "$BR" up &&
+		ip netns add "$NS" && ip -n "$NS" link set lo up &&
+		ip link add "vb$$" type veth peer name eth0 netns "$NS" && ip link set "vb$$" master "$BR" up &&
+		ip -n "$NS" addr add "$net.2/24" dev eth0 && ip -n "$NS" link set eth0 up || exit 1
+	ip=$net.2 in_ns="ip netns exec $NS"
+fi
+env $DRIVER $in_ns unshare --pid --fork --mount-proc timeout -k 5 3600 "$B/bin/gpu-server" \
+	--listen "unix:$T/b.sock" --listen "tcp:$ip:$((PORT + 1))" --token-file "$T/token" --cache-dir "$T/cache-b" \
+	--run-dir "$T/run-b" --workers 2 --accept-migrations --migrate-timeout 600 >"$T/b.log" 2>&1 &
+PIDS="$PIDS $!"
+disown $!
+wait_for_server $! "$T/b.sock" "$T/b.log" bench-migrate || exit 1
+echo "bench-migrate: target $ip:$((PORT + 1)) ($([ -n "$in_ns" ] && echo "another node: network and pid namespace, veth" || echo "pid namespace, loopback"))"
+
+# launch SIZE DIRTY: the program through server A; sets APP.
+launch() {
+	local out=$T/app.$1.$2
+	CICADA_SERVER=unix:$T/a.sock LD_LIBRARY_PATH=$B/lib timeout -k 5 1200 setsid "$PROG" "$CICADA_KERNELS" "$1" 100000 100 "$2" \
+		</dev/null >"$out" 2>&1 &
+	disown $!
+	for _ in $(seq 6000); do grep -q "^step 3 " "$out" 2>/dev/null && break; sleep 0.05; done
+	APP=$(pgrep -f "^$PROG $CICADA_KERNELS $1 100000 100 $2\$" | head -n 1)
+	[ -n "$APP" ] && grep -q "^step 3 " "$out"
+}
+
+stop_program() {
+	pkill -9 -f "^$PROG $CICADA_KERNELS $1 100000 100 $2\$" 2>/dev/null
+	sleep 0.3
+}
+
+field() { sed -n "s/.*\"$1\":\\([0-9.]*\\).*/\\1/p" "$2"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+
+printf '\n%-9s %-6s %-13s %10s %10s %12s %12s %7s\n' "state" "dirty" "mode" "downtime" "total" "wire MiB" "frozen MiB" "rounds"
+for size in $SIZES; do
+	for d in $DIRTY; do
+		for mode in precopy stop-and-copy; do
+			launch "$size" "$d" || { echo "bench-migrate: the program did not start ($size MiB)"; tail -3 "$T/app.$size.$d"; exit 1; }
+			opt=""; [ $mode = stop-and-copy ] && opt=--no-precopy
+			CICADA_TOKEN_FILE=$T/token timeout -k 5 900 "$B/bin/gpu-migrate" "$APP" --to "$ip:$((PORT + 1))" --json \
+				--timeout 600 --work-dir "$T" $opt >"$T/m.json" 2>"$T/m.err"
+			if grep -q '"ok":true' "$T/m.json"; then
+				printf '%-9s %-6s %-13s %9.3fs %9.3fs %12s %12s %7s\n' "$size MiB" "$d%" "$mode" \
+					"$(field downtime_s "$T/m.json")" "$(field total_s "$T/m.json")" \
+					"$(mib "$(field bytes "$T/m.json")")" "$(mib "$(field frozen_bytes "$T/m.json")")" \
+					"$(field rounds "$T/m.json")"
+			else
+				printf '%-9s %-6s %-13s failed: %s\n' "$size MiB" "$d%" "$mode" "$(head -c 200 "$T/m.err")"
+			fi
+			stop_program "$size" "$d"
+		done
+	done
+done
+
+# Incremental checkpoints: the largest size, DIRTY 10.
+size=${SIZES##* }
+printf '\n%-40s %10s %12s\n' "checkpoint of $size MiB (--leave-running)" "time" "stored MiB"
+launch "$size" 10 || exit 1
+# ckpt DIR VAR=VALUE LABEL: a checkpoint into DIR, with VAR in criu's environment.
+ckpt() {
+	local dir=$1 t0 t1 bytes
+	t0=$(date +%s.%N)
+	env "$2" timeout -k 5 900 "$B/bin/criu" dump -t "$APP" -D "$dir" -L "$B/lib/criu" --leave-running -o dump.log \
+		2>/dev/null || { echo "bench-migrate: criu dump failed"; return 1; }
+	t1=$(date +%s.%N)
+	bytes=$("$B/bin/gpu-snapshot" inspect "$dir" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
+	printf '%-40s %9.3fs %12s\n' "$3" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$(mib "$bytes")"
+}
+mkdir -p "$T/ck1" "$T/ck2"
+ckpt "$T/ck1" X=1 "full" || exit 1
+sleep 1
+ckpt "$T/ck2" CICADA_SNAPSHOT_PARENT=../ck1 "incremental (10% changed since)" || exit 1
+stop_program "$size" 10
