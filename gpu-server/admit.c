@@ -137,11 +137,13 @@ static void refuse(int fd, const struct wire_buf *b, CUresult err, const char *w
 	struct wire_stream st;
 	struct wire_buf out = { 0 };
 	hello_res r = { .err = err, .proto_version = CICADA_PROTO_VERSION };
+	char text[CICADA_NAME_MAX];
 	uint32_t xid = 0;
 
 	if (b->len >= 4)
 		xid = ntohl(*(uint32_t *)b->data);
-	r.message = (char *)why;
+	snprintf(text, sizeof(text), "%s", why);       /* the wire's limit */
+	r.message = text;
 	r.ticket = "";
 	wire_stream_init(&st, fd);
 	if (!wire_encode_reply(&out, xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))

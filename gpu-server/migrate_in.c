@@ -45,8 +45,10 @@ static void answer(struct incoming *in, int err, uint64_t pid, const char *msg)
 	struct wire_stream st;
 	struct wire_buf out = { 0 };
 	hello_res r = { .err = err, .proto_version = CICADA_PROTO_VERSION, .worker_pid = pid };
+	char text[CICADA_NAME_MAX];
 
-	r.message = (char *)msg;
+	snprintf(text, sizeof(text), "%s", msg);       /* the wire's limit */
+	r.message = text;
 	r.ticket = "";
 	wire_stream_init(&st, in->fd);
 	if (!wire_encode_reply(&out, in->xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))

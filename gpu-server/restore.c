@@ -116,7 +116,24 @@ static int restore_allocations(struct worker *w, const Cicada__Manifest *m, char
 }
 
 /* Replays one record; the call it made must bind the recorded handle. */
-static int replay_one(struct worker *w, const Cicada__Record *rec, char *err)
+/* Why a module does not load here: no code for this GPU model. */
+static int no_code(const Cicada__Manifest *m, const struct proc_desc *d, CUresult rc, char *err)
+{
+	int major = 0, minor = 0;
+
+	if (rc != CUDA_ERROR_NO_BINARY_FOR_GPU && rc != CUDA_ERROR_UNSUPPORTED_PTX_VERSION &&
+	    rc != CUDA_ERROR_INVALID_PTX)
+		return 0;
+	cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0);
+	cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0);
+	snprintf(err, SNAP_ERRLEN, "this GPU (sm_%d%d) cannot run the program's kernels: built for sm_%d%d "
+		 "without PTX it can compile (%s: %s)", major, minor, m->gpu ? m->gpu->cc_major : 0,
+		 m->gpu ? m->gpu->cc_minor : 0, d->name,
+		 rc == CUDA_ERROR_NO_BINARY_FOR_GPU ? "no code for this GPU" : "its PTX is refused");
+	return 1;
+}
+
+static int replay_one(struct worker *w, const Cicada__Manifest *m, const Cicada__Record *rec, char *err)
 {
 	const struct proc_desc *d = worker_proc(rec->proc);
 	union { char c[ARGS_MAX]; uint64_t align; } args, res;
@@ -145,6 +162,8 @@ static int replay_one(struct worker *w, const Cicada__Record *rec, char *err)
 		xdr_free(d->xres, (char *)&res);
 	if (!rc)
 		return 0;
+	if (no_code(m, d, rc, err))
+		return -1;
 fail:
 	snprintf(err, SNAP_ERRLEN, "replaying call %llu (%s) failed with error %d",
 		 (unsigned long long)rec->seq, d ? d->name : "unknown procedure", (int)rc);
@@ -184,7 +203,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 		const Cicada__Record *rec = m->records[i];
 		if (map_chunks(w, m, rec->has_chunks_before ? rec->chunks_before : m->n_chunks, &mapped, err) ||
 		    vmm_restore_upto(w, m, rec->seq, err) || objects_restore_upto(w, m, rec->seq, err) ||
-		    replay_one(w, rec, err))
+		    replay_one(w, m, rec, err))
 			return -1;
 	}
 	if (map_chunks(w, m, m->n_chunks, &mapped, err) || restore_allocations(w, m, err))

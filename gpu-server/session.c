@@ -94,6 +94,7 @@ static int reply(struct handed *c)
 
 	c->r.proto_version = CICADA_PROTO_VERSION;
 	c->r.worker_pid = (uint64_t)getpid();
+	c->msg[CICADA_NAME_MAX - 1] = 0;     /* the wire's limit: a longer one would not encode */
 	c->r.message = c->msg;
 	if (!c->r.ticket)
 		c->r.ticket = "";

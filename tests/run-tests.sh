@@ -28,7 +28,7 @@ nvml trace module-cache unreachable refusals malformed sweep generator server-de
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
-migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-refused migrate-killed migrate-big"
+migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-big"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in

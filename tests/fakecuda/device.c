@@ -113,11 +113,27 @@ CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+/* FAKECUDA_CC=MAJOR.MINOR: another GPU model (9.0 by default), whose
+ * cubins for sm_90 do not load (tests of restores on other GPUs). */
+int fc_cc(void)
+{
+	const char *e = getenv("FAKECUDA_CC");
+	int major = 9, minor = 0;
+
+	if (e && sscanf(e, "%d.%d", &major, &minor) < 1)
+		major = 9;
+	return major * 10 + minor;
+}
+
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice dev)
 {
 	TRY(fc_check_dev(dev));
 	CHECK_ARG(pi && (int)attr >= 1 && attr < CU_DEVICE_ATTRIBUTE_MAX);
 	*pi = attrs[attr];
+	if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+		*pi = fc_cc() / 10;
+	if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+		*pi = fc_cc() % 10;
 	return CUDA_SUCCESS;
 }
 

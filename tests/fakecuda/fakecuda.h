@@ -68,6 +68,7 @@ FC_HIDDEN size_t fc_mem_used(long long delta);
 
 /* device.c, context.c, stream.c */
 FC_HIDDEN CUresult fc_need_init(void);
+FC_HIDDEN int fc_cc(void);
 FC_HIDDEN CUresult fc_check_dev(CUdevice dev);
 FC_HIDDEN CUresult fc_current(struct fc_ctx **out);
 FC_HIDDEN CUresult fc_check_stream(CUstream s);

@@ -204,6 +204,8 @@ static CUresult load(struct module **out, const void *image, struct fc_ctx *ctx)
 	CHECK_ARG(out && image);
 	CHECK(image_size(image), CUDA_ERROR_INVALID_IMAGE);
 	CHECK(!is_ptx(image) || knows_some(image), CUDA_ERROR_INVALID_PTX);
+	/* an ELF cubin is for sm_90 only: another model has no code to run */
+	CHECK(fc_cc() == 90 || memcmp(image, "\177ELF", 4), CUDA_ERROR_NO_BINARY_FOR_GPU);
 	m = calloc(1, sizeof(*m));
 	CHECK(m, CUDA_ERROR_OUT_OF_MEMORY);
 	m->ctx = ctx;

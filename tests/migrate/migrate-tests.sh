@@ -150,6 +150,16 @@ mig_target_oom() {
 	grep -q "GiB of device memory" "$MIG_LOG.err" && mig_finished && mig_nothing_left
 }
 
+# The target is another GPU model (the stand-in as sm_100) and the
+# program's kernels are sm_90 cubins without PTX: refused with one line
+# that says so; the application finishes on A.
+mig_other_model() {
+	[ "$MODE" = cpu ] || return 0
+	mig_launch || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_sm100" && return 1
+	grep -q "this GPU (sm_100) cannot run the program's kernels" "$MIG_LOG.err" && mig_finished && mig_nothing_left
+}
+
 # Refusals before anything is frozen: a wrong token, a server that does
 # not accept migrations, another GPU of a one-GPU server, no such process.
 mig_refused() {
@@ -220,6 +230,11 @@ run_migrate_tests() {
 		DRIVER_ENV="$DRIVER_ENV FAKECUDA_TOTAL_MIB=16" mig_node small 4 $((PORT + 22)) &&
 			mig_case "gpu-migrate: a target with too little device memory, the application finishes on A" \
 				mig_target_oom
+	fi
+	if [ "$MODE" = cpu ] && want migrate-other-model; then
+		DRIVER_ENV="$DRIVER_ENV FAKECUDA_CC=10.0" mig_node sm100 5 $((PORT + 23)) &&
+			mig_case "gpu-migrate: a target GPU model that cannot run the program's sm_90 cubins: refused with one line, the application finishes on A" \
+				mig_other_model
 	fi
 	want migrate-refused && mig_case "gpu-migrate: wrong token, a server not taking migrations, a GPU it lacks, no such process: refused with one line, nothing frozen" \
 		mig_refused
