@@ -19,7 +19,8 @@ struct gpu_session {
 	int ctl;                             /* connection to its control socket */
 	char ticket[CICADA_TICKET_LEN + 1];
 	char server[300];
-	char token_hex[TOKEN_HEX_MAX];
+	char token_hex[TOKEN_HEX_MAX];       /* in memory only: never written to the images */
+	char token_file[420];                /* where the process read it ("-": nowhere) */
 	char parent[CICADA_PARENT_MAX];      /* checkpoint: incremental on this snapshot, or "" */
 };
 
@@ -41,5 +42,6 @@ void snapshot_name(int pid, char *buf, size_t len);
 int session_file_write(int dirfd, const struct gpu_session *s, char *err);
 int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *err);
 int session_file_pid(const char *name);
+void session_token_load(struct gpu_session *s, const char *path);
 
 #endif

@@ -16,7 +16,7 @@ $(PLUGIN_SO): $(PLUGIN_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB) criu-plugin/exports.map
 	@mkdir -p $(@D)
 	$(CC) -shared -pthread -o $@ $(PLUGIN_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB) \
 		-Wl,--version-script=criu-plugin/exports.map -Wl,-Bsymbolic \
-		-Wl,-rpath,'$$ORIGIN/../deps' -ltirpc $(SNAPSHOT_LDLIBS)
+		-Wl,-rpath,'$$ORIGIN/../deps' $(LDLIBS_RPC) $(SNAPSHOT_LDLIBS)
 
 all: $(PLUGIN_SO)
 

@@ -43,7 +43,8 @@ int session_pause(struct gpu_session *s, char *err)
 		s->ctl = -1;
 		return 0;
 	}
-	if (sscanf(line, "PAUSED %32s %299s %512s", s->ticket, s->server, s->token_hex) != 3) {
+	snprintf(s->token_file, sizeof(s->token_file), "-");
+	if (sscanf(line, "PAUSED %32s %299s %512s %419s", s->ticket, s->server, s->token_hex, s->token_file) < 3) {
 		snprintf(err, WIRE_ERRLEN, "process %d: %.200s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
 		goto fail;
 	}

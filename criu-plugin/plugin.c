@@ -16,7 +16,8 @@
  *            exit                on failure, end the restored sessions
  *
  * Restores go to CICADA_RESTORE_SERVER if set (another node, say), else to
- * the server the process used; CICADA_TOKEN_FILE gives its token.
+ * the server the process used; CICADA_TOKEN_FILE gives its token (else
+ * the token file the process used, which the images name).
  */
 #include <criu/criu-plugin.h>
 #include <dirent.h>
@@ -123,23 +124,12 @@ static int leaving_running(void)
 	return 0;
 }
 
+/* The token for a restore: CICADA_TOKEN_FILE in criu's environment, else
+ * the file the process read it from (the images name the file, never
+ * the token). */
 static void token_override(struct gpu_session *s)
 {
-	const char *path = getenv("CICADA_TOKEN_FILE");
-	char token[CICADA_TOKEN_MAX];
-	size_t n = 0;
-	FILE *f = path ? fopen(path, "r") : NULL;
-
-	if (!f)
-		return;
-	n = fread(token, 1, sizeof(token), f);
-	fclose(f);
-	while (n && (token[n - 1] == '\n' || token[n - 1] == ' ' || token[n - 1] == '\r'))
-		n--;
-	for (size_t i = 0; i < n; i++)
-		sprintf(s->token_hex + 2 * i, "%02x", (unsigned char)token[i]);
-	if (!n)
-		snprintf(s->token_hex, sizeof(s->token_hex), "-");
+	session_token_load(s, getenv("CICADA_TOKEN_FILE"));
 }
 
 static void release_all(void)

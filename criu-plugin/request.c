@@ -27,6 +27,7 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 		    char *ticket_out, char *err)
 {
 	char token[CICADA_TOKEN_MAX], name[64], host[64] = "criu";
+	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)s->pid, .host = host,
 			 .op = op, .ticket = (char *)s->ticket, .snapshot = name, .stream = (unsigned)stream,
 			 .parent = (char *)s->parent };
@@ -37,8 +38,11 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 
 	memset(&r, 0, sizeof(r));
 	snapshot_name(s->pid, name, sizeof(name));
-	h.token.token_val = token;
-	h.token.token_len = (unsigned)token_from_hex(s->token_hex, token, sizeof(token));
+	if (wire_recv_challenge(fd, nonce, 30000, err))
+		return -1;
+	h.token.token_val = (char *)proof;
+	h.token.token_len = (unsigned)wire_token_proof(token, token_from_hex(s->token_hex, token, sizeof(token)), nonce,
+						       proof);
 	wire_stream_init(&st, fd);
 	if (wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf) ||
 	    (op != OP_RELEASE && !stream && wire_send_fd(fd, dirfd))) {

@@ -1,7 +1,9 @@
 /*
  * session_file.c: one small text file per process in CRIU's image
- * directory, cicada-session-<pid>.txt, holding the server, ticket and
- * token of its GPU session at checkpoint time; its snapshot lives next to
+ * directory, cicada-session-<pid>.txt, holding the server and ticket of
+ * its GPU session at checkpoint time, and the path of the token file the
+ * process used (never the token: whoever reads the images must not learn
+ * it); its snapshot lives next to
  * it as cicada-gpu-<pid>/. A restore reads these to know what to restore.
  */
 #include <fcntl.h>
@@ -34,7 +36,7 @@ int session_file_write(int dirfd, const struct gpu_session *s, char *err)
 		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", tmp);
 		return -1;
 	}
-	fprintf(f, "server %s\nticket %s\ntoken %s\n", s->server, s->ticket, s->token_hex);
+	fprintf(f, "server %s\nticket %s\ntoken-file %s\n", s->server, s->ticket, s->token_file[0] ? s->token_file : "-");
 	if (fclose(f) || renameat(dirfd, tmp, dirfd, name)) {
 		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", name);
 		return -1;
@@ -70,11 +72,35 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
 	memset(s, 0, sizeof(*s));
 	s->ctl = -1;
 	s->pid = session_file_pid(name);
-	got = fscanf(f, "server %299s ticket %32s token %512s", s->server, s->ticket, s->token_hex);
+	got = fscanf(f, "server %299s ticket %32s token-file %419s", s->server, s->ticket, s->token_file);
 	fclose(f);
+	snprintf(s->token_hex, sizeof(s->token_hex), "-");
 	if (got != 3) {
 		snprintf(err, WIRE_ERRLEN, "%s is malformed", name);
 		return -1;
 	}
 	return 0;
+}
+
+/* Reads the token of path, else of the file the process used, into
+ * s->token_hex (left as it is if there is neither). */
+void session_token_load(struct gpu_session *s, const char *path)
+{
+	char token[CICADA_TOKEN_MAX];
+	size_t n = 0;
+	FILE *f;
+
+	if (!path && strcmp(s->token_file, "-") && s->token_file[0])
+		path = s->token_file;
+	if (!path || !(f = fopen(path, "r")))
+		return;
+	n = fread(token, 1, sizeof(token), f);
+	fclose(f);
+	while (n && (token[n - 1] == '\n' || token[n - 1] == ' ' || token[n - 1] == '\r'))
+		n--;
+	for (size_t i = 0; i < n; i++)
+		sprintf(s->token_hex + 2 * i, "%02x", (unsigned char)token[i]);
+	if (!n)
+		snprintf(s->token_hex, sizeof(s->token_hex), "-");
+	explicit_bzero(token, sizeof(token));
 }

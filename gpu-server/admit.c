@@ -37,6 +37,7 @@ struct conn {
 	uint64_t deadline_ns, seq;
 	char peer[80], ident[IDENT_LEN];
 	unsigned char mark[4];               /* record marking: this fragment's header */
+	uint8_t nonce[WIRE_NONCE_LEN];       /* the challenge it was sent */
 	size_t mark_got, frag_len, frag_got;
 	int last_frag;
 	struct wire_buf b;
@@ -293,6 +294,11 @@ static void accept_one(const struct listener *l)
 		close(fd);
 		return;
 	}
+	if (wire_send_challenge(fd, c->nonce)) {
+		close(fd);
+		free(c);
+		return;
+	}
 	c->fd = fd;
 	c->is_tcp = l->addr.kind == WIRE_TCP;
 	c->state = C_HELLO;
@@ -432,6 +438,14 @@ static void migrate_accept(int i)
 	}
 }
 
+static int unix_peer_allowed(struct conn *c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return !getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && allow_peer(adm.cfg->allow, cred.uid, cred.gid);
+}
+
 /* A whole hello on conn i: checked here, before any worker is taken. */
 static void on_hello(int i)
 {
@@ -448,11 +462,15 @@ static void on_hello(int i)
 			 c->h.proto_version, CICADA_PROTO_VERSION);
 		log_warn("refused connection from %s: %s", c->peer, why);
 		conn_refuse(i, CUDA_ERROR_NOT_SUPPORTED, why);
-	} else if (c->is_tcp && !token_equal(adm.cfg->token, c->h.token.token_val, c->h.token.token_len)) {
+	} else if (c->is_tcp && !wire_proof_ok(adm.cfg->token, strlen(adm.cfg->token), c->nonce, c->h.token.token_val,
+						c->h.token.token_len)) {
 		log_warn("refused connection from %s (pid %llu on %s): %s", c->peer, (unsigned long long)c->h.pid,
 			 c->h.host ? c->h.host : "?", c->h.token.token_len ? "wrong token" : "no token");
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED,
 			    c->h.token.token_len ? "wrong token" : "this server requires a token");
+	} else if (!c->is_tcp && !unix_peer_allowed(c)) {
+		log_warn("refused connection from %s (%s): not on the allow list", c->peer, c->ident);
+		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "this user is not allowed on this server (--allow-users, --allow-groups)");
 	} else if (is_pass_op(c->h.op)) {
 		if (ticket_valid(c->h.ticket))
 			conn_hand(i, -1);

@@ -302,6 +302,7 @@ int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, con
 struct admit_config {
 	const char *token, *run_dir;
 	const struct migrate_config *migrate;   /* NULL: migrations refused */
+	const struct allow_list *allow;         /* unix clients */
 	int max_sessions, max_per_client, max_pending, queue_len;
 	int hello_timeout_ms, queue_timeout_ms;
 };
@@ -309,6 +310,16 @@ int admit_serve(const struct admit_config *cfg, const struct listener *ls, int n
 void admit_worker_ended(pid_t pid);
 
 int token_load(const char *path, char *token, size_t len, char *err);
-int token_equal(const char *expected, const char *given, size_t given_len);
+
+#define ALLOW_MAX 64
+struct allow_list {
+	int set;
+	uid_t uids[ALLOW_MAX];
+	gid_t gids[ALLOW_MAX];
+	int nuids, ngids;
+};
+int allow_parse(struct allow_list *a, const char *list, int groups, char *err);
+int allow_peer(const struct allow_list *a, uid_t uid, gid_t gid);
+int dir_check(const char *path, const char *what, char *err);
 
 #endif

@@ -20,6 +20,6 @@ $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c $(GEN)/server_calls.h gpu-ser
 
 $(SERVER_BIN): $(SERVER_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB)
 	@mkdir -p $(@D)
-	$(CC) -pthread -o $@ $^ -L$(CUDA_STUBS) -lcuda -ltirpc $(SNAPSHOT_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib/deps'
+	$(CC) -pthread -o $@ $^ -L$(CUDA_STUBS) -lcuda $(LDLIBS_RPC) $(SNAPSHOT_LDLIBS) -Wl,-rpath,'$$ORIGIN/../lib/deps'
 
 all: $(SERVER_BIN)

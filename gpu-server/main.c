@@ -26,6 +26,7 @@ struct server {
 	int refill_delay_ms;
 	int accept_migrations;
 	struct migrate_config migrate;
+	struct allow_list allow;
 	struct admit_config admit;
 };
 
@@ -38,6 +39,8 @@ static struct server srv = {
 /* Paused sessions listen here: private to the server's user. */
 static int make_run_dir(struct server *s)
 {
+	char err[WIRE_ERRLEN];
+
 	if (!s->run_dir[0]) {
 		snprintf(s->run_dir, sizeof(s->run_dir), "%s/cicada-run-XXXXXX",
 			 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -45,8 +48,12 @@ static int make_run_dir(struct server *s)
 			fprintf(stderr, "gpu-server: cannot create %s: %s\n", s->run_dir, strerror(errno));
 			return -1;
 		}
-	} else if ((mkdir(s->run_dir, 0700) && errno != EEXIST) || chmod(s->run_dir, 0700)) {
+	} else if (mkdir(s->run_dir, 0700) && errno != EEXIST) {
 		fprintf(stderr, "gpu-server: cannot use --run-dir %s: %s\n", s->run_dir, strerror(errno));
+		return -1;
+	}
+	if (dir_check(s->run_dir, "--run-dir", err)) {
+		fprintf(stderr, "gpu-server: %s; use a directory of this user's that only it may write\n", err);
 		return -1;
 	}
 	log_info("paused sessions live in %s", s->run_dir);
@@ -61,8 +68,11 @@ static void usage(void)
 		"                  [--max-sessions N] [--max-sessions-per-client N] [--queue N]\n"
 		"                  [--queue-timeout MS] [--max-pending N] [--hello-timeout MS]\n"
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
+		"                  [--allow-users U,...] [--allow-groups G,...]\n"
 		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
 		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
+		"  Unix clients: the server's own user, and with --allow-users/--allow-groups\n"
+		"  only those users and members of those groups (names or numbers).\n"
 		"  --accept-migrations: gpu-migrate may restore whole processes here (as this\n"
 		"  server's user; needs a unix listener); criu defaults to the one beside this\n"
 		"  program, else criu on PATH, and its plugins to ../lib/criu beside it.\n");
@@ -153,6 +163,8 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'R': snprintf(s->migrate.criu, sizeof(s->migrate.criu), "%s", arg); return 0;
 	case 'L': snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s", arg); return 0;
 	case 'm': return number(arg, "--migrate-timeout", 1, 3600, &s->migrate.timeout_s, err);
+	case 'U': return allow_parse(&s->allow, arg, 0, err);
+	case 'G': return allow_parse(&s->allow, arg, 1, err);
 	}
 	usage();
 	return 1;
@@ -169,7 +181,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "queue-timeout", required_argument, 0, 'T' }, { "max-pending", required_argument, 0, 'P' },
 		{ "hello-timeout", required_argument, 0, 'H' }, { "help", no_argument, 0, 'h' },
 		{ "accept-migrations", no_argument, 0, 'M' }, { "criu", required_argument, 0, 'R' },
-		{ "criu-plugins", required_argument, 0, 'L' }, { "migrate-timeout", required_argument, 0, 'm' }, { 0 } };
+		{ "criu-plugins", required_argument, 0, 'L' }, { "migrate-timeout", required_argument, 0, 'm' },
+		{ "allow-users", required_argument, 0, 'U' }, { "allow-groups", required_argument, 0, 'G' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, rc;
 
@@ -219,8 +232,6 @@ static int open_listeners(struct server *s)
 				fprintf(stderr, "gpu-server: %s\n", err);
 				return -1;
 			}
-			if (l->addr.kind == WIRE_UNIX)
-				chmod(l->addr.path, 0660);
 			wire_format_addr(&l->addr, text, sizeof(text));
 			log_info("listening on %s", text);
 		}
@@ -229,6 +240,7 @@ static int open_listeners(struct server *s)
 
 int main(int argc, char **argv)
 {
+	char err[WIRE_ERRLEN];
 	int worker_fd = -1;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -246,6 +258,10 @@ int main(int argc, char **argv)
 		return 1;
 	if (mkdir(srv.cache_dir, 0700) && errno != EEXIST)
 		log_warn("cannot create module cache %s: %s", srv.cache_dir, strerror(errno));
+	else if (dir_check(srv.cache_dir, "--cache-dir", err)) {
+		fprintf(stderr, "gpu-server: %s; use a directory of this user's that only it may write\n", err);
+		return 1;
+	}
 	if (open_listeners(&srv))
 		return 1;
 	log_info("at most %d sessions (%d per client), %d waiting; hellos within %d ms, at most %d at once",
@@ -253,6 +269,7 @@ int main(int argc, char **argv)
 		 srv.admit.max_pending);
 	srv.admit.token = srv.token;
 	srv.admit.run_dir = srv.run_dir;
+	srv.admit.allow = &srv.allow;
 	if (srv.accept_migrations) {
 		srv.migrate.run_dir = srv.run_dir;
 		srv.admit.migrate = &srv.migrate;

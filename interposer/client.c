@@ -15,6 +15,7 @@
  * a server, possibly another, and reattaches to the ticket's worker.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <time.h>
 #include <stdio.h>
@@ -75,13 +76,16 @@ static size_t read_token(char *buf, size_t len)
 		return n;
 	}
 	if (path) {
-		FILE *f = fopen(path, "r");
-		if (f) {
-			n = fread(buf, 1, len, f);
-			fclose(f);
-		} else {
+		/* read(), not stdio: no buffer of ours keeps a copy (and the
+		 * caller wipes its own) */
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t got = fd >= 0 ? read(fd, buf, len) : -1;
+
+		if (fd >= 0)
+			close(fd);
+		if (got < 0)
 			log_warn("cannot read CICADA_TOKEN_FILE %s: %s", path, strerror(errno));
-		}
+		n = got > 0 ? (size_t)got : 0;
 	} else if (env) {
 		n = strlen(env) < len ? strlen(env) : len;
 		memcpy(buf, env, n);
@@ -95,8 +99,14 @@ struct hello_buf {
 	char token[CICADA_TOKEN_MAX], host[64];
 };
 
-static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const char *ticket)
+/* The hello for op; its token field proves the token for the server's
+ * challenge (wire/auth.c), and holds nothing without a token. */
+static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const char *ticket,
+		       const uint8_t nonce[WIRE_NONCE_LEN])
 {
+	char token[CICADA_TOKEN_MAX];
+	size_t n = read_token(token, sizeof(token));
+
 	memset(h, 0, sizeof(*h));
 	memset(hb, 0, sizeof(*hb));
 	gethostname(hb->host, sizeof(hb->host) - 1);
@@ -108,7 +118,8 @@ static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const c
 	h->parent = "";
 	h->host = hb->host;
 	h->token.token_val = hb->token;
-	h->token.token_len = (unsigned)read_token(hb->token, sizeof(hb->token));
+	h->token.token_len = (unsigned)wire_token_proof(token, n, nonce, (uint8_t *)hb->token);
+	explicit_bzero(token, sizeof(token));
 }
 
 /* Sends hello h on st, with the shm segment's fd if there is one. */
@@ -149,18 +160,24 @@ static CUresult refusal_error(int err)
 static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
 {
 	struct timeval tv = { connect_timeout(), 0 };
+	uint8_t nonce[WIRE_NONCE_LEN];
 	struct hello_buf hb;
 	hello_args h;
 	hello_res r;
 	char err[WIRE_ERRLEN];
 
-	hello_fill(&h, &hb, op, ticket);
+	if (wire_recv_challenge(cl.stream.fd, nonce, connect_timeout() * 1000, err))
+		return fail(CUDA_ERROR_NO_DEVICE, "gpu-server at %s: %s", err);
+	hello_fill(&h, &hb, op, ticket, nonce);
 	h.want_shm = cl.use_shm;
 	h.shm_size = cl.use_shm ? cl.shm.size : 0;
 	setsockopt(cl.stream.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	errno = 0;
-	if (hello_send(&cl.stream, &h, cl.use_shm ? cl.shm.fd : -1) ||
-	    hello_answer(&cl.stream, cl.xid, &r, err)) {
+	/* A server that refuses at once may close before the segment's
+	 * descriptor is sent: its answer still says why. */
+	if (hello_send(&cl.stream, &h, cl.use_shm ? cl.shm.fd : -1))
+		errno = 0;
+	if (hello_answer(&cl.stream, cl.xid, &r, err)) {
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			snprintf(err, sizeof(err), "did not answer the hello within %d s (CICADA_CONNECT_TIMEOUT)",
 				 (int)tv.tv_sec);
@@ -192,6 +209,7 @@ static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
  * Returns the socket, or -1 with err set. */
 int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
 {
+	uint8_t nonce[WIRE_NONCE_LEN];
 	struct wire_addr addr;
 	struct wire_stream st;
 	struct hello_buf hb;
@@ -203,8 +221,12 @@ int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
 
 	if (wire_parse_addr(cl.addr_text, &addr, err) || (fd = wire_dial(&addr, err)) < 0)
 		return -1;
+	if (wire_recv_challenge(fd, nonce, 10000, err)) {
+		close(fd);
+		return -1;
+	}
 	wire_stream_init(&st, fd);
-	hello_fill(&h, &hb, OP_CALLBACK, ticket);
+	hello_fill(&h, &hb, OP_CALLBACK, ticket, nonce);
 	if (hello_send(&st, &h, -1)) {
 		snprintf(err, WIRE_ERRLEN, "the server closed the connection");
 		goto fail;

@@ -6,7 +6,7 @@
  * accept() and answers only root or the process's own user.
  *
  * Requests and answers are text lines:
- *   PAUSE                   -> PAUSED <ticket> <server> <token-hex>
+ *   PAUSE                   -> PAUSED <ticket> <server> <token-hex> <token-file|->
  *                              | IDLE (no GPU session) | ERROR <reason>
  *   RESUME <ticket> <server> [<token-hex>]
  *                           -> RESUMED | ERROR <reason>
@@ -47,10 +47,12 @@ static void token_hex(char *out, size_t len)
 
 	if (!n || 2 * n + 1 > len) {
 		snprintf(out, len, "-");
+		explicit_bzero(token, sizeof(token));
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
 		sprintf(out + 2 * i, "%02x", (unsigned char)token[i]);
+	explicit_bzero(token, sizeof(token));
 }
 
 /* Paused: waits for RESUME (or the end of the connection), then resumes.
@@ -114,7 +116,7 @@ static void precopy(int fd, const char *line)
 static void serve_one(int fd)
 {
 	char line[LINE_MAX_LEN], ticket[CICADA_TICKET_LEN + 8], server[300], err[WIRE_ERRLEN];
-	char out[2 * CICADA_TOKEN_MAX + 700], token[2 * CICADA_TOKEN_MAX + 2];
+	char out[2 * CICADA_TOKEN_MAX + 1300], token[2 * CICADA_TOKEN_MAX + 2];
 	int rc;
 
 	if (wire_read_line(fd, line, sizeof(line)))
@@ -134,8 +136,11 @@ static void serve_one(int fd)
 		snprintf(out, sizeof(out), rc > 0 ? "IDLE\n" : "ERROR %s\n", err);
 		say(fd, out);
 	} else {
+		const char *file = getenv("CICADA_TOKEN_FILE");
+
 		token_hex(token, sizeof(token));
-		snprintf(out, sizeof(out), "PAUSED %s %s %s\n", ticket, server, token);
+		snprintf(out, sizeof(out), "PAUSED %s %s %s %.400s\n", ticket, server, token,
+			 file && file[0] == '/' && !strchr(file, ' ') ? file : "-");
 		say(fd, out);
 		paused(fd, ticket, server);
 	}

@@ -39,7 +39,7 @@ $(INTERPOSER_LIB): $(INTERPOSER_OBJS) $(WIRE_LIB) interposer/exports.map
 	@mkdir -p $(@D)
 	$(CC) -shared -pthread -o $@ $(INTERPOSER_OBJS) $(WIRE_LIB) -Wl,-soname,libcuda.so.1 \
 		-Wl,--version-script=interposer/exports.map -Wl,-z,nodelete \
-		-Wl,-rpath,'$$ORIGIN/deps' -ltirpc -lxxhash -ldl
+		-Wl,-rpath,'$$ORIGIN/deps' $(LDLIBS_RPC) -lxxhash -ldl
 	ln -sf libcicada.so $(BUILD)/lib/libcuda.so.1
 
 all: $(INTERPOSER_LIB)

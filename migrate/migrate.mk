@@ -16,7 +16,7 @@ $(BUILD)/migrate/%.o: migrate/%.c migrate/migrate.h criu-plugin/cicada-criu.h wi
 
 $(MIGRATE_BIN): $(MIGRATE_OBJS) $(MIGRATE_SHARED) $(WIRE_LIB) $(SNAPSHOT_LIB)
 	@mkdir -p $(@D)
-	$(CC) -o $@ $(MIGRATE_OBJS) $(MIGRATE_SHARED) $(WIRE_LIB) $(SNAPSHOT_LIB) -ltirpc $(SNAPSHOT_LDLIBS) \
+	$(CC) -o $@ $(MIGRATE_OBJS) $(MIGRATE_SHARED) $(WIRE_LIB) $(SNAPSHOT_LIB) $(LDLIBS_RPC) $(SNAPSHOT_LDLIBS) \
 		-Wl,-rpath,'$$ORIGIN/../lib/deps'
 
 all: $(MIGRATE_BIN)

@@ -66,6 +66,7 @@ static int target_answer(int fd, int timeout_s, const char *target, hello_res *r
 static int target_open(const struct migrate_opts *o, char *err)
 {
 	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "";
+	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
 			 .op = OP_MIGRATE, .ticket = name, .snapshot = name, .stream = 1,
 			 .parent = name };
@@ -76,10 +77,15 @@ static int target_open(const struct migrate_opts *o, char *err)
 	int fd, bad;
 
 	gethostname(host, sizeof(host) - 1);
-	h.token.token_val = token;
-	h.token.token_len = (unsigned)token_bytes(o->token_hex, token, sizeof(token));
 	if (wire_parse_addr(o->target, &addr, err) || (fd = wire_dial(&addr, err)) < 0)
 		return -1;
+	if (wire_recv_challenge(fd, nonce, 30000, err)) {
+		close(fd);
+		return -1;
+	}
+	h.token.token_val = (char *)proof;
+	h.token.token_len = (unsigned)wire_token_proof(token, token_bytes(o->token_hex, token, sizeof(token)), nonce,
+						       proof);
 	wire_stream_init(&st, fd);
 	bad = wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf);
 	wire_buf_free(&buf);
@@ -217,6 +223,7 @@ static void release_source(const struct staging *s, int pid)
 	snprintf(name, sizeof(name), "cicada-session-%d.txt", pid);
 	if (session_file_read(s->fd, name, &g, err))
 		return;                      /* no GPU session was dumped */
+	session_token_load(&g, NULL);       /* the token file the process used */
 	if (server_request(&g, OP_RELEASE, -1, NULL, err))
 		fprintf(stderr, "gpu-migrate: ending the source GPU session: %s\n", err);
 }

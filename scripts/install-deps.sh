@@ -4,7 +4,7 @@
 # Idempotent: a second run only checks.
 set -euo pipefail
 
-APT_PKGS="build-essential pkg-config libtirpc-dev rpcsvc-proto libprotobuf-c-dev
+APT_PKGS="build-essential pkg-config libtirpc-dev rpcsvc-proto libprotobuf-c-dev libssl-dev
  protobuf-c-compiler libzstd-dev libxxhash-dev libibverbs-dev clang
  libclang-rt-14-dev iproute2 dpkg-dev
  libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev libcap-dev libaio-dev

@@ -24,7 +24,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events la
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace handshake allow-list server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
@@ -384,6 +384,65 @@ test_trace() {
 	check "by default no call is traced" test "$(count_in "$e.none" "failed: CUDA_ERROR")" = 0
 }
 
+# The token never crosses the wire (a capture of a whole TCP session holds
+# none of it), and a captured hello, replayed, is refused.
+test_handshake() {
+	local cap=$T/capture port=$((PORT + 30)) rec
+	want handshake || return
+	timeout 60 python3 tests/tools/wire_record.py proxy "$port" "$PORT" "$cap" 30 &
+	rec=$!
+	for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+	: >"$cap"
+	check "a TCP session through a recording proxy works" sh -c "env CICADA_SERVER=tcp:127.0.0.1:$port \
+		CICADA_TOKEN_FILE='$T/token' LD_LIBRARY_PATH='$B/lib' timeout 60 '$PROGS/vecadd_cubin' >/dev/null 2>&1"
+	kill "$rec" 2>/dev/null
+	wait "$rec" 2>/dev/null
+	check "the capture holds a hello but not the token" sh -c "grep -q CICADACH '$cap' && ! grep -qF \"\$(cat '$T/token')\" '$cap'"
+	check "the captured hello, replayed, is refused" deadline 30 python3 tests/tools/wire_record.py replay "$PORT" "$cap"
+}
+
+# Unix clients: an allow list keeps out a user not on it (nobody, here)
+# and lets in the members of a group on it; the socket is 0660 from its
+# creation.
+test_allow_list() {
+	local out pid n=0
+	want allow-list || return
+	check "unix sockets are created 0660" test "$(stat -c %a "$T/main.sock")" = 660
+	command -v setpriv >/dev/null && getent passwd nobody >/dev/null || { ok "allow list: no setpriv or nobody here (skipped)"; return; }
+	chmod 711 "$T"
+	for list in "--allow-users daemon" "--allow-groups nogroup"; do
+		n=$((n + 1))
+		env $DRIVER_ENV timeout -k 5 120 "$B/bin/gpu-server" --listen "unix:$T/allow$n.sock" --cache-dir "$T/cache-allow" \
+			--workers 1 $list >"$T/allow.log" 2>&1 &
+		pid=$!
+		wait_for_server $pid "$T/allow$n.sock" "$T/allow.log" run-tests || { bad "allow-list server"; return; }
+		chgrp nogroup "$T/allow$n.sock"
+		out=$(CICADA_SERVER=unix:$T/allow$n.sock LD_LIBRARY_PATH=$B/lib CICADA_KERNELS=$CICADA_KERNELS \
+			timeout 60 setpriv --reuid=nobody --regid=nogroup --clear-groups "$PROGS/vecadd_cubin" 2>&1)
+		case $list in
+		*daemon) check "a unix client not on the allow list is refused, saying why" \
+				grep -q "refused the connection: this user is not allowed on this server" <<<"$out" ;;
+		*) check "a unix client in an allowed group is served" grep -q "vecadd_cubin: PASS\|max_err=0" <<<"$out" ;;
+		esac
+		kill $pid 2>/dev/null
+		wait $pid 2>/dev/null
+		pkill -9 -f "cache-dir $T/cache-allow" 2>/dev/null
+	done
+	chmod 700 "$T"
+}
+
+# A run or cache directory that others may write, or that is another
+# user's, is refused with one line.
+test_server_dirs() {
+	local out
+	want server-dirs || return
+	mkdir -p "$T/open-dir" "$T/their-dir" && chmod 777 "$T/open-dir" && chown nobody "$T/their-dir" 2>/dev/null
+	out=$(env $DRIVER_ENV timeout 30 "$B/bin/gpu-server" --listen "unix:$T/dirs.sock" --run-dir "$T/open-dir" 2>&1)
+	check "a run directory others may write is refused" grep -q "may be written by others (mode 0777)" <<<"$out"
+	out=$(env $DRIVER_ENV timeout 30 "$B/bin/gpu-server" --listen "unix:$T/dirs.sock" --cache-dir "$T/their-dir" 2>&1)
+	check "a cache directory of another user's is refused" grep -q "belongs to uid 65534" <<<"$out"
+}
+
 test_unreachable() {
 	local err
 	want unreachable || return
@@ -505,6 +564,9 @@ start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
 run_nvml
 test_trace
+test_handshake
+test_allow_list
+test_server_dirs
 test_module_cache
 test_unreachable
 test_refusals

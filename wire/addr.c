@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "wire.h"
@@ -76,13 +77,19 @@ static int unix_sockaddr(const struct wire_addr *addr, struct sockaddr_un *sun)
 static int listen_unix(const struct wire_addr *addr, char *err)
 {
 	struct sockaddr_un sun;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc;
+	mode_t old;
 
 	if (fd < 0)
 		goto fail;
 	unix_sockaddr(addr, &sun);
 	unlink(addr->path);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, 128))
+	/* Created 0660 (owner and group), never with looser bits for a moment;
+	 * umask is the process's: listeners are made before any thread. */
+	old = umask(0117);
+	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(old);
+	if (rc || listen(fd, 128))
 		goto fail;
 	return fd;
 fail:

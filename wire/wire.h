@@ -35,6 +35,17 @@ int wire_send_fd(int sock, int fd);
 int wire_recv_fd(int sock);
 int wire_read_line(int fd, char *buf, size_t len);
 
+/* ---- the token, proven without sending it (auth.c) ---- */
+#define WIRE_NONCE_LEN 32
+#define WIRE_PROOF_LEN 32
+int wire_send_challenge(int fd, uint8_t nonce[WIRE_NONCE_LEN]);
+int wire_recv_challenge(int fd, uint8_t nonce[WIRE_NONCE_LEN], int timeout_ms, char *err);
+/* The proof of token for a challenge into out; its length, 0 if no token. */
+size_t wire_token_proof(const char *token, size_t len, const uint8_t nonce[WIRE_NONCE_LEN],
+			uint8_t out[WIRE_PROOF_LEN]);
+int wire_proof_ok(const char *token, size_t len, const uint8_t nonce[WIRE_NONCE_LEN], const void *given,
+		  size_t given_len);
+
 /* ---- shared-memory segment for local clients ---- */
 #define SHM_MAGIC 0x43494341u          /* "CICA" */
 #define SHM_VERSION 1u

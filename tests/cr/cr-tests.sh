@@ -317,6 +317,8 @@ run_cr_tests() {
 	want cr-unix && cr_case "checkpoint mid-run and restore (unix socket): output identical" "$T/ckpt.unix" \
 		cr_dump_restore unix
 	want cr-tcp && cr_case "checkpoint mid-run and restore (TCP): output identical" "$T/ckpt.tcp" cr_dump_restore tcp
+	want cr-tcp && check "the image directory of a TCP client names its token file, never the token" \
+		sh -c "grep -q '^token-file $T/token' '$T'/ckpt.tcp/cicada-session-*.txt && ! grep -rqF \"\$(cat '$T/token')\" '$T/ckpt.tcp'"
 	want cr-server-killed && cr_case "restore after the original server was killed" "$T/ckpt.killed" \
 		cr_server_killed
 	if want cr-other-node && command -v ip >/dev/null; then

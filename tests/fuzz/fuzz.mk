@@ -33,7 +33,7 @@ $(FUZZ_OBJDIR)/gen/%.o: $(GEN)/%.c $(FUZZ_HDRS)
 
 $(FUZZ_BIN): $(FUZZ_OBJS) $(FAKECUDA_LIB) $(SNAPSHOT_LIB)
 	$(FUZZ_CC) $(FUZZ_SAN) -pthread -o $@ $(FUZZ_OBJS) $(SNAPSHOT_LIB) -L$(CUDA_STUBS) -lcuda \
-		-Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) -ltirpc $(SNAPSHOT_LDLIBS)
+		-Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) $(LDLIBS_RPC) $(SNAPSHOT_LDLIBS)
 
 $(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB) nvml/nvml-wire.h
 	@mkdir -p $(@D)

@@ -133,7 +133,9 @@ static void fuzz_hello(const uint8_t *data, size_t size)
 	memset(&h, 0, sizeof(h));
 	if (wire_decode_call(&in, &hdr, &x, err) == 0) {
 		if (hdr.proc == P_hello && xdr_hello_args(&x, &h)) {
-			token_equal(fuzz_token, h.token.token_val, h.token.token_len);
+			static const uint8_t nonce[WIRE_NONCE_LEN] = { 1, 2, 3 };
+
+			wire_proof_ok(fuzz_token, strlen(fuzz_token), nonce, h.token.token_val, h.token.token_len);
 			if (h.host && strlen(h.host) > CICADA_NAME_MAX)
 				abort();
 		}

@@ -38,14 +38,17 @@
 
 static int fd;
 static struct wire_stream st;
+static uint8_t nonce[WIRE_NONCE_LEN];        /* the server's challenge on fd */
 
+/* A hello proving token (a wrong one, for the refusal cases). */
 static int encode_hello(struct wire_buf *b, unsigned version, const char *token, const char *host)
 {
 	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = (char *)host,
 			 .ticket = "", .snapshot = "", .parent = "" };
+	static uint8_t proof[WIRE_PROOF_LEN];
 
-	h.token.token_val = (char *)token;
-	h.token.token_len = token ? (unsigned)strlen(token) : 0;
+	h.token.token_val = (char *)proof;
+	h.token.token_len = token ? (unsigned)wire_token_proof(token, strlen(token), nonce, proof) : 0;
 	return wire_encode_call(b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h);
 }
 
@@ -310,8 +313,11 @@ static int case_hold(const struct wire_addr *addr, int n, double seconds)
 	double t0 = now_s();
 
 	for (int i = 0; i < n; i++) {
+		uint8_t challenge[WIRE_NONCE_LEN];
+
 		fds[i] = wire_dial(addr, err);
-		if (fds[i] >= 0 && send(fds[i], "\x80", 1, MSG_NOSIGNAL) != 1)
+		if (fds[i] >= 0 && (wire_recv_challenge(fds[i], challenge, 5000, err) ||
+				    send(fds[i], "\x80", 1, MSG_NOSIGNAL) != 1))
 			close(fds[i]), fds[i] = -1;
 	}
 	usleep(500000);
@@ -366,6 +372,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	wire_stream_init(&st, fd);
+	if (wire_recv_challenge(fd, nonce, 10000, err)) {
+		fprintf(stderr, "wire_abuse: %s\n", err);
+		return 2;
+	}
 	if (!strcmp(argv[1], "trickle") && argc > 4)
 		return case_trickle(token, atof(argv[4]));
 	if (!strcmp(argv[1], "hold") && argc > 4)
