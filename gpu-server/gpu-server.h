@@ -287,6 +287,7 @@ int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_
 	       void (*exit_hook)(pid_t pid));
 pid_t pool_hand_over(int fd, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg), void *arg);
 int pool_max(void);
+void pool_key_file(const char *path);
 
 /* The front door (admit.c): hellos, caps, the queue. */
 /* Migrations coming in (migrate_in.c): criu, its plugin folder, the

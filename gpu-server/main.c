@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gpu-server.h"
+#include "snapshot.h"
 
 #define MAX_LISTENERS 8
 
@@ -27,6 +28,7 @@ struct server {
 	int accept_migrations;
 	struct migrate_config migrate;
 	struct allow_list allow;
+	const char *key_file;                /* keyed snapshots */
 	struct admit_config admit;
 };
 
@@ -68,11 +70,13 @@ static void usage(void)
 		"                  [--max-sessions N] [--max-sessions-per-client N] [--queue N]\n"
 		"                  [--queue-timeout MS] [--max-pending N] [--hello-timeout MS]\n"
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
-		"                  [--allow-users U,...] [--allow-groups G,...]\n"
+		"                  [--allow-users U,...] [--allow-groups G,...] [--snapshot-key-file FILE]\n"
 		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
 		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
 		"  Unix clients: the server's own user, and with --allow-users/--allow-groups\n"
 		"  only those users and members of those groups (names or numbers).\n"
+		"  --snapshot-key-file: snapshots are signed with this secret, and only signed\n"
+		"  ones are restored.\n"
 		"  --accept-migrations: gpu-migrate may restore whole processes here (as this\n"
 		"  server's user; needs a unix listener); criu defaults to the one beside this\n"
 		"  program, else criu on PATH, and its plugins to ../lib/criu beside it.\n");
@@ -163,6 +167,7 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'R': snprintf(s->migrate.criu, sizeof(s->migrate.criu), "%s", arg); return 0;
 	case 'L': snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s", arg); return 0;
 	case 'm': return number(arg, "--migrate-timeout", 1, 3600, &s->migrate.timeout_s, err);
+	case 'K': s->key_file = arg; return snap_key_load(arg, err);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
 	}
@@ -182,7 +187,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "hello-timeout", required_argument, 0, 'H' }, { "help", no_argument, 0, 'h' },
 		{ "accept-migrations", no_argument, 0, 'M' }, { "criu", required_argument, 0, 'R' },
 		{ "criu-plugins", required_argument, 0, 'L' }, { "migrate-timeout", required_argument, 0, 'm' },
-		{ "allow-users", required_argument, 0, 'U' }, { "allow-groups", required_argument, 0, 'G' }, { 0 } };
+		{ "allow-users", required_argument, 0, 'U' }, { "allow-groups", required_argument, 0, 'G' },
+		{ "snapshot-key-file", required_argument, 0, 'K' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, rc;
 
@@ -270,6 +276,7 @@ int main(int argc, char **argv)
 	srv.admit.token = srv.token;
 	srv.admit.run_dir = srv.run_dir;
 	srv.admit.allow = &srv.allow;
+	pool_key_file(srv.key_file);
 	if (srv.accept_migrations) {
 		srv.migrate.run_dir = srv.run_dir;
 		srv.admit.migrate = &srv.migrate;

@@ -26,6 +26,7 @@ struct pool_worker {
 
 static struct {
 	const char *cache_dir, *run_dir;
+	const char *key_file;                /* keyed snapshots, or NULL */
 	int size;
 	int refill_delay_ms;                 /* after a worker is taken */
 	uint64_t last_take_ns;
@@ -53,7 +54,8 @@ static int spawn_worker(void)
 		close(sv[0]);
 		fcntl(sv[1], F_SETFD, 0);
 		execl("/proc/self/exe", "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
-		      "--run-dir", pool.run_dir, (char *)NULL);
+		      "--run-dir", pool.run_dir, pool.key_file ? "--snapshot-key-file" : (char *)NULL, pool.key_file,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -125,6 +127,12 @@ static void *reap_loop(void *arg)
 			pool.exit_hook(pid);
 	}
 	return NULL;
+}
+
+/* Workers to come load this snapshot key (before pool_start). */
+void pool_key_file(const char *path)
+{
+	pool.key_file = path;
 }
 
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,

@@ -29,7 +29,9 @@ static int usage(FILE *f, int rc)
 		   "  inspect   what the snapshot holds: format, GPU, memory, module images, replay\n"
 		   "            records; --json prints the same as JSON\n"
 		   "  verify    checks every checksum; prints OK and the totals, or one error line\n"
-		   "            and exits 1\n", SNAP_DIR_NAME);
+		   "            and exits 1\n"
+		   "CICADA_SNAPSHOT_KEY_FILE: keyed snapshots (gpu-server --snapshot-key-file) are\n"
+		   "checked against that key, their codes included.\n", SNAP_DIR_NAME);
 	return rc;
 }
 
@@ -335,7 +337,13 @@ static int verify_one(const char *dir, int json)
 int main(int argc, char **argv)
 {
 	int json = argc == 4 && !strcmp(argv[3], "--json");
+	const char *key = getenv("CICADA_SNAPSHOT_KEY_FILE");
+	char err[SNAP_ERRLEN];
 
+	if (key && snap_key_load(key, err)) {
+		fprintf(stderr, "gpu-snapshot: %s\n", err);
+		return 1;
+	}
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
 		return usage(stdout, 0);
 	if (argc == 3 && !strcmp(argv[1], "verify"))

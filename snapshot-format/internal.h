@@ -23,11 +23,25 @@
 #define SNAP_MAX_THREADS 256              /* and so data files */
 #define SNAP_PARENT_MAX 1024              /* a parent's path */
 #define SNAP_CHAIN_MAX 64                 /* snapshots in a chain */
+#define SNAP_MAC_NAME "manifest.mac"      /* keyed snapshots: the manifest's code */
+#define SNAP_MAC_LEN 32
+#define SNAP_KEY_MAX 256
 
 struct snap_image {
 	Cicada__ModuleImage mi;
 	char file[SNAP_NAME_MAX];
+	uint8_t mac[SNAP_MAC_LEN];
 };
+
+/* key.c: the key of keyed snapshots (one per process) */
+struct snap_key {
+	int set;
+	uint8_t key[SNAP_KEY_MAX];
+	size_t len;
+};
+extern struct snap_key snap_key;
+int snap_mac(uint64_t a, uint64_t b, const void *data, size_t len, uint8_t out[SNAP_MAC_LEN]);
+int snap_mac_ok(uint64_t a, uint64_t b, const void *data, size_t len, const ProtobufCBinaryData *mac);
 
 /* A data file being written, by one thread at a time. */
 struct snap_data {

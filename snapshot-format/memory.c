@@ -125,6 +125,14 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 	pc->file = t;
 	pc->offset = d->size;
 	d->size += pc->stored_size;
+	if (snap_key.set) {
+		pc->mac.data = malloc(SNAP_MAC_LEN);
+		pc->mac.len = SNAP_MAC_LEN;
+		pc->has_mac = 1;
+		if (!pc->mac.data || snap_mac(pc->va, pc->size, pc->compressed ? b->z : b->raw, pc->stored_size,
+					       pc->mac.data))
+			return pool_fail(p, pc, "cannot sign it");
+	}
 	if (snap_pwrite_all(d->fd, pc->compressed ? b->z : b->raw, pc->stored_size, pc->offset))
 		return pool_fail(p, pc, "writing a data file: %s", strerror(errno));
 	return 0;
@@ -166,6 +174,8 @@ static int read_piece(struct pool *p, size_t i, struct bufs *b, ZSTD_DCtx *dctx)
 		return pool_fail(p, pc, "reading %s: %s", name, strerror(errno));
 	if ((uint64_t)got < pc->stored_size)
 		return pool_fail(p, pc, "%s truncated", name);
+	if (snap_key.set && !snap_mac_ok(pc->va, pc->size, pc->compressed ? b->z : b->raw, pc->stored_size, &pc->mac))
+		return pool_fail(p, pc, "its code does not match this server's key: forged or changed");
 	if (pc->compressed) {
 		n = ZSTD_decompressDCtx(dctx, b->raw, pc->size, b->z, pc->stored_size);
 		if (ZSTD_isError(n))

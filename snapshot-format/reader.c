@@ -56,6 +56,23 @@ static int stat_images(struct snap_reader *r, char *err)
 	return 0;
 }
 
+/* Keyed: the manifest file must carry its code under our key. */
+static int manifest_signed(struct snap_reader *r, const void *buf, size_t len, char *err)
+{
+	ProtobufCBinaryData mac = { 0 };
+	size_t n = 0;
+	void *code = NULL;
+	int ok;
+
+	if (snap_read_file(r->fd, SNAP_MAC_NAME, SNAP_MAC_LEN, &code, &n, err))
+		return snap_fail(err, "the snapshot carries no code of this server's key (%s): not accepted", SNAP_MAC_NAME);
+	mac.data = code;
+	mac.len = n;
+	ok = snap_mac_ok(len, 0, buf, len, &mac);
+	free(code);
+	return ok ? 0 : snap_fail(err, "the snapshot's manifest does not match this server's key: forged or changed");
+}
+
 static int load_manifest(struct snap_reader *r, const char *name, char *err)
 {
 	void *buf;
@@ -66,6 +83,10 @@ static int load_manifest(struct snap_reader *r, const char *name, char *err)
 				 name, SNAP_MANIFEST_NAME);
 	if (snap_read_file(r->fd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err))
 		return -1;
+	if (snap_key.set && manifest_signed(r, buf, len, err)) {
+		free(buf);
+		return -1;
+	}
 	r->m = snap_manifest_parse(buf, len, err);
 	if (r->m)
 		r->sum = snap_get_le((const uint8_t *)buf + 24, 8);
@@ -189,6 +210,11 @@ int snap_read_image(struct snap_reader *r, size_t index, void **data, size_t *si
 	im = r->m->images[index];
 	if (snap_read_file(r->fd, im->file, im->size, data, size, err))
 		return -1;
+	if (*size == im->size && snap_key.set && !snap_mac_ok(im->size, 0, *data, *size, &im->mac)) {
+		free(*data);
+		*data = NULL;
+		return snap_fail(err, "%s does not match this server's key: forged or changed", im->file);
+	}
 	if (*size == im->size && XXH3_64bits(*data, *size) == im->checksum)
 		return 0;
 	free(*data);

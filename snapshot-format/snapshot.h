@@ -49,6 +49,15 @@ struct snap_range {
 	uint64_t size;
 };
 
+/* --- keyed snapshots (key.c) --- */
+/* Loads the key (a file of 16 to 256 bytes, a per-server or per-cluster
+ * secret): from then on every snapshot this process writes carries
+ * HMAC-SHA256 codes of its manifest, pieces and module images under it,
+ * and every snapshot it opens must carry the right ones (else it is
+ * refused, before any of it is used). */
+int snap_key_load(const char *path, char *err);
+int snap_keyed(void);
+
 /* --- writing --- */
 struct snap_writer;
 

@@ -6,12 +6,12 @@
 
 SNAPSHOT_SRCS   := snapshot-format/util.c snapshot-format/manifest.c snapshot-format/writer.c \
                    snapshot-format/memory.c snapshot-format/reader.c snapshot-format/transfer.c \
-                   snapshot-format/tree.c
+                   snapshot-format/tree.c snapshot-format/key.c
 SNAPSHOT_GEN    := $(GEN)/manifest.pb-c.c $(GEN)/manifest.pb-c.h
 SNAPSHOT_HDRS   := snapshot-format/snapshot.h snapshot-format/internal.h $(GEN)/manifest.pb-c.h
 SNAPSHOT_OBJS   := $(SNAPSHOT_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/manifest.pb-c.o
 SNAPSHOT_LIB    := $(BUILD)/snapshot-format/libsnapshot.a
-SNAPSHOT_LDLIBS := -lprotobuf-c -lzstd -lxxhash -pthread
+SNAPSHOT_LDLIBS := -lprotobuf-c -lzstd -lxxhash -lcrypto -pthread
 SNAPSHOT_CFLAGS := -Isnapshot-format
 SNAPSHOT_BIN    := $(BUILD)/bin/gpu-snapshot
 

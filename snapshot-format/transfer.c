@@ -172,6 +172,13 @@ static int send_parent_pieces(struct stream *s, struct snap_reader *r, Cicada__M
 			if (put(s, s->buf, n))
 				return -1;
 		}
+		if (st->has_mac && st->mac.len) {       /* a copy: m frees its own */
+			if (!(pc->mac.data = malloc(st->mac.len)))
+				return snap_fail(s->err, "out of memory");
+			memcpy(pc->mac.data, st->mac.data, st->mac.len);
+			pc->mac.len = st->mac.len;
+			pc->has_mac = 1;
+		}
 		pc->has_in_parent = pc->in_parent = 0;
 		pc->has_file = pc->has_compressed = 1;
 		pc->file = k;
@@ -193,7 +200,8 @@ static int send_manifest(struct stream *s, struct snap_reader *r)
 	int rc;
 
 	if (!m->parent)
-		return send_file(s, r->fd, SNAP_MANIFEST_NAME);
+		return send_file(s, r->fd, SNAP_MANIFEST_NAME) ||
+		       (snap_key.set && send_file(s, r->fd, SNAP_MAC_NAME)) ? -1 : 0;
 	if (m->n_data_sizes >= SNAP_MAX_THREADS || !(sizes = malloc((m->n_data_sizes + 1) * sizeof(*sizes))))
 		return snap_fail(s->err, "cannot send the snapshot whole");
 	memcpy(sizes, m->data_sizes, m->n_data_sizes * sizeof(*sizes));
@@ -214,6 +222,12 @@ static int send_manifest(struct stream *s, struct snap_reader *r)
 	if (!(buf = snap_manifest_pack(m, &len, s->err)))
 		return -1;
 	rc = send_bytes(s, SNAP_MANIFEST_NAME, buf, len);
+	if (!rc && snap_key.set) {
+		uint8_t mac[SNAP_MAC_LEN];
+
+		rc = snap_mac(len, 0, buf, len, mac) ? snap_fail(s->err, "cannot sign the manifest") :
+						       send_bytes(s, SNAP_MAC_NAME, mac, sizeof(mac));
+	}
 	free(buf);
 	return rc;
 }

@@ -253,7 +253,7 @@ int snap_name_ok(const char *name)
 	unsigned k;
 	size_t i;
 
-	if (!strcmp(name, SNAP_MANIFEST_NAME) || !strcmp(name, SNAP_DATA_NAME))
+	if (!strcmp(name, SNAP_MANIFEST_NAME) || !strcmp(name, SNAP_DATA_NAME) || !strcmp(name, SNAP_MAC_NAME))
 		return 1;
 	if (sscanf(name, "device-memory-%3u.img", &k) == 1 && k && k < SNAP_MAX_THREADS) {
 		snap_data_name(data, k);

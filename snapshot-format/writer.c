@@ -21,6 +21,8 @@ static void free_writer(struct snap_writer *w)
 		close(w->data[k].fd);
 	close(w->fd);
 	free(w->images);
+	for (size_t i = 0; w->pieces && i < w->n_pieces; i++)
+		free(w->pieces[i].mac.data);
 	free(w->pieces);
 	snap_reader_close(w->parent);
 	free(w);
@@ -89,6 +91,8 @@ int snap_write_image(struct snap_writer *w, uint64_t hash_lo, uint64_t hash_hi,
 	im->mi.hash_hi = hash_hi;
 	im->mi.size = size;
 	im->mi.checksum = XXH3_64bits(data, size);
+	if (snap_key.set && snap_mac(size, 0, data, size, im->mac))
+		return snap_fail(err, "cannot sign module image %zu", n);
 	snap_image_name(im->file, hash_lo, hash_hi);
 	if (snap_write_file(w->fd, im->file, data, size, err))
 		return -1;
@@ -116,6 +120,12 @@ static int write_manifest(struct snap_writer *w, const Cicada__Manifest *m, char
 	if (!buf)
 		return -1;
 	rc = snap_write_file(w->fd, SNAP_MANIFEST_NAME, buf, len, err);
+	if (!rc && snap_key.set) {
+		uint8_t mac[SNAP_MAC_LEN];
+
+		rc = snap_mac(len, 0, buf, len, mac) ? snap_fail(err, "cannot sign the manifest") :
+						       snap_write_file(w->fd, SNAP_MAC_NAME, mac, sizeof(mac), err);
+	}
 	free(buf);
 	return rc;
 }
@@ -133,6 +143,10 @@ static int fill_and_write(struct snap_writer *w, Cicada__Manifest *m,
 		qsort(w->pieces, w->n_pieces, sizeof(*w->pieces), cmp_piece);
 	for (size_t i = 0; i < w->n_images; i++) {
 		w->images[i].mi.file = w->images[i].file;
+		if (snap_key.set) {
+			w->images[i].mi.has_mac = 1;
+			w->images[i].mi.mac = (ProtobufCBinaryData){ SNAP_MAC_LEN, w->images[i].mac };
+		}
 		images[i] = &w->images[i].mi;
 	}
 	for (size_t i = 0; i < w->n_pieces; i++)

@@ -26,7 +26,7 @@ rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_sh
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml trace handshake allow-list server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
-cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-killed-dump cr-refusals cr-runtime
+cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-big"
 MODE=cpu SELECT=()

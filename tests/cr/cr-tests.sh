@@ -333,6 +333,8 @@ run_cr_tests() {
 		"$T/ckpt.killed-dump" cr_killed_dump
 	want cr-incremental && cr_case "incremental checkpoints (a tenth changed): a fraction of the full one stored, restored through the chain, output identical; a damaged or missing parent is refused" \
 		"$T/ckpt.incr.3" cr_incremental
+	want cr-keyed && cr_case "keyed snapshots: signed, restored to the same output; a copy re-checksummed without the key is refused" \
+		"$T/ckpt.keyed" cr_keyed
 	want cr-refusals && cr_case "corrupted and wrong-version snapshots are refused with one line" \
 		"$T/ckpt.refuse" cr_refusals
 	want cr-runtime && cr_case "a CUDA runtime program checkpointed mid-run and restored: output identical" \
@@ -396,4 +398,32 @@ cr_incremental() {
 	grep -q "parent snapshot .*ckpt.incr.1.*No such file" <<<"$out" || { echo "$out"; return 1; }
 	cr_restore "$d.3" || return 1
 	CR_REF=$T/cr.incr.native cr_finished
+}
+
+# Keyed snapshots (--snapshot-key-file): a checkpoint is signed; a copy
+# whose manifest was changed and re-checksummed without the key is
+# refused by a restore and by gpu-snapshot verify; the signed one
+# restores to the same output.
+cr_keyed() {
+	local d=$T/ckpt.keyed snap out pid
+	printf 'a per-cluster secret of 32 bytes' >"$T/snapshot.key"
+	env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/keyed.sock" \
+		--cache-dir "$T/cache-keyed" --workers 1 --snapshot-key-file "$T/snapshot.key" >>"$T/keyed.log" 2>&1 &
+	pid=$!
+	SERVERS="$SERVERS $pid"
+	disown $pid
+	wait_for_server $pid "$T/keyed.sock" "$T/keyed.log" cr-tests || return 1
+	cr_launch shm keyed || return 1
+	cr_dump "$d" || return 1
+	snap=cicada-gpu-$CR_PID
+	[ -s "$d/$snap/manifest.mac" ] || return 1
+	CICADA_SNAPSHOT_KEY_FILE=$T/snapshot.key "$B/bin/gpu-snapshot" verify "$d/$snap" >/dev/null || return 1
+	mkdir -p "$T/keyed-forged" && cp -r "$d/." "$T/keyed-forged/" || return 1
+	"$B/tests/snapshot/test_snapshot" reseal "$T/keyed-forged/$snap" || return 1
+	out=$(CICADA_SNAPSHOT_KEY_FILE=$T/snapshot.key "$B/bin/gpu-snapshot" verify "$T/keyed-forged/$snap" 2>&1)
+	[ "$(echo "$out" | wc -l)" = 1 ] && grep -q "does not match this server's key" <<<"$out" || { echo "$out"; return 1; }
+	cr_restore "$T/keyed-forged" && return 1
+	grep -q "does not match this server's key" "$T/keyed-forged/criu.err" || return 1
+	cr_restore "$d" || return 1
+	cr_finished
 }

@@ -5,7 +5,9 @@
  * writers, and moving a snapshot over a socketpair. Prints "PASS name" or
  * "FAIL name: reason" per case, then "N passed, M failed".
  * "test_snapshot sample DIR" writes the sample snapshot under DIR (for
- * test_cli.sh) and exits.
+ * test_cli.sh) and exits; "test_snapshot reseal DIR" changes the
+ * manifest of the snapshot DIR and writes it back with a right checksum
+ * but no key, as a forger would (for the keyed-snapshot tests).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -913,6 +915,91 @@ static const char *reads_back(int dirfd, const char *name, struct device *d)
 	return NULL;
 }
 
+/* --- keyed snapshots --- */
+
+static int use_key(const char *text)
+{
+	char err[SNAP_ERRLEN];
+	int fd = openat(basefd, "key", O_WRONLY | O_CREAT | O_TRUNC, 0600), rc;
+
+	rc = fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text);
+	close(fd);
+	return rc || snap_key_load(strcat(strcpy((char[128]){ 0 }, base), "/key"), err);
+}
+
+/* The manifest of the snapshot under dirfd, changed and re-checksummed
+ * (without the key). */
+static int reseal(int dirfd)
+{
+	char err[SNAP_ERRLEN];
+	void *buf;
+	size_t len;
+	uint8_t *out;
+	Cicada__Manifest *m;
+	int rc;
+
+	if (snap_read_file(dirfd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err) ||
+	    !(m = snap_manifest_parse(buf, len, err)))
+		return -1;
+	free(buf);
+	m->created_unix_ns += 1;             /* any change: a forged replay log, say */
+	out = snap_manifest_pack(m, &len, err);
+	snap_manifest_free(m);
+	rc = !out || snap_write_file(dirfd, SNAP_MANIFEST_NAME, out, len, err);
+	free(out);
+	return rc ? -1 : 0;
+}
+
+/* Keyed: a signed snapshot reads back; one changed and re-checksummed
+ * without the key, one with a piece's bytes changed, one unsigned, and
+ * one signed with another key are refused with one line. */
+static const char *t_keyed(void)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct device d;
+	struct snap_reader *r;
+	const char *res = NULL;
+	int fd = fresh_dir("keyed"), rc;
+
+	dev_init(&d, 1);
+	CHECK(!write_sample_from(fd, "plain", &d, NULL, NULL, err), "plain: %s", err);
+	CHECK(!use_key("the cluster's secret, 32 bytes.."), "cannot load the key");
+	if (write_sample_from(fd, "signed", &d, NULL, NULL, err) || write_sample_from(fd, "forged", &d, NULL, NULL, err) ||
+	    write_sample_from(fd, "flipped", &d, NULL, NULL, err))
+		res = "writing signed snapshots failed";
+	if (!res)
+		res = reads_back(fd, "signed", &d);
+	if (!res && (r = snap_reader_open(fd, "plain", err), snap_reader_close(r), r || !refused(err, "carries no code")))
+		res = "an unsigned snapshot was not refused";
+	if (!res) {
+		int sub = openat(fd, "forged", O_RDONLY | O_DIRECTORY);
+		rc = reseal(sub);
+		close(sub);
+		r = snap_reader_open(fd, "forged", err);
+		snap_reader_close(r);
+		if (rc || r || !refused(err, "does not match this server's key"))
+			res = "a re-checksummed manifest was not refused";
+	}
+	if (!res) {
+		flip(fd, "flipped/" SNAP_DATA_NAME, 100);
+		r = snap_reader_open(fd, "flipped", err);
+		rc = r ? snap_verify(r, err) : -1;
+		snap_reader_close(r);
+		if (!rc || !refused(err, "does not match this server's key"))
+			res = "a changed piece was not refused by its code";
+	}
+	if (!res && !use_key("another server's secret, 32 byte")) {
+		r = snap_reader_open(fd, "signed", err);
+		snap_reader_close(r);
+		if (r || !refused(err, "does not match this server's key"))
+			res = "a snapshot of another key was not refused";
+	}
+	snap_key.set = 0;
+	dev_free(&d);
+	close(fd);
+	return res;
+}
+
 /* An incremental snapshot over a connection arrives whole: no parent,
  * the same bytes. */
 static const char *sent_whole(int dirfd, const char *name, struct device *d)
@@ -1044,6 +1131,7 @@ static const struct {
 	{ "remove_dir", t_remove_dir },
 	{ "incremental_chain", t_incremental_chain },
 	{ "incremental_broken_parents", t_incremental_broken_parents },
+	{ "keyed", t_keyed },
 };
 
 static int sample(const char *dir)
@@ -1068,6 +1156,10 @@ int main(int argc, char **argv)
 		image_b[i] = (uint8_t)(i * 7 + i / 100);
 	if (argc == 3 && !strcmp(argv[1], "sample"))
 		return sample(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "reseal")) {
+		int fd = open(argv[2], O_RDONLY | O_DIRECTORY);
+		return fd < 0 || reseal(fd) ? 1 : 0;
+	}
 	if (!mkdtemp(base) || (basefd = open(base, O_RDONLY | O_DIRECTORY)) < 0) {
 		perror(base);
 		return 1;
