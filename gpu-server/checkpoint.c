@@ -98,7 +98,7 @@ static int add_image(struct building *b, const struct replay_entry *e)
 	xdrmem_create(&x, (char *)e->args, (unsigned)e->len, XDR_DECODE);
 	rc = xdr_module_load_args(&x, &a) ? 0 : -1;
 	xdr_destroy(&x);
-	if (!rc && modcache_lookup(b->w->cache_dir, &a.hash, &image, &size) &&
+	if (!rc && modcache_lookup(b->w, &a.hash, &image, &size) &&
 	    worker_image_find(b->w, &a.hash, &image, &size)) {
 		snprintf(b->err, SNAP_ERRLEN, "module image %016llx%016llx is in no cache",
 			 (unsigned long long)a.hash.hi, (unsigned long long)a.hash.lo);

@@ -41,6 +41,7 @@ struct worker {
 	int sock;
 	char peer[128];
 	const char *cache_dir;
+	char cache_part[80];                 /* the module cache index of this client */
 	const char *run_dir;                 /* session sockets of detached workers */
 	CUresult pending;                    /* first error of a pipelined call */
 	struct handle_entry *handles;
@@ -254,8 +255,9 @@ struct snap_memory_ops;
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
 
 /* modcache.c */
-int modcache_lookup(const char *dir, const image_hash *hash, void **image, size_t *size);
-void modcache_store(const char *dir, const image_hash *hash, const void *image, size_t size);
+void modcache_identify(struct worker *w);
+int modcache_lookup(const struct worker *w, const image_hash *hash, void **image, size_t *size);
+void modcache_store(const struct worker *w, const image_hash *hash, const void *image, size_t size);
 void image_hash_compute(const void *image, size_t size, image_hash *out);
 
 /* nvml.c, nvml_real.c, nvml_cuda.c: NVML queries for Cicada's

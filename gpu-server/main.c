@@ -71,6 +71,7 @@ static void usage(void)
 		"                  [--queue-timeout MS] [--max-pending N] [--hello-timeout MS]\n"
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
 		"                  [--allow-users U,...] [--allow-groups G,...] [--snapshot-key-file FILE]\n"
+		"                  [--cache-quota SIZE] [--shared-module-cache]\n"
 		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
 		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
 		"  Unix clients: the server's own user, and with --allow-users/--allow-groups\n"
@@ -145,6 +146,22 @@ static int migrate_setup(struct server *s, char *err)
 	return 0;
 }
 
+/* --cache-quota SIZE (bytes, or with K, M or G): for the workers, which
+ * evict module images beyond it. */
+static int cache_quota(const char *text, char *err)
+{
+	char *end, buf[32];
+	unsigned long long v = strtoull(text, &end, 10);
+	int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+
+	if (end == text || (*end && (!shift || end[1])) || v > (1ull << 50) >> shift) {
+		snprintf(err, WIRE_ERRLEN, "--cache-quota takes a size: bytes, or a number with K, M or G");
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%llu", v << shift);
+	return setenv("CICADA_CACHE_QUOTA", buf, 1);
+}
+
 static int parse_option(struct server *s, int c, const char *arg, int *worker_fd, char *err)
 {
 	struct admit_config *a = &s->admit;
@@ -168,6 +185,8 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'L': snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s", arg); return 0;
 	case 'm': return number(arg, "--migrate-timeout", 1, 3600, &s->migrate.timeout_s, err);
 	case 'K': s->key_file = arg; return snap_key_load(arg, err);
+	case 'q': return cache_quota(arg, err);
+	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
 	}
@@ -188,7 +207,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "accept-migrations", no_argument, 0, 'M' }, { "criu", required_argument, 0, 'R' },
 		{ "criu-plugins", required_argument, 0, 'L' }, { "migrate-timeout", required_argument, 0, 'm' },
 		{ "allow-users", required_argument, 0, 'U' }, { "allow-groups", required_argument, 0, 'G' },
-		{ "snapshot-key-file", required_argument, 0, 'K' }, { 0 } };
+		{ "snapshot-key-file", required_argument, 0, 'K' }, { "cache-quota", required_argument, 0, 'q' },
+		{ "shared-module-cache", no_argument, 0, 's' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, rc;
 

@@ -1,17 +1,35 @@
 /*
- * modcache.c: the on-disk cache of module images, keyed by content hash
- * (XXH3-128), shared by all workers so that a program's second run sends
- * only hashes. Entries are written to a temporary name, then renamed.
+ * modcache.c: the on-disk cache of module images, shared by all workers,
+ * so that a program's second run sends only hashes.
+ *
+ * Images are stored by content, under their SHA-256 (objects/<sha>.img),
+ * and checked against it on every read: an entry is what its name says
+ * or it is thrown away. Clients look images up by the XXH3-128 they send;
+ * those names live in an index per client identity (<part>/<xxh3>: the
+ * SHA-256 of the image), a unix user's or a TCP peer's, so that a tenant
+ * finds only what it stored itself: it cannot learn that another ran an
+ * image, nor plant one under a hash another will ask for (the image's
+ * XXH3-128 is checked too). --shared-module-cache shares one index on
+ * purpose. Objects beyond --cache-quota are evicted, least recently used
+ * first. Entries are written to a temporary name, then renamed.
  */
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <openssl/evp.h>
 #include "gpu-server.h"
+
+#define SHA_HEX 65
+#define QUOTA_DEFAULT (4ull << 30)
 
 void image_hash_compute(const void *image, size_t size, image_hash *out)
 {
@@ -21,66 +39,184 @@ void image_hash_compute(const void *image, size_t size, image_hash *out)
 	out->hi = h.high64;
 }
 
-static void entry_path(const char *dir, const image_hash *hash, char *path, size_t len)
+static int sha256_hex(const void *data, size_t len, char out[SHA_HEX])
 {
-	snprintf(path, len, "%s/%016llx%016llx.img", dir, (unsigned long long)hash->hi,
-		 (unsigned long long)hash->lo);
+	unsigned char md[32];
+	unsigned n = 0;
+
+	if (!EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) || n != 32)
+		return -1;
+	for (int i = 0; i < 32; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
+	return 0;
 }
 
-int modcache_lookup(const char *dir, const image_hash *hash, void **image, size_t *size)
+/* This client's index: "shared" on purpose, else its user or address. */
+void modcache_identify(struct worker *w)
 {
-	char path[4096];
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	char host[64] = "unknown";
+	const char *shared = getenv("CICADA_CACHE_SHARED");
+
+	if (shared && !strcmp(shared, "1")) {
+		snprintf(w->cache_part, sizeof(w->cache_part), "shared");
+	} else if (!getsockopt(w->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) && cl == sizeof(cred) && cred.pid) {
+		snprintf(w->cache_part, sizeof(w->cache_part), "uid-%u", (unsigned)cred.uid);
+	} else if (!getpeername(w->sock, (struct sockaddr *)&ss, &sl)) {
+		if (ss.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host, sizeof(host));
+		else if (ss.ss_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
+		for (char *p = host; *p; p++)
+			if (*p == ':')
+				*p = '_';
+		snprintf(w->cache_part, sizeof(w->cache_part), "ip-%s", host);
+	} else {
+		snprintf(w->cache_part, sizeof(w->cache_part), "unknown");
+	}
+}
+
+static void index_path(const struct worker *w, const image_hash *hash, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%s/%016llx%016llx", w->cache_dir, w->cache_part[0] ? w->cache_part : "unknown",
+		 (unsigned long long)hash->hi, (unsigned long long)hash->lo);
+}
+
+static void object_path(const struct worker *w, const char *sha, char *path, size_t len)
+{
+	snprintf(path, len, "%s/objects/%s.img", w->cache_dir, sha);
+}
+
+static void *read_all(const char *path, size_t max, size_t *size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
+	void *buf = NULL;
+
+	if (fd < 0)
+		return NULL;
+	if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size > 0 && (size_t)st.st_size <= max &&
+	    (buf = malloc(st.st_size)) && read(fd, buf, st.st_size) != st.st_size) {
+		free(buf);
+		buf = NULL;
+	}
+	if (buf)
+		*size = (size_t)st.st_size;
+	close(fd);
+	return buf;
+}
+
+int modcache_lookup(const struct worker *w, const image_hash *hash, void **image, size_t *size)
+{
+	char path[4096], sha[SHA_HEX], *ref;
+	size_t n = 0;
 	image_hash check;
 	void *buf;
-	int fd;
 
-	if (!dir)
+	if (!w->cache_dir)
 		return -1;
-	entry_path(dir, hash, path, sizeof(path));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	index_path(w, hash, path, sizeof(path));
+	if (!(ref = read_all(path, SHA_HEX - 1, &n)))
 		return -1;
-	if (fstat(fd, &st) || st.st_size <= 0 || st.st_size > CICADA_IMAGE_MAX ||
-	    !(buf = malloc(st.st_size))) {
-		close(fd);
+	snprintf(sha, sizeof(sha), "%.*s", (int)n, ref);
+	free(ref);
+	object_path(w, sha, path, sizeof(path));
+	if (strlen(sha) != SHA_HEX - 1 || strspn(sha, "0123456789abcdef") != SHA_HEX - 1 ||
+	    !(buf = read_all(path, CICADA_IMAGE_MAX, size)))
 		return -1;
-	}
-	if (read(fd, buf, st.st_size) != st.st_size) {
-		free(buf);
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	image_hash_compute(buf, st.st_size, &check);
-	if (check.lo != hash->lo || check.hi != hash->hi) {
-		log_warn("module cache entry %s is corrupt; ignoring it", path);
+	image_hash_compute(buf, *size, &check);
+	if (sha256_hex(buf, *size, path) || strcmp(path, sha) || check.lo != hash->lo || check.hi != hash->hi) {
+		object_path(w, sha, path, sizeof(path));
+		log_warn("module cache entry %s is not what its name says; thrown away", path);
 		unlink(path);
 		free(buf);
 		return -1;
 	}
+	object_path(w, sha, path, sizeof(path));
+	utimensat(AT_FDCWD, path, NULL, 0);  /* recently used */
 	*image = buf;
-	*size = st.st_size;
 	return 0;
 }
 
-void modcache_store(const char *dir, const image_hash *hash, const void *image, size_t size)
+static int write_file(const char *path, const void *data, size_t size)
 {
-	char path[4096], tmp[4200];
-	int fd;
+	char tmp[4200];
+	int fd, rc;
 
-	if (!dir)
-		return;
-	entry_path(dir, hash, path, sizeof(path));
-	if (!access(path, F_OK))
-		return;
 	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		log_warn("cannot write module cache entry %s: %s", tmp, strerror(errno));
-		return;
-	}
-	if (write(fd, image, size) != (ssize_t)size || fsync(fd) || rename(tmp, path))
+	if (fd < 0)
+		return -1;
+	rc = write(fd, data, size) != (ssize_t)size || fsync(fd) || rename(tmp, path) ? -1 : 0;
+	if (rc)
 		unlink(tmp);
 	close(fd);
+	return rc;
+}
+
+static uint64_t quota(void)
+{
+	const char *q = getenv("CICADA_CACHE_QUOTA");
+	unsigned long long v;
+
+	return q && sscanf(q, "%llu", &v) == 1 ? (uint64_t)v : QUOTA_DEFAULT;
+}
+
+/* Evicts objects, least recently used first, until they fit the quota. */
+static void evict(const struct worker *w)
+{
+	char dir[4096], oldest[300] = "";
+	uint64_t total, limit = quota();
+	time_t when;
+
+	snprintf(dir, sizeof(dir), "%s/objects", w->cache_dir);
+	for (int rounds = 0; rounds < 100000; rounds++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+		struct stat st;
+		int fd = d ? dirfd(d) : -1;
+
+		if (!d)
+			return;
+		total = 0;
+		when = 0;
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.' && !fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode)) {
+				total += (uint64_t)st.st_size;
+				if (!when || st.st_mtime < when) {
+					when = st.st_mtime;
+					snprintf(oldest, sizeof(oldest), "%s", e->d_name);
+				}
+			}
+		if (total <= limit || !oldest[0] || unlinkat(fd, oldest, 0)) {
+			closedir(d);
+			return;
+		}
+		log_info("module cache over its quota (%llu bytes): evicted %s", (unsigned long long)limit, oldest);
+		closedir(d);
+	}
+}
+
+void modcache_store(const struct worker *w, const image_hash *hash, const void *image, size_t size)
+{
+	char path[4096], sha[SHA_HEX];
+
+	if (!w->cache_dir || sha256_hex(image, size, sha))
+		return;
+	snprintf(path, sizeof(path), "%s/objects", w->cache_dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/%s", w->cache_dir, w->cache_part[0] ? w->cache_part : "unknown");
+	mkdir(path, 0700);
+	object_path(w, sha, path, sizeof(path));
+	if (access(path, F_OK) && write_file(path, image, size)) {
+		log_warn("cannot write module cache entry %s: %s", path, strerror(errno));
+		return;
+	}
+	index_path(w, hash, path, sizeof(path));
+	if (write_file(path, sha, SHA_HEX - 1))
+		log_warn("cannot write module cache index %s: %s", path, strerror(errno));
+	evict(w);
 }

@@ -43,7 +43,7 @@ CUresult hand_module_load(struct worker *w, void *args, void *res)
 	CUresult err;
 
 	if (!size) {
-		if (modcache_lookup(w->cache_dir, &a->hash, &image, &size) &&
+		if (modcache_lookup(w, &a->hash, &image, &size) &&
 		    worker_image_find(w, &a->hash, &image, &size))
 			return CUDA_ERROR_NOT_FOUND;
 	} else {
@@ -53,7 +53,7 @@ CUresult hand_module_load(struct worker *w, void *args, void *res)
 	}
 	err = load_image(w, a, image, size, &id, &r->logs);
 	if (!err && a->image.image_len)
-		modcache_store(w->cache_dir, &a->hash, image, size);
+		modcache_store(w, &a->hash, image, size);
 	if (image != a->image.image_val)
 		free(image);
 	a->image.image_len = 0;              /* the replay log keeps the hash only */

@@ -191,6 +191,7 @@ static int serve_client(struct worker *w, struct handed *c)
 	int detached;
 
 	w->sock = c->fd;
+	modcache_identify(w);                /* its own index of the module cache */
 	wire_stream_init(&w->stream, c->fd);
 	snprintf(w->peer, sizeof(w->peer), "%s/%llu", c->h.host, (unsigned long long)c->h.pid);
 	w->client_pid = c->h.pid;

@@ -361,10 +361,28 @@ test_nvml_guard() {
 
 test_module_cache() {
 	want module-cache || return
+	env $(cicada_env shm) timeout 60 "$PROGS/vecadd_cubin" >/dev/null 2>&1
 	env $(cicada_env shm) CICADA_LOG=debug timeout 60 "$PROGS/vecadd_cubin" >/dev/null 2>"$T/cache.err"
 	check "module images are cached by hash (second run sends only the hash)" \
 		grep -q "already cached on the server" "$T/cache.err"
-	check "module cache holds the image on disk" compgen -G "$T/cache-main/*.img" >/dev/null
+	check "module cache holds the image by SHA-256, indexed for this client's user" \
+		sh -c "ls '$T/cache-main/objects/' | grep -q '^[0-9a-f]\{64\}\.img\$' && ls '$T/cache-main/uid-$(id -u)/' | grep -q '^[0-9a-f]\{32\}\$'"
+	env $(cicada_env tcp) timeout 60 "$PROGS/vecadd_cubin" >/dev/null 2>&1
+	check "a TCP client has an index of its own, the image stays one object" \
+		sh -c "ls '$T/cache-main/ip-127.0.0.1/' | grep -q . && [ \$(ls '$T/cache-main/objects/' | grep -c '\.img\$') -ge 1 ]"
+	for f in "$T"/cache-main/objects/*.img; do printf 'not the image' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null; done
+	env $(cicada_env shm) CICADA_LOG=debug timeout 60 "$PROGS/vecadd_cubin" >"$T/cache.out" 2>"$T/cache.err"
+	check "a cache entry that is not what its name says is thrown away; the program runs" \
+		sh -c "grep -q 'vecadd_cubin: PASS' '$T/cache.out' && grep -q 'not what its name says' '$T/main.log'"
+	env $DRIVER_ENV timeout -k 5 120 "$B/bin/gpu-server" --listen "unix:$T/quota.sock" --cache-dir "$T/cache-quota" \
+		--workers 1 --cache-quota 12K >"$T/quota.log" 2>&1 &
+	local pid=$!
+	wait_for_server $pid "$T/quota.sock" "$T/quota.log" run-tests || { bad "quota server"; return; }
+	CICADA_SERVER=unix:$T/quota.sock LD_LIBRARY_PATH=$B/lib timeout 60 "$PROGS/multi_module" >/dev/null 2>&1
+	check "the module cache keeps to its quota, evicting the least recently used" \
+		sh -c "[ \$(cat '$T'/cache-quota/objects/*.img | wc -c) -le 12288 ] && grep -q 'evicted' '$T/quota.log'"
+	kill $pid 2>/dev/null
+	wait $pid 2>/dev/null
 }
 
 # Which driver call failed (interposer/trace.c): errors_app calls
