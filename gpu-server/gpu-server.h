@@ -70,6 +70,7 @@ struct worker {
 	int replay_broken;
 	int regions_lost;                    /* restored: the client must share them again */
 	uint64_t client_pid;                 /* as the client said in its hello */
+	uid_t owner_uid;                     /* the session's unix user; -1 until known */
 	char ticket[CICADA_TICKET_LEN + 1];
 	int detach;                          /* the client asked to detach */
 	int session_fd;                      /* detached: listening session socket */

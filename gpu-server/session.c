@@ -357,6 +357,24 @@ int session_open_channel(struct worker *w, int prepare)
 	return fd;
 }
 
+/* A paused session's ticket is not enough over a unix socket (it lies in
+ * image directories): the peer must also be the session's user (the
+ * first unix client it served), root or the server's user. TCP peers
+ * proved the token already. */
+static int owner_ok(struct worker *w, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred) || !cred.pid)
+		return 1;                    /* not a unix peer */
+	if (cred.uid == 0 || cred.uid == geteuid())
+		return 1;
+	if (w->owner_uid == (uid_t)-1)
+		w->owner_uid = cred.uid;
+	return cred.uid == w->owner_uid;
+}
+
 /* One handed connection: returns 1 to stay (detached), 0 to exit. */
 static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd)
 {
@@ -375,6 +393,11 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 	} else if ((c.h.op == OP_CONNECT || c.h.op == OP_RESTORE) != fresh ||
 		   (!fresh && strcmp(c.h.ticket, w->ticket))) {
 		refuse(&c, CUDA_ERROR_INVALID_VALUE, "this request does not fit the worker's session");
+		stay = !fresh;
+	} else if (!owner_ok(w, fd)) {
+		log_warn("refused %s of session %.8s: another user's", c.h.op == OP_REATTACH ? "a reattach" : "a request",
+			 w->ticket);
+		refuse(&c, CUDA_ERROR_NOT_PERMITTED, "this session belongs to another user");
 		stay = !fresh;
 	} else if (c.h.op == OP_CONNECT || c.h.op == OP_REATTACH) {
 		if (!fresh)

@@ -262,6 +262,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 
 	worker_index_procs();
 	w.cache_dir = cache_dir;
+	w.owner_uid = (uid_t)-1;
 	w.run_dir = run_dir;
 	w.shm.fd = -1;
 	w.sock = -1;

@@ -24,7 +24,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events la
 context_ops errors_app zero_copy dlopen_app
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace handshake allow-list server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace handshake allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
@@ -449,6 +449,45 @@ test_allow_list() {
 	chmod 700 "$T"
 }
 
+# A paused session's ticket (which lies in image directories) does not
+# let another unix user take the session: cr_pattern runs as nobody, root
+# pauses it through its control socket, and user daemon, holding the
+# ticket, is refused; the program then resumes and finishes.
+test_session_owner() {
+	local app ctl out
+	want session-owner || return
+	command -v setpriv >/dev/null && getent passwd daemon >/dev/null || { ok "session owner: no setpriv here (skipped)"; return; }
+	chmod 711 "$T"
+	env $DRIVER_ENV timeout -k 5 120 "$B/bin/gpu-server" --listen "unix:$T/owner.sock" --cache-dir "$T/cache-owner" \
+		--workers 1 >"$T/owner.log" 2>&1 &
+	local pid=$!
+	wait_for_server $pid "$T/owner.sock" "$T/owner.log" run-tests || { bad "owner server"; return; }
+	chmod 666 "$T/owner.sock"
+	CICADA_SERVER=unix:$T/owner.sock LD_LIBRARY_PATH=$B/lib timeout 120 setpriv --reuid=nobody --regid=nogroup \
+		--clear-groups "$PROGS/cr_pattern" $CR_ARGS </dev/null >"$T/owner.out" 2>&1 &
+	wait_for "^step 2 " "$T/owner.out" 30
+	app=$(pgrep -f "^$PROGS/cr_pattern $CR_ARGS" | head -n 1)
+	out=$(timeout 60 python3 - "$app" "$B/tests/tools/wire_abuse" "$T/owner.sock" <<'PY'
+import socket, subprocess, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect("\0cicada-ctl.%s" % sys.argv[1])
+s.sendall(b"PAUSE\n")
+ticket = s.makefile().readline().split()[1]
+r = subprocess.run(["setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups", sys.argv[2], "reattach",
+                    "unix:" + sys.argv[3], ticket], capture_output=True, text=True, timeout=30)
+print(r.stdout.strip())
+s.close()
+PY
+)
+	check "another unix user holding a paused session's ticket is refused" \
+		grep -q "refused=1 message=this session belongs to another user" <<<"$out"
+	check "the session's own program resumes and finishes" wait_for "^done" "$T/owner.out" 60
+	kill $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	pkill -9 -f "cache-dir $T/cache-owner" 2>/dev/null
+	chmod 700 "$T"
+}
+
 # A run or cache directory that others may write, or that is another
 # user's, is refused with one line.
 test_server_dirs() {
@@ -584,6 +623,7 @@ run_nvml
 test_trace
 test_handshake
 test_allow_list
+test_session_owner
 test_server_dirs
 test_module_cache
 test_unreachable

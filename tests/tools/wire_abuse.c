@@ -19,11 +19,14 @@
  * opens N connections that never finish their hello and reports how many
  * the server closed at once (past --max-pending) and how many at the
  * deadline; forge presents a wrong token with a host name holding a
- * newline and a forged log line, for the test to look for in the log.
+ * newline and a forged log line, for the test to look for in the log;
+ * reattach asks for the paused session of TICKET (over a unix socket
+ * the server must also check who asks).
  *
  * usage: wire_abuse CASE ADDRESS [TOKEN]
  *        wire_abuse trickle ADDRESS TOKEN LIMIT_S
  *        wire_abuse hold ADDRESS N SECONDS
+ *        wire_abuse reattach ADDRESS TICKET
  */
 #include <arpa/inet.h>
 #include <poll.h>
@@ -393,6 +396,19 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		printf("wire_abuse: %s: refused=%d message=%s\n", argv[1], r.err != 0, r.message);
+		return r.err ? 0 : 1;
+	}
+	if (!strcmp(argv[1], "reattach") && argc > 3) {   /* TOKEN is the ticket here */
+		struct wire_buf b = { 0 };
+		hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)getpid(), .host = "wire_abuse",
+				 .op = OP_REATTACH, .ticket = argv[3], .snapshot = "", .parent = "" };
+
+		if (wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &b) ||
+		    read_hello_reply(&r)) {
+			printf("wire_abuse: reattach: no reply\n");
+			return 1;
+		}
+		printf("wire_abuse: reattach: refused=%d message=%s\n", r.err != 0, r.message);
 		return r.err ? 0 : 1;
 	}
 	if (!strcmp(argv[1], "nvml"))
