@@ -15,6 +15,14 @@ $(BUILD)/bench/%.o: bench/%.c bench/bench.h
 $(BENCH_BIN): $(BENCH_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
 
+# linkspeed: what the TCP loopback itself carries (1 and 4 streams), set
+# against Cicada's TCP copies in the same run.
+LINKSPEED_BIN := $(BUILD)/bench/linkspeed
+all: $(LINKSPEED_BIN)
+$(LINKSPEED_BIN): bench/linkspeed.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -pthread -o $@ $<
+
 # cr_native: NVIDIA's driver checkpoint of a native process, the baseline
 # of the checkpoint benchmark (bench/run-bench-cr.sh, `make bench-cr`).
 CR_NATIVE_BIN := $(BUILD)/bench/cr_native

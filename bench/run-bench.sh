@@ -133,6 +133,9 @@ check_checksums() {
 }
 
 start_server
+for s in 1 4; do
+	timeout 120 build/bench/linkspeed $s "$MIB" | awk '$1 == "metric" { print "link", $2, $3, $4 }' >>"$TMP/metrics"
+done
 echo "bench: gpu-server pid $SERVER_PID, unix:$TMP/gpu.sock, tcp:127.0.0.1:$PORT$([ $CPU = 1 ] && echo ' (CPU stand-in)')"
 touch "$TMP/raw.txt" "$TMP/metrics" "$TMP/workloads"
 for mode in native shm tcp; do
@@ -199,6 +202,13 @@ function sums(name,   ok, fig) {
 	}
 	printf "  %-6s  %-28s %s\n", ok ? "MET" : "MISSED", name " checksums", fig
 }
+# linkrow(WHAT, NAME): Cicada over TCP against the link on four streams.
+function linkrow(what, name,   c, l, pct) {
+	if (!(("tcp", name) in v) || !("link_tcp_4s_gbs" in link)) { printf "  MISSED  tcp %-24s no figure\n", what; return }
+	c = v["tcp", name]; l = link["link_tcp_4s_gbs"]; pct = l > 0 ? 100 * c / l : 0
+	printf "  %-6s  tcp %-24s %.3g GB/s, %.1f%% of the link (target >= 80%%)\n", (pct >= 80 ? "MET" : "MISSED"), what, c, pct
+}
+FILENAME == ARGV[1] && $1 == "link" { link[$2] = $3; next }
 FILENAME == ARGV[1] { if (!(($2) in unit)) order[++count] = $2; unit[$2] = $4; v[$1, $2] = $3 }
 FILENAME == ARGV[2] {
 	row = $1 "_s"
@@ -231,6 +241,12 @@ END {
 	target("pinned bandwidth d2h", "pinned_d2h_gbs", "pct", 90)
 	target("pageable bandwidth h2d", "pageable_h2d_gbs", "pct", 80)
 	target("pageable bandwidth d2h", "pageable_d2h_gbs", "pct", 80)
+	printf "\nthe TCP path against the link itself (loopback, this run): %.3g GB/s on one stream, %.3g GB/s on four\n",
+		link["link_tcp_1s_gbs"], link["link_tcp_4s_gbs"]
+	linkrow("pinned h2d", "pinned_h2d_gbs")
+	linkrow("pinned d2h", "pinned_d2h_gbs")
+	linkrow("pageable h2d", "pageable_h2d_gbs")
+	linkrow("pageable d2h", "pageable_d2h_gbs")
 	if (cpu) exit
 	n = split(workloads, names, " ")
 	for (i = 1; i <= n; i++) target(names[i] " local time", names[i] "_s", "slower", 3)

@@ -29,6 +29,7 @@
 #include "snapshot.h"
 
 #define MIGRATIONS_MAX 4
+#define ROUNDS_MAX 64                        /* pre-copy rounds one migration may send */
 
 struct incoming {
 	const struct migrate_config *cfg;
@@ -210,8 +211,10 @@ static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 		*bytes += part;
 		if (read(in->fd, &mark, 1) != 1 || (mark != 'p' && mark != 'f'))
 			return snprintf(err, WIRE_ERRLEN, "the migration stream ended early (the link broke?)"), -1;
+		if (mark == 'p' && ++rounds > ROUNDS_MAX)
+			return snprintf(err, WIRE_ERRLEN, "more than %d pre-copy rounds", ROUNDS_MAX), -1;
 		if (mark == 'p')
-			log_info("migration from %s: pre-copy round %d, %llu bytes", in->peer, ++rounds,
+			log_info("migration from %s: pre-copy round %d, %llu bytes", in->peer, rounds,
 				 (unsigned long long)part);
 	} while (mark == 'p');
 	return 0;
