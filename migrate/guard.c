@@ -42,7 +42,7 @@ int guard_start(int pid, char *err)
 		if (fork() > 0)
 			_exit(0);
 		if (read(p[0], &c, 1) != 1)
-			kill(pid, SIGCONT);
+			kill(getpgid(pid) == pid ? -pid : pid, SIGCONT);
 		_exit(0);
 	}
 	close(p[0]);

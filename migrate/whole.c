@@ -214,6 +214,13 @@ static int precopy(const struct migrate_opts *o, const struct staging *st, int f
 	return 0;
 }
 
+/* A signal to the process and, if it leads its process group (criu
+ * dumped its whole tree), to the group. */
+static void signal_tree(int pid, int sig)
+{
+	kill(getpgid(pid) == pid ? -pid : pid, sig);
+}
+
 /* Ends the source's paused GPU session (its ticket is in the images). */
 static void release_source(const struct staging *s, int pid)
 {
@@ -263,7 +270,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	}
 	r->new_pid = (int)res.worker_pid;
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
-	kill(o->pid, SIGKILL);
+	signal_tree(o->pid, SIGKILL);
 	stopped = 0;
 	r->downtime_s = migrate_now() - frozen;
 	r->restore_s = r->downtime_s - r->dump_s - r->send_s;
@@ -271,7 +278,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	rc = 0;
 out:
 	if (stopped)
-		kill(o->pid, SIGCONT);       /* it goes on where it was */
+		signal_tree(o->pid, SIGCONT);  /* it goes on where it was */
 	guard_disarm();
 	close(fd);
 	staging_remove(&st);
