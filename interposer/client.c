@@ -552,25 +552,35 @@ void client_set_device_work_hook(void (*hook)(unsigned proc))
 	device_work_hook = hook;
 }
 
-CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)
+/* Sends a call; its reply, if it has one, is read by client_reply_locked,
+ * in the order the calls went. Several may be in flight (a pipelined
+ * copy): the hook and the context run only before the first of them,
+ * when nothing may read a reply meanwhile. */
+CUresult client_send_locked(unsigned proc, xdrproc_t xargs, void *args, int first, uint32_t *xid)
 {
-	char err[WIRE_ERRLEN];
 	CUresult rc;
-	uint32_t xid;
 
 	if (cl.state != ST_CONNECTED)
 		return cl.fail_err;
-	if (device_work_hook)
+	if (first && device_work_hook)
 		device_work_hook(proc);
-	if ((rc = sync_context(proc)))
+	if (first && (rc = sync_context(proc)))
 		return rc;
-	xid = ++cl.xid;
-	if (wire_encode_call(&cl.out, xid, proc, xargs, args))
+	*xid = ++cl.xid;
+	if (wire_encode_call(&cl.out, *xid, proc, xargs, args))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (wire_send_record(&cl.stream, &cl.out))
 		return client_lost("the server closed the connection");
-	if (!xres)
-		return CUDA_SUCCESS;
+	return CUDA_SUCCESS;
+}
+
+CUresult client_reply_locked(unsigned proc, uint32_t xid, xdrproc_t xres, void *res)
+{
+	char err[WIRE_ERRLEN];
+	CUresult rc;
+
+	if (cl.state != ST_CONNECTED)
+		return cl.fail_err;
 	if ((rc = read_reply()))
 		return rc;
 	if (wire_decode_reply(&cl.in, xid, xres, res, err))
@@ -578,6 +588,14 @@ CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_
 	if ((rc = (CUresult) * (int *)res) && log_enabled(LOG_DEBUG))
 		log_debug("%s: %s", rpc_name(proc), error_name(rc) ? error_name(rc) : "unknown error");
 	return rc;
+}
+
+CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)
+{
+	uint32_t xid;
+	CUresult rc = client_send_locked(proc, xargs, args, 1, &xid);
+
+	return rc || !xres ? rc : client_reply_locked(proc, xid, xres, res);
 }
 
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res)

@@ -138,21 +138,50 @@ static CUresult inline_htod(CUdeviceptr dst, const char *src, size_t n, CUstream
 	return err;
 }
 
+/* Without shared memory: DTOH_DEPTH chunks asked for at once, so the
+ * worker reads the next while this one crosses the link; a whole chunk
+ * is decoded straight into dst (its size is the decoder's limit, so the
+ * reply cannot overrun it), a last, shorter one through scratch. */
+#define DTOH_DEPTH 4
+
 static CUresult inline_dtoh(char *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
 {
+	struct { uint32_t xid; size_t off, len; } ring[DTOH_DEPTH];
 	char *scratch = client_scratch();
-	CUresult err = CUDA_SUCCESS;
+	unsigned head = 0, count = 0;
+	size_t sent = 0;
+	CUresult err = CUDA_SUCCESS, e;
 
-	for (size_t off = 0; off < n && !err; off += CICADA_CHUNK_MAX) {
-		size_t len = n - off < CICADA_CHUNK_MAX ? n - off : CICADA_CHUNK_MAX;
-		dtoh_args a = { .src = src + off, .size = len, .stream = handle_id(stream), .async = async };
-		bytes_res r = { 0, { 0, scratch } };
+	while (sent < n || count) {
+		while (!err && sent < n && count < DTOH_DEPTH) {
+			size_t len = n - sent < CICADA_CHUNK_MAX ? n - sent : CICADA_CHUNK_MAX;
+			dtoh_args a = { .src = src + sent, .size = len, .stream = handle_id(stream), .async = async };
+			unsigned at = (head + count) % DTOH_DEPTH;
 
-		err = client_call_locked(P_memcpy_dtoh, (xdrproc_t)xdr_dtoh_args, &a, (xdrproc_t)xdr_bytes_res, &r);
-		if (!err && r.data.data_len != len)
-			err = client_lost("short copy from the server");
-		if (!err)
-			memcpy(dst + off, scratch, len);
+			if ((err = client_send_locked(P_memcpy_dtoh, (xdrproc_t)xdr_dtoh_args, &a, sent == 0, &ring[at].xid)))
+				break;
+			ring[at].off = sent;
+			ring[at].len = len;
+			count++;
+			sent += len;
+		}
+		if (!count)
+			break;
+		{
+			size_t off = ring[head].off, len = ring[head].len;
+			char *into = len == CICADA_CHUNK_MAX ? dst + off : scratch;
+			bytes_res r = { 0, { 0, into } };
+
+			e = client_reply_locked(P_memcpy_dtoh, ring[head].xid, (xdrproc_t)xdr_bytes_res, &r);
+			if (!e && r.data.data_len != len)
+				e = client_lost("short copy from the server");
+			if (!e && into == scratch)
+				memcpy(dst + off, scratch, len);
+			if (e && !err)
+				err = e;         /* the rest is read all the same (a lost link answers at once) */
+			head = (head + 1) % DTOH_DEPTH;
+			count--;
+		}
 	}
 	return err;
 }

@@ -24,6 +24,8 @@ const char *error_name(CUresult err);
 void *trace_wrap(const char *name, void *fn);   /* trace.c: fn, or its tracing twin */     /* generated from cuda.h; NULL if unknown */
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
+CUresult client_send_locked(unsigned proc, xdrproc_t xargs, void *args, int first, uint32_t *xid);
+CUresult client_reply_locked(unsigned proc, uint32_t xid, xdrproc_t xres, void *res);
 CUresult client_scalar_call(unsigned proc, int async, const uint64_t *in, unsigned nin, uint64_t *out,
 			    unsigned nout);
 struct shm_segment *client_shm(void);
