@@ -21,6 +21,7 @@ struct gpu_session {
 	char server[300];
 	char token_hex[TOKEN_HEX_MAX];       /* in memory only: never written to the images */
 	char token_file[420];                /* where the process read it ("-": nowhere) */
+	unsigned uid;                        /* the process's user: the token file must be its */
 	char parent[CICADA_PARENT_MAX];      /* checkpoint: incremental on this snapshot, or "" */
 };
 
@@ -32,7 +33,7 @@ void print_on_level(unsigned int level, const char *format, ...);
 /* pause.c */
 int session_pause(struct gpu_session *s, char *err);
 int session_send_resume(struct gpu_session *s, char *err);
-int session_precopy(int pid, const char *dir, const char *name, const char *parent, uint64_t fig[3], char *err);
+int session_precopy(int pid, int dirfd, const char *name, const char *parent, uint64_t fig[3], char *err);
 
 /* request.c */
 int server_request(const struct gpu_session *s, hello_op op, int dirfd, char *ticket_out, char *err);

@@ -25,6 +25,23 @@ static int dial_control(int pid)
 	return fd;
 }
 
+/* The real uid of pid (from /proc; the user whose files it may name). */
+static unsigned process_uid(int pid)
+{
+	char path[64], line[256];
+	unsigned uid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "r")))
+		return (unsigned)-1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Uid:", 4) && sscanf(line + 4, "%u", &uid) == 1)
+			break;
+	fclose(f);
+	return uid;
+}
+
 /* 1: paused; 0: not a Cicada process (or one without a GPU session);
  * -1: it is one, and it could not be paused. */
 int session_pause(struct gpu_session *s, char *err)
@@ -44,6 +61,7 @@ int session_pause(struct gpu_session *s, char *err)
 		return 0;
 	}
 	snprintf(s->token_file, sizeof(s->token_file), "-");
+	s->uid = process_uid(s->pid);
 	if (sscanf(line, "PAUSED %32s %299s %512s %419s", s->ticket, s->server, s->token_hex, s->token_file) < 3) {
 		snprintf(err, WIRE_ERRLEN, "process %d: %.200s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
 		goto fail;
@@ -56,10 +74,11 @@ fail:
 }
 
 /* A migration's pre-copy round (gpu-migrate): the process's worker writes
- * its device memory as snapshot name under dir while it runs. 1 done
+ * its device memory as snapshot name in the directory dirfd (passed
+ * along, never named by path) while it runs. 1 done
  * (fig: pieces, unchanged, bytes stored), 0 not possible (no Cicada
  * process, no session, or a remote worker: err says why), -1 failed. */
-int session_precopy(int pid, const char *dir, const char *name, const char *parent, uint64_t fig[3], char *err)
+int session_precopy(int pid, int dirfd, const char *name, const char *parent, uint64_t fig[3], char *err)
 {
 	char line[WIRE_ERRLEN + 1900];
 	unsigned long long a, b, c;
@@ -69,8 +88,9 @@ int session_precopy(int pid, const char *dir, const char *name, const char *pare
 		snprintf(err, WIRE_ERRLEN, "process %d has no Cicada control socket", pid);
 		return 0;
 	}
-	n = snprintf(line, sizeof(line), "PRECOPY %s %s %s\n", dir, name, parent[0] ? parent : "-");
-	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n || wire_read_line(fd, line, sizeof(line))) {
+	n = snprintf(line, sizeof(line), "PRECOPY %s %s\n", name, parent[0] ? parent : "-");
+	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n || wire_send_fd(fd, dirfd) ||
+	    wire_read_line(fd, line, sizeof(line))) {
 		close(fd);
 		snprintf(err, WIRE_ERRLEN, "process %d did not answer the pre-copy request", pid);
 		return -1;
@@ -81,7 +101,7 @@ int session_precopy(int pid, const char *dir, const char *name, const char *pare
 		return 1;
 	}
 	snprintf(err, WIRE_ERRLEN, "%.400s", strncmp(line, "ERROR ", 6) ? line : line + 6);
-	return strcmp(line, "IDLE") && !strstr(line, "needs a client on the server's node") ? -1 : 0;
+	return strstr(line, "needs a client on the server's node") || strstr(line, "no GPU session") ? 0 : -1;
 }
 
 /* Tells the (restored) process where its session lives now. Its threads

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "cicada-criu.h"
 
@@ -36,7 +37,8 @@ int session_file_write(int dirfd, const struct gpu_session *s, char *err)
 		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", tmp);
 		return -1;
 	}
-	fprintf(f, "server %s\nticket %s\ntoken-file %s\n", s->server, s->ticket, s->token_file[0] ? s->token_file : "-");
+	fprintf(f, "server %s\nticket %s\ntoken-file %s\nuid %u\n", s->server, s->ticket,
+		s->token_file[0] ? s->token_file : "-", s->uid);
 	if (fclose(f) || renameat(dirfd, tmp, dirfd, name)) {
 		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", name);
 		return -1;
@@ -72,10 +74,11 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
 	memset(s, 0, sizeof(*s));
 	s->ctl = -1;
 	s->pid = session_file_pid(name);
-	got = fscanf(f, "server %299s ticket %32s token-file %419s", s->server, s->ticket, s->token_file);
+	got = fscanf(f, "server %299s ticket %32s token-file %419s uid %u", s->server, s->ticket, s->token_file,
+		     &s->uid);
 	fclose(f);
 	snprintf(s->token_hex, sizeof(s->token_hex), "-");
-	if (got != 3) {
+	if (got != 4) {
 		snprintf(err, WIRE_ERRLEN, "%s is malformed", name);
 		return -1;
 	}
@@ -83,15 +86,21 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
 }
 
 /* Reads the token of path, else of the file the process used, into
- * s->token_hex (left as it is if there is neither). */
+ * s->token_hex (left as it is if there is neither). The process's file
+ * is read only if it is the process's user's: the images, which the
+ * process wrote, must not make root read (and prove) another's secret. */
 void session_token_load(struct gpu_session *s, const char *path)
 {
 	char token[CICADA_TOKEN_MAX];
+	struct stat st;
 	size_t n = 0;
 	FILE *f;
 
-	if (!path && strcmp(s->token_file, "-") && s->token_file[0])
+	if (!path && strcmp(s->token_file, "-") && s->token_file[0]) {
+		if (stat(s->token_file, &st) || st.st_uid != s->uid)
+			return;
 		path = s->token_file;
+	}
 	if (!path || !(f = fopen(path, "r")))
 		return;
 	n = fread(token, 1, sizeof(token), f);

@@ -80,7 +80,13 @@ CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size)
 	if (!m) {
 		if (!(m = w->devmem = calloc(1, sizeof(*m))))
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		pthread_rwlock_init(&m->lock, NULL);
+		pthread_rwlockattr_t attr;
+
+		/* the application's allocations do not wait behind a pre-copy */
+		pthread_rwlockattr_init(&attr);
+		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&m->lock, &attr);
+		pthread_rwlockattr_destroy(&attr);
 	}
 	if (m->base) {
 		if (m->base == base && m->size == size)

@@ -9,8 +9,9 @@
  * (detached, with Cicada's plugin, whose restore of the GPU state comes
  * back to this server's unix listener), answers with the restored pid or
  * the reason it failed, and removes the images either way. Only servers
- * started with --accept-migrations take them: a token holder can then
- * have a process restored here, as the server's user.
+ * started with --accept-migrations take them: criu restores a process
+ * with the credentials its images hold, so a token holder can then run
+ * any process here as any user (root's criu does the restore).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -117,15 +118,20 @@ static void env_free(char **env)
 static void runner(const struct migrate_config *cfg, const char *dir, const char *pidfile, char **env, int fd)
 {
 	int32_t v[2] = { -1, -1 };
-	int null = open("/dev/null", O_RDWR), status;
+	int null, status;
 
+	/* none of the server's listeners or connections stay open in here */
+	for (int i = 3; i < 65536; i++)
+		if (i != fd)
+			close(i);
+	null = open("/dev/null", O_RDWR);
 	v[0] = fork();
 	if (v[0] == 0) {
 		if (null >= 0)
 			dup2(null, 0), dup2(null, 1), dup2(null, 2);
 		setsid();
-		execle(cfg->criu, cfg->criu, "restore", "-D", dir, "-L", cfg->plugins, "-d", "--pidfile", pidfile,
-		       "-o", "restore.log", "-v4", (char *)NULL, env);
+		execle(cfg->criu, cfg->criu, "restore", "-D", dir, "-L", cfg->plugins, "-d", "--leave-stopped",
+		       "--pidfile", pidfile, "-o", "restore.log", "-v4", (char *)NULL, env);
 		_exit(127);
 	}
 	if (write(fd, &v[0], 4) == 4 && v[0] > 0 && waitpid(v[0], &status, 0) == v[0]) {
@@ -197,6 +203,26 @@ static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirf
 	return (pid_t)atoi(buf);
 }
 
+/* The restored copy runs only on gpu-migrate's go ('c', answered 'k'),
+ * which comes once the source is sure to end; without it (the link broke,
+ * gpu-migrate died) the copy is ended, and the source goes on. */
+static void start_or_end(struct incoming *in, pid_t pid)
+{
+	struct pollfd p = { .fd = in->fd, .events = POLLIN };
+	pid_t who = getpgid(pid) == pid ? -pid : pid;
+	char c = 0;
+
+	if (poll(&p, 1, 30000) == 1 && read(in->fd, &c, 1) == 1 && c == 'c') {
+		kill(who, SIGCONT);
+		c = 'k';
+		if (send(in->fd, &c, 1, MSG_NOSIGNAL) != 1)
+			log_warn("migration from %s: the go was not acknowledged, but pid %d runs", in->peer, (int)pid);
+		return;
+	}
+	kill(who, SIGKILL);
+	log_warn("migration from %s: no go from gpu-migrate; the restored pid %d is ended", in->peer, (int)pid);
+}
+
 /* The streams of a migration into dirfd, up to the final one. */
 static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 {
@@ -244,8 +270,9 @@ static void *incoming_thread(void *arg)
 	}
 	if (pid) {
 		snprintf(msg, sizeof(msg), "restored as pid %d", (int)pid);
-		log_info("migration from %s: %s", in->peer, msg);
+		log_info("migration from %s: %s, stopped until gpu-migrate says go", in->peer, msg);
 		answer(in, 0, (uint64_t)pid, msg);
+		start_or_end(in, pid);
 	} else {
 		log_warn("migration from %s failed: %s", in->peer, err);
 		answer(in, CUDA_ERROR_OPERATING_SYSTEM, 0, err);

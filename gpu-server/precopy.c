@@ -8,8 +8,10 @@
  * whose bytes changed are compressed and stored. It reads through its own
  * non-blocking streams, so the application's kernels are not held up; a
  * chunk freed meanwhile reads as zeros (the frozen, final checkpoint
- * stores whatever is there then). Only clients on this node, whose user
- * owns the directory, may ask.
+ * stores whatever is there then). The directory comes as a descriptor
+ * (gpu-migrate's, passed on by the client over its unix socket): the
+ * worker writes nowhere a path names, and the parent must be the round
+ * before, beside it.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -89,34 +91,37 @@ out:
 	return NULL;
 }
 
-/* The client's user, if it is on this node. */
-static int peer_uid(struct worker *w, uid_t *uid)
+/* A unix client (on this node), which passed the directory first. */
+static int unix_peer(struct worker *w)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
-	if (getsockopt(w->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred))
-		return -1;
-	*uid = cred.uid;
-	return 0;
+	return !getsockopt(w->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) && len == sizeof(cred) && cred.pid;
+}
+
+/* The round before, beside this one: "../../precopy-K/NAME". */
+static int parent_ok(const char *parent, const char *name)
+{
+	unsigned k;
+	int n = 0;
+
+	return !parent[0] || (sscanf(parent, "../../precopy-%u/%n", &k, &n) == 1 && n > 0 && !strcmp(parent + n, name));
 }
 
 static const char *check_request(struct worker *w, const precopy_args *a, int *dirfd)
 {
 	struct stat st;
-	uid_t uid;
 
+	if (!unix_peer(w))
+		return "pre-copy needs a client on the server's node";
+	*dirfd = wire_recv_fd(w->sock);
+	if (*dirfd < 0 || fstat(*dirfd, &st) || !S_ISDIR(st.st_mode))
+		return "no staging directory came with the request";
 	if (w->precopy && w->precopy->state == PRECOPY_RUNNING)
 		return "a pre-copy round is running already";
-	if (peer_uid(w, &uid))
-		return "pre-copy needs a client on the server's node";
-	if (!a->name[0] || strchr(a->name, '/') || a->name[0] == '.')
-		return "not a snapshot name";
-	*dirfd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (*dirfd < 0 || fstat(*dirfd, &st))
-		return "cannot open the staging directory";
-	if (uid != 0 && st.st_uid != uid)
-		return "the staging directory is not the client's";
+	if (!a->name[0] || strchr(a->name, '/') || a->name[0] == '.' || !parent_ok(a->parent, a->name))
+		return "not a snapshot name, or not a parent beside it";
 	return NULL;
 }
 
@@ -144,16 +149,18 @@ CUresult hand_precopy(struct worker *w, void *args, void *res)
 	struct precopy *p;
 	int dirfd = -1;
 
+	r->message = strdup("");
 	if ((why = check_request(w, a, &dirfd))) {
 		if (dirfd >= 0)
 			close(dirfd);
+		free(r->message);
 		r->message = strdup(why);
 		r->state = PRECOPY_FAILED;
-		return CUDA_ERROR_NOT_PERMITTED;
+		return r->message ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	if (!w->precopy && (w->precopy = calloc(1, sizeof(*w->precopy))))
 		w->precopy->dirfd = -1;
-	if (!(p = w->precopy)) {
+	if (!(p = w->precopy) || !r->message) {
 		close(dirfd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -172,7 +179,6 @@ CUresult hand_precopy(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
 	r->state = PRECOPY_RUNNING;
-	r->message = strdup("");
 	return CUDA_SUCCESS;
 }
 

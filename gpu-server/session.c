@@ -253,6 +253,17 @@ static int name_valid(const char *name)
 	       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == strlen(name);
 }
 
+/* Root or the server's user on this node (CRIU's plugin): only they may
+ * name a parent snapshot, which the worker opens by path. */
+static int privileged_peer(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && len == sizeof(cred) && cred.pid &&
+	       (cred.uid == 0 || cred.uid == geteuid());
+}
+
 static void checkpoint(struct worker *w, struct handed *c)
 {
 	char tmp[PATH_MAX], err[SNAP_ERRLEN];
@@ -262,7 +273,7 @@ static void checkpoint(struct worker *w, struct handed *c)
 		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
 		return;
 	}
-	if (worker_checkpoint(w, dirfd, c->h.snapshot, c->h.stream ? "" : c->h.parent, err)) {
+	if (worker_checkpoint(w, dirfd, c->h.snapshot, c->h.stream || !privileged_peer(c->fd) ? "" : c->h.parent, err)) {
 		refuse(c, CUDA_ERROR_UNKNOWN, err);
 	} else if (!reply(c) && c->h.stream && snap_send_dir(dirfd, c->h.snapshot, c->fd, err)) {
 		log_error("sending snapshot %s: %s", c->h.snapshot, err);

@@ -354,9 +354,9 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
  * asks how it goes every 10 ms, taking the lock only for each question,
  * so the application's calls go on meanwhile. 0 when done, with its
  * figures; 1 without a session; -1 with err. */
-int client_precopy(const char *dir, const char *name, const char *parent, uint64_t out[3], char *err)
+int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out[3], char *err)
 {
-	precopy_args a = { (char *)dir, (char *)name, (char *)parent };
+	precopy_args a = { (char *)name, (char *)parent };
 	uint64_t none = 0;
 	scalars q = { { 0, &none } };
 	precopy_res r;
@@ -368,8 +368,15 @@ int client_precopy(const char *dir, const char *name, const char *parent, uint64
 		snprintf(err, WIRE_ERRLEN, "no GPU session");
 		return 1;
 	}
+	if (strncmp(cl.addr_text, "unix:", 5)) {
+		pthread_mutex_unlock(&cl.lock);
+		snprintf(err, WIRE_ERRLEN, "pre-copy needs a client on the server's node");
+		return 1;
+	}
 	memset(&r, 0, sizeof(r));
-	rc = client_call_locked(P_precopy, (xdrproc_t)xdr_precopy_args, &a, (xdrproc_t)xdr_precopy_res, &r);
+	/* the directory first, as host regions go (hostmem.c) */
+	rc = wire_send_fd(client_socket(), dirfd) ? client_lost("cannot pass a directory") :
+		client_call_locked(P_precopy, (xdrproc_t)xdr_precopy_args, &a, (xdrproc_t)xdr_precopy_res, &r);
 	pthread_mutex_unlock(&cl.lock);
 	while (!rc && r.state == PRECOPY_RUNNING) {
 		struct timespec nap = { 0, 10000000 };

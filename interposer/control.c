@@ -11,11 +11,11 @@
  *   RESUME <ticket> <server> [<token-hex>]
  *                           -> RESUMED | ERROR <reason>
  * (the token, when given, is the new server's: gpu-migrate's)
- *   PRECOPY <dir> <name> <parent|->
+ *   PRECOPY <name> <parent|->, then a directory's descriptor (SCM_RIGHTS)
  *                           -> PRECOPIED <pieces> <unchanged> <stored-bytes>
  *                              | IDLE | ERROR <reason>
  * (a migration's pre-copy round, while the program runs: the worker
- * writes its device memory under dir, see gpu-server/precopy.c)
+ * writes its device memory in that directory, see gpu-server/precopy.c)
  * While paused, the thread holds the client lock, so every CUDA call
  * waits. The pause ends with RESUME or when the plugin's connection
  * closes: that resumes the session where it was, so a checkpoint that
@@ -94,18 +94,19 @@ static void paused(int fd, const char *ticket, const char *server)
 
 static void precopy(int fd, const char *line)
 {
-	char dir[600], name[200], parent[600], err[WIRE_ERRLEN], out[WIRE_ERRLEN + 32];
+	char name[200], parent[600], err[WIRE_ERRLEN], out[WIRE_ERRLEN + 32];
 	uint64_t fig[3];
-	int rc;
+	int rc, dirfd = wire_recv_fd(fd);
 
-	if (sscanf(line, "PRECOPY %599s %199s %599s", dir, name, parent) != 3) {
+	if (dirfd < 0 || sscanf(line, "PRECOPY %199s %599s", name, parent) != 2) {
 		say(fd, "ERROR malformed request\n");
+		if (dirfd >= 0)
+			close(dirfd);
 		return;
 	}
-	rc = client_precopy(dir, name, strcmp(parent, "-") ? parent : "", fig, err);
-	if (rc > 0)
-		snprintf(out, sizeof(out), "IDLE\n");
-	else if (rc < 0)
+	rc = client_precopy(dirfd, name, strcmp(parent, "-") ? parent : "", fig, err);
+	close(dirfd);
+	if (rc != 0)
 		snprintf(out, sizeof(out), "ERROR %s\n", err);
 	else
 		snprintf(out, sizeof(out), "PRECOPIED %llu %llu %llu\n", (unsigned long long)fig[0],

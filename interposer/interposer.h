@@ -50,7 +50,7 @@ void graph_capture_begun(void);
 CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);
 size_t client_token(char *buf, size_t len);
 int client_set_token(const char *hex);
-int client_precopy(const char *dir, const char *name, const char *parent, uint64_t out[3], char *err);   /* a migration's new token; NULL: the environment's */
+int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out[3], char *err);   /* a migration's new token; NULL: the environment's */
 
 /* control.c: the control socket the CRIU plugin pauses and resumes through */
 void control_start(void);

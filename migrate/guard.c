@@ -2,20 +2,91 @@
  * guard.c: while a whole-application move holds the source process
  * stopped (criu dump --leave-stopped), a small guard process watches
  * gpu-migrate through a pipe. If gpu-migrate dies before it disarms the
- * guard (success, or a failure it handled itself), the guard sends the
- * source SIGCONT: the application goes on where it was, and its GPU
- * session resumes on the source.
+ * guard (success, or a failure it handled itself), the guard waits until
+ * no criu holds the process any more and sends its tree SIGCONT: the
+ * application goes on where it was, and its GPU session resumes on the
+ * source. signal_tree signals a process and its descendants, the tree
+ * criu dumps.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "migrate.h"
 
 static int guard_fd = -1;
+
+static void signal_children(int pid, int sig, int depth)
+{
+	char path[64], line[4096];
+	FILE *f;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	if (depth > 64 || !(d = opendir(path)))
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		if (fgets(line, sizeof(line), f))
+			for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n"))
+				signal_children(atoi(t), sig, depth + 1);
+		fclose(f);
+	}
+	closedir(d);
+	kill(pid, sig);
+}
+
+/* sig to pid and every descendant (children first). */
+void signal_tree(int pid, int sig)
+{
+	signal_children(pid, sig, 0);
+}
+
+/* The process's state letter and whether something traces it (criu). */
+static int proc_state(int pid, char *state, int *traced)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	*state = '?';
+	*traced = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "State:", 6))
+			sscanf(line + 6, " %c", state);
+		if (!strncmp(line, "TracerPid:", 10))
+			*traced = atoi(line + 10) != 0;
+	}
+	fclose(f);
+	return 0;
+}
+
+/* Waits (at most ten minutes) until no criu holds pid, then resumes it. */
+static void resume_when_free(int pid)
+{
+	char state;
+	int traced;
+
+	for (int i = 0; i < 3000 && !proc_state(pid, &state, &traced); i++) {
+		if (!traced && state != 'T' && state != 't' && i > 0)
+			return;
+		if (!traced)
+			signal_tree(pid, SIGCONT);
+		usleep(200000);
+	}
+}
 
 int guard_start(int pid, char *err)
 {
@@ -42,7 +113,7 @@ int guard_start(int pid, char *err)
 		if (fork() > 0)
 			_exit(0);
 		if (read(p[0], &c, 1) != 1)
-			kill(getpgid(pid) == pid ? -pid : pid, SIGCONT);
+			resume_when_free(pid);
 		_exit(0);
 	}
 	close(p[0]);

@@ -62,5 +62,6 @@ void staging_remove(struct staging *s);
 /* guard.c */
 int guard_start(int pid, char *err);
 void guard_disarm(void);
+void signal_tree(int pid, int sig);
 
 #endif

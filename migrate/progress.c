@@ -2,7 +2,8 @@
  * progress.c: what gpu-migrate shows while it moves bytes (a bar with
  * bytes, rate and round, on a terminal only), the sizes it reports, and
  * the fault hooks the tests use: CICADA_MIGRATE_FAULT=cut:N breaks the
- * link after N bytes, stall:N stops sending after N bytes (until killed).
+ * link after N bytes, stall:N stops sending after N bytes (until killed),
+ * and nogo (whole.c) dies after the target restored, before the go.
  */
 #include <dirent.h>
 #include <fcntl.h>

@@ -179,23 +179,23 @@ static int send_part(const struct staging *st, int fd, const char *only, const c
 static int precopy(const struct migrate_opts *o, const struct staging *st, int fd, struct migrate_result *r,
 		   char *last, char *err)
 {
-	char round[32], dir[1200], name[64], parent[128], why[WIRE_ERRLEN], path[64];
+	char round[32], name[64], parent[128], why[WIRE_ERRLEN];
 	uint64_t fig[3], first = 0, before = UINT64_MAX;
-	struct stat ps;
-	int rc;
+	int rc, rfd;
 
 	last[0] = 0;
-	snprintf(path, sizeof(path), "/proc/%d", o->pid);
-	if (!o->precopy || stat(path, &ps) || fchown(st->fd, ps.st_uid, ps.st_gid))
+	if (!o->precopy)
 		return 0;
 	snapshot_name(o->pid, name, sizeof(name));
 	for (int k = 1; k <= ROUNDS_MAX; k++) {
 		snprintf(round, sizeof(round), "precopy-%d", k);
-		snprintf(dir, sizeof(dir), "%s/%s", st->path, round);
 		snprintf(parent, sizeof(parent), k > 1 ? "../../precopy-%d/%s" : "", k - 1, name);
-		if (mkdirat(st->fd, round, 0700) || fchownat(st->fd, round, ps.st_uid, ps.st_gid, 0))
+		/* ours (root's): the worker gets its descriptor, not its path */
+		if (mkdirat(st->fd, round, 0700) ||
+		    (rfd = openat(st->fd, round, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 			return 0;
-		rc = session_precopy(o->pid, dir, name, parent, fig, why);
+		rc = session_precopy(o->pid, rfd, name, parent, fig, why);
+		close(rfd);
 		if (rc <= 0) {
 			if (rc < 0 || k == 1)
 				fprintf(stderr, "gpu-migrate: no pre-copy%s: %s\n", k > 1 ? " round" : "", why);
@@ -214,13 +214,6 @@ static int precopy(const struct migrate_opts *o, const struct staging *st, int f
 	return 0;
 }
 
-/* A signal to the process and, if it leads its process group (criu
- * dumped its whole tree), to the group. */
-static void signal_tree(int pid, int sig)
-{
-	kill(getpgid(pid) == pid ? -pid : pid, sig);
-}
-
 /* Ends the source's paused GPU session (its ticket is in the images). */
 static void release_source(const struct staging *s, int pid)
 {
@@ -233,6 +226,20 @@ static void release_source(const struct staging *s, int pid)
 	session_token_load(&g, NULL);       /* the token file the process used */
 	if (server_request(&g, OP_RELEASE, -1, NULL, err))
 		fprintf(stderr, "gpu-migrate: ending the source GPU session: %s\n", err);
+}
+
+/* Tells the target to run the restored copy; 0 once it says it does. */
+static int go(int fd, const struct migrate_opts *o)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	const char *fault = getenv("CICADA_MIGRATE_FAULT");
+	char c = 'c';
+
+	if (fault && !strcmp(fault, "nogo"))
+		_exit(9);                    /* tests: gpu-migrate dies before the go */
+	if (send(fd, &c, 1, MSG_NOSIGNAL) != 1 || poll(&p, 1, 30000) != 1 || read(fd, &c, 1) != 1)
+		return -1;
+	return c == 'k' ? 0 : -1;
 }
 
 int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err)
@@ -258,8 +265,10 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	if (last[0])
 		setenv("CICADA_SNAPSHOT_PARENT", last, 1);      /* the plugin's parent: the last round */
 	frozen = migrate_now();
-	if (dump(o, &st, err))
-		goto out;                    /* criu resumed it */
+	if (dump(o, &st, err)) {
+		signal_tree(o->pid, SIGCONT);  /* criu resumes it; a killed criu did not */
+		goto out;
+	}
 	stopped = 1;
 	r->dump_s = migrate_now() - frozen;
 	rc = send_part(&st, fd, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err);
@@ -270,6 +279,16 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	}
 	r->new_pid = (int)res.worker_pid;
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
+	/* The copy there waits, stopped, for the go: it runs only once the
+	 * source is sure to end (a broken link before the go ends it there). */
+	if (go(fd, o)) {
+		guard_disarm();
+		stopped = 0;                 /* in doubt: neither runs until someone looks */
+		snprintf(err, WIRE_ERRLEN, "the target did not confirm the go: process %d is left stopped here; "
+			 "if it runs on %s, kill -9 it, else kill -CONT it", o->pid, o->target);
+		rc = -1;
+		goto out;
+	}
 	signal_tree(o->pid, SIGKILL);
 	stopped = 0;
 	r->downtime_s = migrate_now() - frozen;

@@ -187,7 +187,7 @@ int snap_make_tmpdir(int dirfd, const char *name, char *tmpname, char *err)
 	snap_rmtree(dirfd, tmpname);
 	if (mkdirat(dirfd, tmpname, 0700))
 		return snap_fail(err, "creating %s: %s", tmpname, strerror(errno));
-	fd = openat(dirfd, tmpname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = openat(dirfd, tmpname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		snap_fail(err, "opening %s: %s", tmpname, strerror(errno));
 		unlinkat(dirfd, tmpname, AT_REMOVEDIR);

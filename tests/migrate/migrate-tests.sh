@@ -205,6 +205,15 @@ mig_big() {
 	CR_REF=$T/mig.big.native cr_finished
 }
 
+# gpu-migrate dies after the target restored the copy, before its go: the
+# copy there is ended, and the application (its guard resumes it)
+# finishes on A: it never runs twice.
+mig_nogo() {
+	mig_launch || return 1
+	CICADA_MIGRATE_FAULT=nogo migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
+	mig_finished && wait_for "no go from gpu-migrate; the restored pid .* is ended" "$T/mig-b.log" 10
+}
+
 run_migrate_tests() {
 	local n any=""
 	for n in $TESTS; do case $n in migrate-*) want "$n" && any=1 ;; esac; done
@@ -240,6 +249,8 @@ run_migrate_tests() {
 		mig_refused
 	want migrate-killed && mig_case "gpu-migrate killed mid-transfer: the application resumes on A and finishes" \
 		mig_killed
+	want migrate-killed && mig_case "gpu-migrate dead before the go: the copy on B is ended, the application finishes on A" \
+		mig_nogo
 	[ "$MODE" = gpu ] && want migrate-big && mig_case "gpu-migrate: 8 GiB, a tenth rewritten while it moves, between two servers on the GPU, output identical" \
 		mig_big
 	mig_nodes_down
