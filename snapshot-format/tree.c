@@ -161,7 +161,7 @@ out:
 static int send_level(struct tree *t, int dirfd, const char *prefix, int depth, const char *only,
 		      const char *skip)
 {
-	int scan = openat(dirfd, prefix[0] ? prefix : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int scan = openat(dirfd, prefix[0] ? prefix : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
 	char name[TREE_NAME_MAX + 8];
 	struct dirent *e;
