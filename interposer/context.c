@@ -93,8 +93,10 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 
 CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
 {
-	if (params && (params->execAffinityParams || params->numExecAffinityParams || params->cigParams))
+	if (params && (params->execAffinityParams || params->numExecAffinityParams || params->cigParams)) {
+		log_info("cuCtxCreate_v4: execution affinity and CIG contexts are not supported through Cicada");
 		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	return ctx_create(pctx, flags, dev);
 }
 

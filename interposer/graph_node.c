@@ -156,8 +156,11 @@ static CUresult pack(const CUgraphNodeParams *p, graph_params *g, uint64_t *v, c
 		return params_alloc(g, p->type, 0, v);
 	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
 		if (p->alloc.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-		    p->alloc.poolProps.handleTypes != CU_MEM_HANDLE_TYPE_NONE || p->alloc.accessDescCount > 1)
+		    p->alloc.poolProps.handleTypes != CU_MEM_HANDLE_TYPE_NONE || p->alloc.accessDescCount > 1) {
+			log_info("graph memory allocation nodes: only device memory without export handles and with "
+				 "at most one access descriptor is supported");
 			return CUDA_ERROR_NOT_SUPPORTED;
+		}
 		v[GA_BYTES] = p->alloc.bytesize;
 		v[GA_DEVICE] = (uint64_t)p->alloc.poolProps.location.id;
 		return params_alloc(g, p->type, GA_N, v);
