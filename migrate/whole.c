@@ -150,7 +150,7 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 static int send_part(const struct staging *st, int fd, const char *only, const char *skip, char mark,
 		     const char *sub, struct migrate_result *r, uint64_t *part, char *err)
 {
-	struct snap_progress pr = { progress_update, NULL };
+	struct snap_progress pr = { progress_update, NULL, 0 };
 	char name[64];
 	uint64_t n = 0, device, stored;
 	int rc, sfd = sub ? openat(st->fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dup(st->fd);
@@ -163,7 +163,7 @@ static int send_part(const struct staging *st, int fd, const char *only, const c
 	if (sfd >= 0)
 		close(sfd);
 	r->wire_bytes += n;
-	r->state_bytes += n - stored + device;
+	r->state_bytes += pr.logical - stored + device;
 	if (part)
 		*part = n;
 	if (!rc && send(fd, &mark, 1, MSG_NOSIGNAL) != 1) {

@@ -146,10 +146,11 @@ int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
 struct snap_progress {
 	int (*fn)(void *ctx, uint64_t bytes);
 	void *ctx;
+	uint64_t logical;                 /* the sender adds the bytes of the files sent */
 };
-int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, const struct snap_progress *p,
+int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, struct snap_progress *p,
 		   uint64_t *bytes, char *err);
-int snap_recv_tree(int fd, int dirfd, const struct snap_progress *p, uint64_t *bytes, char *err);
+int snap_recv_tree(int fd, int dirfd, struct snap_progress *p, uint64_t *bytes, char *err);
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */
 int snap_remove_dir(int dirfd, const char *name, char *err);

@@ -5,9 +5,11 @@
  * snapshots), two levels down at most (a migration's pre-copy rounds:
  * precopy-1/cicada-gpu-42/). The stream: "CICADAIM", u32 version, u32
  * reserved; per file a u32 name length, the name ("a", "dir/a" or
- * "dir/sub/a"), a u64
- * size and the bytes; then a zero name length and the XXH3-64 of
- * everything before it (little endian). The receiver accepts only plain
+ * "dir/sub/a"), a u64 size and a mode byte, then the bytes: as they are
+ * (mode 0), or (mode 1, CRIU's page images, where zstd pays) in chunks
+ * of at most 4 MiB, each a u32 of its stored length (the top bit set if
+ * it is a zstd frame) and its bytes. The stream ends with a zero name
+ * length and the XXH3-64 of everything before it (little endian). The receiver accepts only plain
  * names (letters, digits, '.', '_', '-', '+', no part starting with '.',
  * at most two '/'), creates each file anew, and fails on a bad checksum;
  * the caller removes what a failed receive left.
@@ -22,10 +24,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 #include "internal.h"
 
 #define TREE_MAGIC "CICADAIM"
-#define TREE_VERSION 1
+#define TREE_VERSION 2
+#define ZCHUNK_FLAG 0x80000000u
 #define TREE_CHUNK (4u << 20)
 #define TREE_NAME_MAX 256
 #define TREE_FILES_MAX 100000u
@@ -33,13 +37,14 @@
 struct tree {
 	int fd;
 	XXH3_state_t *sum;
-	uint8_t *buf;
+	uint8_t *buf, *z;                 /* a chunk, and a zstd frame */
+	size_t zcap;
 	uint64_t moved;                   /* bytes so far, for progress */
-	const struct snap_progress *progress;
+	struct snap_progress *progress;
 	char *err;
 };
 
-static int tree_init(struct tree *t, int fd, const struct snap_progress *p, char *err)
+static int tree_init(struct tree *t, int fd, struct snap_progress *p, char *err)
 {
 	memset(t, 0, sizeof(*t));
 	t->fd = fd;
@@ -47,7 +52,9 @@ static int tree_init(struct tree *t, int fd, const struct snap_progress *p, char
 	t->progress = p;
 	t->sum = XXH3_createState();
 	t->buf = malloc(TREE_CHUNK);
-	if (!t->sum || !t->buf || XXH3_64bits_reset(t->sum) != XXH_OK)
+	t->zcap = ZSTD_compressBound(TREE_CHUNK);
+	t->z = malloc(t->zcap);
+	if (!t->sum || !t->buf || !t->z || XXH3_64bits_reset(t->sum) != XXH_OK)
 		return snap_fail(err, "out of memory for the image stream");
 	return 0;
 }
@@ -56,6 +63,7 @@ static void tree_free(struct tree *t)
 {
 	XXH3_freeState(t->sum);
 	free(t->buf);
+	free(t->z);
 }
 
 /* Counts bytes for the progress callback, which may stop the transfer. */
@@ -126,10 +134,32 @@ static int name_ok(const char *name)
 	return slashes <= 2 && name[n - 1] != '/';
 }
 
+/* CRIU's page images are worth compressing; GPU snapshot data is
+ * compressed already, the other images are small. */
+static int compressible(const char *name)
+{
+	const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+
+	return !strncmp(base, "pages-", 6);
+}
+
+/* One chunk of a mode-1 file: a zstd frame if it is smaller, else raw. */
+static int put_chunk(struct tree *t, size_t n)
+{
+	size_t z = ZSTD_compress(t->z, t->zcap, t->buf, n, 1);
+	uint8_t word[4];
+	int packed = !ZSTD_isError(z) && z < n / 10 * 9;
+
+	snap_put_le(word, packed ? (uint32_t)z | ZCHUNK_FLAG : (uint32_t)n, 4);
+	if (tree_put(t, word, 4))
+		return -1;
+	return tree_put(t, packed ? t->z : t->buf, packed ? z : n);
+}
+
 static int send_one(struct tree *t, int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc;
-	uint8_t hdr[12 + TREE_NAME_MAX];
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc, mode = compressible(name);
+	uint8_t hdr[13 + TREE_NAME_MAX];
 	size_t nlen = strlen(name);
 	struct stat st;
 
@@ -140,13 +170,16 @@ static int send_one(struct tree *t, int dirfd, const char *name)
 	snap_put_le(hdr, nlen, 4);
 	memcpy(hdr + 4, name, nlen);
 	snap_put_le(hdr + 4 + nlen, (uint64_t)st.st_size, 8);
-	rc = tree_put(t, hdr, 12 + nlen);
+	hdr[12 + nlen] = (uint8_t)mode;
+	rc = tree_put(t, hdr, 13 + nlen);
 	for (uint64_t off = 0, n; !rc && off < (uint64_t)st.st_size; off += n) {
 		n = (uint64_t)st.st_size - off < TREE_CHUNK ? (uint64_t)st.st_size - off : TREE_CHUNK;
 		if (snap_pread_full(fd, t->buf, n, off) != (ssize_t)n)
 			rc = snap_fail(t->err, "%s: changed while sent", name);
 		else
-			rc = tree_put(t, t->buf, n);
+			rc = mode ? put_chunk(t, n) : tree_put(t, t->buf, n);
+		if (!rc && t->progress)
+			t->progress->logical += n;
 	}
 out:
 	if (fd >= 0)
@@ -192,7 +225,7 @@ static int send_level(struct tree *t, int dirfd, const char *prefix, int depth, 
 	return rc;
 }
 
-int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, const struct snap_progress *p,
+int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, struct snap_progress *p,
 		   uint64_t *bytes, char *err)
 {
 	uint8_t hdr[16] = TREE_MAGIC, end[8] = { 0 };
@@ -215,7 +248,28 @@ int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, const 
 	return rc ? -1 : 0;
 }
 
-static int recv_one(struct tree *t, int dirfd, char *name, uint64_t size)
+/* The next n bytes of a mode-1 file into t->buf. */
+static int get_chunk(struct tree *t, size_t n)
+{
+	uint8_t word[4];
+	uint32_t w, len;
+	size_t got;
+
+	if (tree_get(t, word, 4))
+		return -1;
+	w = (uint32_t)snap_get_le(word, 4);
+	len = w & ~ZCHUNK_FLAG;
+	if (!(w & ZCHUNK_FLAG))
+		return len == n ? tree_get(t, t->buf, n) : snap_fail(t->err, "the image stream is malformed");
+	if (len > t->zcap || tree_get(t, t->z, len))
+		return len > t->zcap ? snap_fail(t->err, "the image stream is malformed") : -1;
+	got = ZSTD_decompress(t->buf, TREE_CHUNK, t->z, len);
+	if (ZSTD_isError(got) || got != n)
+		return snap_fail(t->err, "the image stream holds a chunk that does not decompress");
+	return 0;
+}
+
+static int recv_one(struct tree *t, int dirfd, char *name, uint64_t size, int mode)
 {
 	int fd, rc = 0;
 
@@ -230,7 +284,7 @@ static int recv_one(struct tree *t, int dirfd, char *name, uint64_t size)
 		return snap_fail(t->err, "creating %s: %s", name, strerror(errno));
 	for (uint64_t left = size, n; !rc && left; left -= n) {
 		n = left < TREE_CHUNK ? left : TREE_CHUNK;
-		rc = tree_get(t, t->buf, n);
+		rc = mode ? get_chunk(t, n) : tree_get(t, t->buf, n);
 		if (!rc && snap_write_all(fd, t->buf, n))
 			rc = snap_fail(t->err, "writing %s: %s", name, strerror(errno));
 	}
@@ -238,7 +292,7 @@ static int recv_one(struct tree *t, int dirfd, char *name, uint64_t size)
 	return rc;
 }
 
-int snap_recv_tree(int fd, int dirfd, const struct snap_progress *p, uint64_t *bytes, char *err)
+int snap_recv_tree(int fd, int dirfd, struct snap_progress *p, uint64_t *bytes, char *err)
 {
 	char name[TREE_NAME_MAX];
 	uint8_t b[16];
@@ -268,7 +322,13 @@ int snap_recv_tree(int fd, int dirfd, const struct snap_progress *p, uint64_t *b
 			snap_fail(err, "the image stream names a file it may not write");
 			goto out;
 		}
-		if (tree_get(&t, b, 8) || recv_one(&t, dirfd, name, snap_get_le(b, 8)))
+		if (tree_get(&t, b, 9))
+			goto out;
+		if (b[8] > 1) {
+			snap_fail(err, "the image stream is malformed");
+			goto out;
+		}
+		if (recv_one(&t, dirfd, name, snap_get_le(b, 8), b[8]))
 			goto out;
 	}
 	want = XXH3_64bits_digest(t.sum);

@@ -915,6 +915,67 @@ static const char *reads_back(int dirfd, const char *name, struct device *d)
 	return NULL;
 }
 
+/* --- image directories (tree.c) --- */
+
+struct tree_sender {
+	int dirfd, fd, rc;
+	uint64_t bytes;
+	struct snap_progress pr;
+	char err[SNAP_ERRLEN];
+};
+
+static void *tree_send_thread(void *arg)
+{
+	struct tree_sender *s = arg;
+
+	s->rc = snap_send_tree(s->dirfd, s->fd, NULL, NULL, &s->pr, &s->bytes, s->err);
+	close(s->fd);
+	return NULL;
+}
+
+/* A CRIU-like image directory (compressible page images, a random file,
+ * a snapshot two levels down) arrives byte for byte, the page images
+ * compressed on the way. */
+static const char *t_tree_stream(void)
+{
+	static uint8_t pages[10 * MiB + 5], rnd[MiB];
+	char err[SNAP_ERRLEN];
+	struct tree_sender s = { 0 };
+	uint64_t got = 0;
+	uint64_t x = 88172645463325252ull;
+	int sv[2], out = fresh_dir("tree-out"), rc;
+	pthread_t t;
+
+	for (size_t i = 0; i < sizeof(pages); i++)
+		pages[i] = (uint8_t)(i / 512);
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17, rnd[i] = (uint8_t)x;
+	s.dirfd = fresh_dir("tree-in");
+	mkdirat(s.dirfd, "precopy-1", 0700);
+	mkdirat(s.dirfd, "precopy-1/cicada-gpu-1", 0700);
+	CHECK(!snap_write_file(s.dirfd, "pages-1.img", pages, sizeof(pages), err) &&
+	      !snap_write_file(s.dirfd, "core-1.img", rnd, sizeof(rnd), err) &&
+	      !snap_write_file(s.dirfd, "precopy-1/cicada-gpu-1/manifest", rnd, 100, err), "write: %s", err);
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	s.fd = sv[0];
+	pthread_create(&t, NULL, tree_send_thread, &s);
+	rc = snap_recv_tree(sv[1], out, NULL, &got, err);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	CHECK(!s.rc, "send: %s", s.err);
+	CHECK(!rc, "recv: %s", err);
+	if (same_file(s.dirfd, out, "pages-1.img") || same_file(s.dirfd, out, "core-1.img") ||
+	    same_file(s.dirfd, out, "precopy-1/cicada-gpu-1/manifest"))
+		return why;
+	CHECK(s.pr.logical == sizeof(pages) + sizeof(rnd) + 100, "logical bytes %llu", (unsigned long long)s.pr.logical);
+	CHECK(got == s.bytes && got < sizeof(pages) / 4 + sizeof(rnd) + 4096,
+	      "%llu bytes crossed for %zu: the page images were not compressed", (unsigned long long)got,
+	      sizeof(pages) + sizeof(rnd));
+	close(s.dirfd);
+	close(out);
+	return NULL;
+}
+
 /* --- keyed snapshots --- */
 
 static int use_key(const char *text)
@@ -1132,6 +1193,7 @@ static const struct {
 	{ "incremental_chain", t_incremental_chain },
 	{ "incremental_broken_parents", t_incremental_broken_parents },
 	{ "keyed", t_keyed },
+	{ "tree_stream", t_tree_stream },
 };
 
 static int sample(const char *dir)
