@@ -158,6 +158,25 @@ static int listen_for_children(void)
 	return 0;
 }
 
+/* For a gpu-server restoring a migrating process (CICADA_NOTE_RESTORED):
+ * the new session's ticket, in its own private directory, so that it can
+ * end the session should the process not be let run. */
+static void note_restored(int dirfd, const struct gpu_session *s)
+{
+	char name[64], line[64];
+	int fd, n;
+
+	if (!getenv("CICADA_NOTE_RESTORED"))
+		return;
+	snprintf(name, sizeof(name), "cicada-restored-%d.txt", s->pid);
+	n = snprintf(line, sizeof(line), "%s\n", s->ticket);
+	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, line, (size_t)n) != n)
+		plugin_error("cannot note the restored session of process %d", s->pid);
+	if (fd >= 0)
+		close(fd);
+}
+
 /* Restores every snapshot in the image directory, or none. */
 static int restore_all(void)
 {
@@ -185,6 +204,7 @@ static int restore_all(void)
 		s->ticket[0] = 0;
 		if ((rc = server_request(s, OP_RESTORE, dirfd, s->ticket, err)))
 			break;
+		note_restored(dirfd, s);
 		plugin.n++;
 	}
 	closedir(d);

@@ -91,11 +91,12 @@ static char **criu_env(const struct migrate_config *cfg)
 
 	while (environ[n])
 		n++;
-	if (!(env = calloc(n + 2, sizeof(*env))))
+	if (!(env = calloc(n + 3, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "CICADA_RESTORE_SERVER=", 22) && strncmp(environ[i], "CICADA_TOKEN_FILE=", 18))
 			env[k++] = environ[i];
+	env[k++] = "CICADA_NOTE_RESTORED=1";      /* the plugin notes the new session's ticket */
 	if (asprintf(&env[k], "CICADA_RESTORE_SERVER=%s", cfg->restore_server) < 0) {
 		free(env);
 		return NULL;
@@ -203,10 +204,49 @@ static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirf
 	return (pid_t)atoi(buf);
 }
 
+/* Ends the GPU session the plugin restored for a copy that will not run
+ * (its ticket noted in the images, cicada-restored-<pid>.txt), through
+ * this server's own unix listener: its worker need not wait for the
+ * detach timeout holding the copy's device memory. */
+static void release_restored(const struct incoming *in, int dirfd, pid_t pid)
+{
+	char name[64], ticket[CICADA_TICKET_LEN + 2] = "", host[] = "gpu-server", none[] = "", err[WIRE_ERRLEN];
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)pid, .host = host, .op = OP_RELEASE,
+			 .ticket = ticket, .snapshot = none, .parent = none };
+	uint8_t nonce[WIRE_NONCE_LEN];
+	struct wire_addr addr;
+	struct wire_stream st;
+	struct wire_buf buf = { 0 };
+	hello_res r;
+	int fd = -1, tfd, n;
+
+	snprintf(name, sizeof(name), "cicada-restored-%d.txt", (int)pid);
+	if ((tfd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	n = (int)read(tfd, ticket, CICADA_TICKET_LEN);
+	close(tfd);
+	ticket[n > 0 ? n : 0] = 0;
+	ticket[strcspn(ticket, "\n")] = 0;
+	memset(&r, 0, sizeof(r));
+	if (!ticket[0] || wire_parse_addr(in->cfg->restore_server, &addr, err) || (fd = wire_dial(&addr, err)) < 0 ||
+	    wire_recv_challenge(fd, nonce, 5000, err))
+		goto out;
+	wire_stream_init(&st, fd);
+	if (!wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) && !wire_send_record(&st, &buf) &&
+	    !wire_recv_record(&st, &buf, 65536) && !wire_decode_reply(&buf, 1, (xdrproc_t)xdr_hello_res, &r, err) &&
+	    !r.err)
+		log_info("migration from %s: the restored session %.8s is ended", in->peer, ticket);
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+out:
+	wire_buf_free(&buf);
+	if (fd >= 0)
+		close(fd);
+}
+
 /* The restored copy runs only on gpu-migrate's go ('c', answered 'k'),
  * which comes once the source is sure to end; without it (the link broke,
  * gpu-migrate died) the copy is ended, and the source goes on. */
-static void start_or_end(struct incoming *in, pid_t pid)
+static void start_or_end(struct incoming *in, int dirfd, pid_t pid)
 {
 	struct pollfd p = { .fd = in->fd, .events = POLLIN };
 	pid_t who = getpgid(pid) == pid ? -pid : pid;
@@ -221,6 +261,7 @@ static void start_or_end(struct incoming *in, pid_t pid)
 	}
 	kill(who, SIGKILL);
 	log_warn("migration from %s: no go from gpu-migrate; the restored pid %d is ended", in->peer, (int)pid);
+	release_restored(in, dirfd, pid);
 }
 
 /* The streams of a migration into dirfd, up to the final one. */
@@ -272,7 +313,7 @@ static void *incoming_thread(void *arg)
 		snprintf(msg, sizeof(msg), "restored as pid %d", (int)pid);
 		log_info("migration from %s: %s, stopped until gpu-migrate says go", in->peer, msg);
 		answer(in, 0, (uint64_t)pid, msg);
-		start_or_end(in, pid);
+		start_or_end(in, dirfd, pid);
 	} else {
 		log_warn("migration from %s failed: %s", in->peer, err);
 		answer(in, CUDA_ERROR_OPERATING_SYSTEM, 0, err);

@@ -84,9 +84,11 @@ adm_busy() {
 
 adm_queue() {
 	adm_server queue $((PORT + 11)) --max-sessions 1 --queue 4 --queue-timeout 30000 || return 1
-	env $(cicada_env shm queue) timeout 20 "$TOOLS/fault_client" expect-success 2 >"$T/queue.hold" 2>&1 &
+	# (the holder keeps its place 4 s: long enough, on a loaded machine,
+	# for the second client to arrive while it holds it)
+	env $(cicada_env shm queue) timeout 20 "$TOOLS/fault_client" expect-success 4 >"$T/queue.hold" 2>&1 &
 	local holder=$!
-	for _ in $(seq 100); do grep -qs ready "$T/queue.hold" && break; sleep 0.05; done
+	for _ in $(seq 200); do grep -qs ready "$T/queue.hold" && break; sleep 0.05; done
 	env $(cicada_env shm queue) timeout 30 "$PROGS/vecadd_cubin" >"$T/queue.out" 2>&1
 	local rc=$?
 	wait $holder

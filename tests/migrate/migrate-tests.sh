@@ -206,12 +206,13 @@ mig_big() {
 }
 
 # gpu-migrate dies after the target restored the copy, before its go: the
-# copy there is ended, and the application (its guard resumes it)
-# finishes on A: it never runs twice.
+# copy there is ended (its GPU session too), and the application (its
+# guard resumes it) finishes on A: it never runs twice.
 mig_nogo() {
 	mig_launch || return 1
 	CICADA_MIGRATE_FAULT=nogo migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
-	mig_finished && wait_for "no go from gpu-migrate; the restored pid .* is ended" "$T/mig-b.log" 10
+	mig_finished && wait_for "no go from gpu-migrate; the restored pid .* is ended" "$T/mig-b.log" 10 &&
+		wait_for "the restored session .* is ended" "$T/mig-b.log" 10
 }
 
 run_migrate_tests() {
