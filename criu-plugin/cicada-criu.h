@@ -44,5 +44,7 @@ int session_file_write(int dirfd, const struct gpu_session *s, char *err);
 int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *err);
 int session_file_pid(const char *name);
 void session_token_load(struct gpu_session *s, const char *path);
+int token_file_hex(const char *path, char *hex, size_t len, char *err);
+size_t token_from_hex(const char *hex, char *out, size_t len);
 
 #endif

@@ -11,18 +11,6 @@
 #include "cicada-criu.h"
 #include "snapshot.h"
 
-static size_t token_from_hex(const char *hex, char *out, size_t len)
-{
-	size_t n = 0;
-	unsigned v;
-
-	if (!strcmp(hex, "-"))
-		return 0;
-	while (n < len && hex[2 * n] && sscanf(hex + 2 * n, "%2x", &v) == 1)
-		out[n++] = (char)v;
-	return n;
-}
-
 static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd, int stream,
 		    char *ticket_out, char *err)
 {

@@ -6,6 +6,7 @@
  * it); its snapshot lives next to
  * it as cicada-gpu-<pid>/. A restore reads these to know what to restore.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,25 +92,56 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
  * process wrote, must not make root read (and prove) another's secret. */
 void session_token_load(struct gpu_session *s, const char *path)
 {
-	char token[CICADA_TOKEN_MAX];
+	char err[WIRE_ERRLEN];
 	struct stat st;
-	size_t n = 0;
-	FILE *f;
 
 	if (!path && strcmp(s->token_file, "-") && s->token_file[0]) {
 		if (stat(s->token_file, &st) || st.st_uid != s->uid)
 			return;
 		path = s->token_file;
 	}
-	if (!path || !(f = fopen(path, "r")))
-		return;
+	if (path)
+		token_file_hex(path, s->token_hex, sizeof(s->token_hex), err);   /* else left as it is */
+}
+
+/* A token file's bytes (trailing blanks cut) as hex in hex[len], "-" if
+ * it is empty; -1 with err if it cannot be read or is too long. */
+int token_file_hex(const char *path, char *hex, size_t len, char *err)
+{
+	char token[CICADA_TOKEN_MAX];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f) {
+		snprintf(err, WIRE_ERRLEN, "cannot read the token file %s: %s", path, strerror(errno));
+		return -1;
+	}
 	n = fread(token, 1, sizeof(token), f);
 	fclose(f);
 	while (n && (token[n - 1] == '\n' || token[n - 1] == ' ' || token[n - 1] == '\r'))
 		n--;
+	if (2 * n + 1 > len) {
+		snprintf(err, WIRE_ERRLEN, "the token file %s is too long", path);
+		explicit_bzero(token, sizeof(token));
+		return -1;
+	}
 	for (size_t i = 0; i < n; i++)
-		sprintf(s->token_hex + 2 * i, "%02x", (unsigned char)token[i]);
+		sprintf(hex + 2 * i, "%02x", (unsigned char)token[i]);
 	if (!n)
-		snprintf(s->token_hex, sizeof(s->token_hex), "-");
+		snprintf(hex, len, "-");
 	explicit_bzero(token, sizeof(token));
+	return 0;
+}
+
+/* The bytes of a token in hex ("-": none) into out; their count. */
+size_t token_from_hex(const char *hex, char *out, size_t len)
+{
+	size_t n = 0;
+	unsigned v;
+
+	if (!strcmp(hex, "-"))
+		return 0;
+	while (n < len && hex[2 * n] && sscanf(hex + 2 * n, "%2x", &v) == 1)
+		out[n++] = (char)v;
+	return n;
 }

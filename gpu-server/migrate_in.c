@@ -44,18 +44,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void answer(struct incoming *in, int err, uint64_t pid, const char *msg)
 {
-	struct wire_stream st;
-	struct wire_buf out = { 0 };
-	hello_res r = { .err = err, .proto_version = CICADA_PROTO_VERSION, .worker_pid = pid };
-	char text[CICADA_NAME_MAX];
-
-	snprintf(text, sizeof(text), "%s", msg);       /* the wire's limit */
-	r.message = text;
-	r.ticket = "";
-	wire_stream_init(&st, in->fd);
-	if (!wire_encode_reply(&out, in->xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))
-		wire_send_record(&st, &out);
-	wire_buf_free(&out);
+	hello_reply(in->fd, in->xid, err, pid, msg);
 }
 
 /* The last line of criu's log that says what went wrong. */

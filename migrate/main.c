@@ -30,29 +30,6 @@ static void usage(void)
 		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n");
 }
 
-static int read_token_hex(const char *path, char *hex, size_t len, char *err)
-{
-	char token[CICADA_TOKEN_MAX];
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	if (!f) {
-		snprintf(err, WIRE_ERRLEN, "cannot read the token file %s: %s", path, strerror(errno));
-		return -1;
-	}
-	n = fread(token, 1, sizeof(token), f);
-	fclose(f);
-	while (n && (token[n - 1] == '\n' || token[n - 1] == '\r' || token[n - 1] == ' '))
-		n--;
-	if (!n || 2 * n + 1 > len) {
-		snprintf(err, WIRE_ERRLEN, "the token file %s is empty or too long", path);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		sprintf(hex + 2 * i, "%02x", (unsigned char)token[i]);
-	return 0;
-}
-
 /* Beside this program: build/bin/criu (scripts/bundle-criu.sh) and
  * ../lib/criu; else criu on the usual paths. */
 static void default_paths(struct migrate_opts *o)
@@ -136,7 +113,7 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		return snprintf(err, WIRE_ERRLEN, "--gpu %d: gpu-server workers serve GPU 0 only; "
 				"another GPU of this node cannot be chosen yet", o->gpu), -1;
 	snprintf(o->token_hex, sizeof(o->token_hex), "%s", o->target[0] && !o->gpu_only ? "-" : "");
-	if (token && o->target[0] && read_token_hex(token, o->token_hex, sizeof(o->token_hex), err))
+	if (token && o->target[0] && token_file_hex(token, o->token_hex, sizeof(o->token_hex), err))
 		return -1;
 	default_paths(o);
 	return 0;

@@ -29,18 +29,6 @@
 #include "migrate.h"
 #include "snapshot.h"
 
-static size_t token_bytes(const char *hex, char *out, size_t len)
-{
-	size_t n = 0;
-	unsigned v;
-
-	if (!strcmp(hex, "-"))
-		return 0;
-	while (n < len && hex[2 * n] && sscanf(hex + 2 * n, "%2x", &v) == 1)
-		out[n++] = (char)v;
-	return n;
-}
-
 /* Reads one hello_res within timeout_s; 0 if it says yes. */
 static int target_answer(int fd, int timeout_s, const char *target, hello_res *r, char *err)
 {
@@ -84,7 +72,7 @@ static int target_open(const struct migrate_opts *o, char *err)
 		return -1;
 	}
 	h.token.token_val = (char *)proof;
-	h.token.token_len = (unsigned)wire_token_proof(token, token_bytes(o->token_hex, token, sizeof(token)), nonce,
+	h.token.token_len = (unsigned)wire_token_proof(token, token_from_hex(o->token_hex, token, sizeof(token)), nonce,
 						       proof);
 	wire_stream_init(&st, fd);
 	bad = wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf);

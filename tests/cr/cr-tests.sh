@@ -384,17 +384,17 @@ cr_incremental() {
 	wait_for "^step 6 " "$CR_OUT" 30 || return 1
 	CICADA_SNAPSHOT_PARENT=../ckpt.incr.2 cr_dump "$d.3" || return 1
 	snap=cicada-gpu-$CR_PID
-	full=$("$B/bin/gpu-snapshot" inspect "$d.1/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
-	part=$("$B/bin/gpu-snapshot" inspect "$d.3/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
+	full=$(timeout 60 "$B/bin/gpu-snapshot" inspect "$d.1/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
+	part=$(timeout 60 "$B/bin/gpu-snapshot" inspect "$d.3/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
 	echo "     incremental checkpoint: $part bytes stored, the full one $full"
 	[ -n "$full" ] && [ -n "$part" ] && [ "$part" -lt $((full / 3)) ] || return 1
-	"$B/bin/gpu-snapshot" inspect "$d.3/$snap" | grep -q "^parent  *../../ckpt.incr.2/$snap" || return 1
+	timeout 60 "$B/bin/gpu-snapshot" inspect "$d.3/$snap" | grep -q "^parent  *../../ckpt.incr.2/$snap" || return 1
 	mkdir -p "$T/incr-bad" && cp -r "$d.1" "$d.2" "$d.3" "$T/incr-bad/" || return 1
 	for f in "$T/incr-bad/ckpt.incr.1/$snap"/device-memory*.img; do : >"$f"; done
-	out=$("$B/bin/gpu-snapshot" verify "$T/incr-bad/ckpt.incr.3/$snap" 2>&1)
+	out=$(timeout 60 "$B/bin/gpu-snapshot" verify "$T/incr-bad/ckpt.incr.3/$snap" 2>&1)
 	[ "$(echo "$out" | wc -l)" = 1 ] && grep -q "parent snapshot .*truncated" <<<"$out" || { echo "$out"; return 1; }
 	rm -rf "$T/incr-bad/ckpt.incr.1"
-	out=$("$B/bin/gpu-snapshot" verify "$T/incr-bad/ckpt.incr.3/$snap" 2>&1)
+	out=$(timeout 60 "$B/bin/gpu-snapshot" verify "$T/incr-bad/ckpt.incr.3/$snap" 2>&1)
 	grep -q "parent snapshot .*ckpt.incr.1.*No such file" <<<"$out" || { echo "$out"; return 1; }
 	cr_restore "$d.3" || return 1
 	CR_REF=$T/cr.incr.native cr_finished
@@ -417,10 +417,10 @@ cr_keyed() {
 	cr_dump "$d" || return 1
 	snap=cicada-gpu-$CR_PID
 	[ -s "$d/$snap/manifest.mac" ] || return 1
-	CICADA_SNAPSHOT_KEY_FILE=$T/snapshot.key "$B/bin/gpu-snapshot" verify "$d/$snap" >/dev/null || return 1
+	CICADA_SNAPSHOT_KEY_FILE=$T/snapshot.key timeout 60 "$B/bin/gpu-snapshot" verify "$d/$snap" >/dev/null || return 1
 	mkdir -p "$T/keyed-forged" && cp -r "$d/." "$T/keyed-forged/" || return 1
-	"$B/tests/snapshot/test_snapshot" reseal "$T/keyed-forged/$snap" || return 1
-	out=$(CICADA_SNAPSHOT_KEY_FILE=$T/snapshot.key "$B/bin/gpu-snapshot" verify "$T/keyed-forged/$snap" 2>&1)
+	timeout 60 "$B/tests/snapshot/test_snapshot" reseal "$T/keyed-forged/$snap" || return 1
+	out=$(CICADA_SNAPSHOT_KEY_FILE=$T/snapshot.key timeout 60 "$B/bin/gpu-snapshot" verify "$T/keyed-forged/$snap" 2>&1)
 	[ "$(echo "$out" | wc -l)" = 1 ] && grep -q "does not match this server's key" <<<"$out" || { echo "$out"; return 1; }
 	cr_restore "$T/keyed-forged" && return 1
 	grep -q "does not match this server's key" "$T/keyed-forged/criu.err" || return 1
