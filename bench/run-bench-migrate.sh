@@ -47,13 +47,17 @@ PIDS="$PIDS $!"
 disown $!
 wait_for_server $! "$T/a.sock" "$T/a.log" bench-migrate || exit 1
 ip=127.0.0.1 in_ns=""
+# A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
+if ! command -v ip >/dev/null && [ -x "$B/tests/tools/iproute/ip.bin" ]; then
+	mkdir -p "$T/bin" && ln -s "$ROOT/tests/tools/ip" "$T/bin/ip" && PATH=$T/bin:$PATH
+fi
 if command -v ip >/dev/null; then
 	NS=cicada-bm-$$ BR=cicbm$$ net=10.232.$(($$ % 250))
 	ip link add "$BR" type bridge && ip addr add "$net.1/24" dev "$BR" && ip link set "$BR" up &&
 		ip netns add "$NS" && ip -n "$NS" link set lo up &&
 		ip link add "vb$$" type veth peer name eth0 netns "$NS" && ip link set "vb$$" master "$BR" up &&
 		ip -n "$NS" addr add "$net.2/24" dev eth0 && ip -n "$NS" link set eth0 up || exit 1
-	ip=$net.2 in_ns="ip netns exec $NS"
+	ip=$net.2 in_ns="nsenter --net=/run/netns/$NS"
 fi
 env $DRIVER $in_ns unshare --pid --fork --mount-proc timeout -k 5 3600 "$B/bin/gpu-server" \
 	--listen "unix:$T/b.sock" --listen "tcp:$ip:$((PORT + 1))" --token-file "$T/token" --cache-dir "$T/cache-b" \

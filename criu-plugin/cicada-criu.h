@@ -28,7 +28,7 @@ struct gpu_session {
 /* criu's own logger (exported by the criu binary). */
 void print_on_level(unsigned int level, const char *format, ...);
 #define plugin_error(fmt, ...) print_on_level(1, "cicada: " fmt "\n", ##__VA_ARGS__)
-#define plugin_info(fmt, ...) print_on_level(3, "cicada: " fmt "\n", ##__VA_ARGS__)
+#define plugin_info(fmt, ...) print_on_level(3, "cicada-info: " fmt "\n", ##__VA_ARGS__)
 
 /* pause.c */
 int session_pause(struct gpu_session *s, char *err);

@@ -73,8 +73,10 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
 	unsigned i, slot = w->nhandles;
 
 	for (i = 0; i < w->nhandles; i++) {
-		if (w->handles[i].kind == kind && w->handles[i].real == real)
+		if (w->handles[i].kind == kind && w->handles[i].real == real) {
+			w->handles[i].loaded = 0;    /* a new function may have an old one's handle */
 			return HANDLE_BASE + i;
+		}
 		if (w->handles[i].kind == H_FREE && slot == w->nhandles)
 			slot = i;
 	}

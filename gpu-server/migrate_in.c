@@ -47,27 +47,21 @@ static void answer(struct incoming *in, int err, uint64_t pid, const char *msg)
 	hello_reply(in->fd, in->xid, err, pid, msg);
 }
 
-/* The last line of criu's log that says what went wrong. */
-static void criu_reason(int dirfd, char *err)
+/* Why criu restore failed; its log is kept in the run directory. */
+static void criu_reason(int dirfd, const struct migrate_config *cfg, char *err)
 {
-	int fd = openat(dirfd, "restore.log", O_RDONLY | O_CLOEXEC);
-	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-	char line[512], last[512] = "", ours[512] = "";
+	char reason[512], kept[1200];
+	int runfd = open(cfg->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-	while (f && fgets(line, sizeof(line), f)) {
-		if (strstr(line, "Error"))
-			snprintf(last, sizeof(last), "%s", line);
-		if (strstr(line, "cicada: "))
-			snprintf(ours, sizeof(ours), "%s", strstr(line, "cicada: ") + 8);
-	}
-	if (ours[0])
-		memcpy(last, ours, sizeof(last));    /* the plugin says why */
-	if (f)
-		fclose(f);
-	else if (fd >= 0)
-		close(fd);
-	last[strcspn(last, "\n")] = 0;
-	snprintf(err, WIRE_ERRLEN, "criu restore failed%s%.400s", last[0] ? ": " : "", last);
+	snap_criu_reason(dirfd, "restore.log", reason, sizeof(reason));
+	snprintf(kept, sizeof(kept), "migrate-failed-%ld.log", (long)time(NULL));
+	if (runfd < 0 || renameat(dirfd, "restore.log", runfd, kept))
+		kept[0] = 0;
+	else
+		log_warn("criu's log of a failed restore is kept at %s/%s", cfg->run_dir, kept);
+	if (runfd >= 0)
+		close(runfd);
+	snprintf(err, WIRE_ERRLEN, "criu restore failed%s%.400s", reason[0] ? ": " : "", reason);
 }
 
 /* The environment criu runs in: the server's, with the plugin pointed at
@@ -179,7 +173,7 @@ static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirf
 		return 0;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		criu_reason(dirfd, err);
+		criu_reason(dirfd, cfg, err);
 		return 0;
 	}
 	fd = openat(dirfd, "restored.pid", O_RDONLY | O_CLOEXEC);

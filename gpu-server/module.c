@@ -262,6 +262,19 @@ static CUresult copy_attrs(struct worker *w, const launch_args *a, CUlaunchAttri
 	return CUDA_SUCCESS;
 }
 
+/* Says which launch failed, and how it was made (pipelined: the client
+ * hears only the error, at its next synchronising call). */
+static void launch_failed(CUfunction f, const CUlaunchConfig *c, size_t size, CUresult err)
+{
+	const char *name = "?", *why = "?";
+
+	cuFuncGetName(&name, f);
+	cuGetErrorName(err, &why);
+	log_info("launch of %.120s (grid %u,%u,%u, block %u,%u,%u, %u bytes shared, %zu bytes of parameters) "
+		 "failed: %s", name, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+		 c->blockDimZ, c->sharedMemBytes, size, why);
+}
+
 CUresult hand_launch_kernel(struct worker *w, void *args, void *res)
 {
 	launch_args *a = args;
@@ -282,9 +295,13 @@ CUresult hand_launch_kernel(struct worker *w, void *args, void *res)
 	    (err = copy_attrs(w, a, attrs)))
 		return err;
 	if (!a->attrs.attrs_len)
-		return cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
-				      cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, NULL, size ? extra : NULL);
-	return cuLaunchKernelEx(&cfg, f, NULL, size ? extra : NULL);
+		err = cuLaunchKernel(f, cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY,
+				     cfg.blockDimZ, cfg.sharedMemBytes, cfg.hStream, NULL, size ? extra : NULL);
+	else
+		err = cuLaunchKernelEx(&cfg, f, NULL, size ? extra : NULL);
+	if (err && log_enabled(LOG_INFO))
+		launch_failed(f, &cfg, size, err);
+	return err;
 }
 
 /* The launch configuration launch_config_pack (interposer) sent. */

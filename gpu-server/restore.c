@@ -180,8 +180,12 @@ static int check_globals(struct worker *w, const Cicada__Manifest *m, char *err)
 		for (j = 0; j < n && (g[j].va != m->globals[i]->va || g[j].size != m->globals[i]->size); j++)
 			;
 		if (j == n) {
-			snprintf(err, SNAP_ERRLEN, "module global at 0x%llx did not come back at its address",
-				 (unsigned long long)m->globals[i]->va);
+			for (j = 0; j < n && g[j].size != m->globals[i]->size; j++)
+				;
+			snprintf(err, SNAP_ERRLEN, "module global at 0x%llx (%llu bytes) did not come back at its "
+				 "address%s%llx%s", (unsigned long long)m->globals[i]->va,
+				 (unsigned long long)m->globals[i]->size, j < n ? " (one of its size is at 0x" : "",
+				 j < n ? (unsigned long long)g[j].va : 0ull, j < n ? ")" : "");
 			return -1;
 		}
 	}

@@ -198,10 +198,14 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	memset(&res, 0, sizeof(res));
 	log_debug("%s", d->name);
 	rc = worker_execute(w, d, &args, &res, scalar_out);
-	if (rc && log_enabled(LOG_DEBUG)) {
+	if (rc && (log_enabled(LOG_DEBUG) || ((d->flags & PROC_ASYNC) && !w->pending && log_enabled(LOG_INFO)))) {
 		const char *name = "?";
 		cuGetErrorName(rc, &name);
-		log_debug("%s failed: %s", d->name, name);
+		if (d->flags & PROC_ASYNC)
+			log_info("client %s: pipelined %s failed: %s (the client hears it at its next synchronising call)",
+				 w->peer, d->name, name);
+		else
+			log_debug("%s failed: %s", d->name, name);
 	}
 	worker_free_args(hdr.proc, d, &args);
 	if (d->flags & PROC_ASYNC) {

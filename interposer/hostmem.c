@@ -22,6 +22,7 @@ struct host_alloc {
 	char *user;                          /* registered: the range asked for */
 	size_t user_size;
 	CUdeviceptr device_ptr;
+	int coherent;                        /* remote mapped: managed memory (managed.c) */
 };
 
 struct dev_alloc {
@@ -243,6 +244,27 @@ __attribute__((constructor)) static void hostmem_hook(void)
 	client_add_hooks(&hostmem_hooks);
 }
 
+/* Mapped pinned memory of a remote client: the worker cannot reach this
+ * process's pages, so it is managed memory (managed.c): device memory at
+ * the same address as these host pages, kept coherent around device work.
+ * As there, the host must not touch it while kernels that use it run. */
+static CUresult alloc_coherent(struct host_alloc *h)
+{
+	static int told;
+	CUdeviceptr d;
+	CUresult err = cuMemAllocManaged(&d, h->size, CU_MEM_ATTACH_GLOBAL);
+
+	if (err)
+		return err;
+	if (!told++)
+		log_info("mapped pinned memory over a remote link is kept coherent as managed memory is: "
+			 "the host sees kernels' writes after a synchronisation");
+	h->base = (char *)(uintptr_t)d;
+	h->device_ptr = d;
+	h->coherent = 1;
+	return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
 	struct host_alloc h = { .flags = flags };
@@ -257,8 +279,7 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 	if (client_shm()) {
 		err = alloc_shared(&h);
 	} else if (flags & CU_MEMHOSTALLOC_DEVICEMAP) {
-		log_error("mapped pinned memory needs a local gpu-server (shared memory)");
-		err = CUDA_ERROR_NOT_SUPPORTED;
+		err = alloc_coherent(&h);
 	} else {
 		h.base = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		err = h.base == MAP_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
@@ -295,6 +316,8 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 
 	if (take_host(p, 0, &h))
 		return CUDA_ERROR_INVALID_VALUE;
+	if (h.coherent)
+		return cuMemFree_v2(h.device_ptr);   /* its host pages go with it */
 	if (h.region)
 		err = unshare_region(h.region);
 	munmap(h.base, h.size);
@@ -562,10 +585,11 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
  * (cuBLAS's cublasCreate makes that call) arrives as cuMemFree_v2(0). */
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
-	CUresult err = dptr ? rpc_cuMemFree_v2(dptr) : CUDA_SUCCESS;
+	CUdeviceptr raw = managed_raw(dptr);
+	CUresult err = dptr ? rpc_cuMemFree_v2(raw) : CUDA_SUCCESS;
 
 	if (!err && dptr) {
-		devmem_note_free(dptr);
+		devmem_note_free(raw);
 		managed_free(dptr);
 	}
 	return err;

@@ -20,8 +20,7 @@
 CUresult client_connect(void);
 void client_lock(void);
 void client_unlock(void);
-const char *error_name(CUresult err);
-void *trace_wrap(const char *name, void *fn);   /* trace.c: fn, or its tracing twin */     /* generated from cuda.h; NULL if unknown */
+const char *error_name(CUresult err);           /* generated from cuda.h; NULL if unknown */
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_send_locked(unsigned proc, xdrproc_t xargs, void *args, int first, uint32_t *xid);
@@ -90,6 +89,7 @@ void *file_read(const char *path, size_t *len);
 /* managed.c: managed memory, coherent between host pages and the device */
 int managed_contains(const void *p, size_t n);
 int managed_free(CUdeviceptr p);
+CUdeviceptr managed_raw(CUdeviceptr p);      /* the allocation behind a managed range */
 void managed_flush(void);
 int managed_attribute(CUdevice_attribute attr, int *value);
 CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n);
@@ -136,6 +136,7 @@ CUresult launch_config_pack(const CUlaunchConfig *c, uint64_t *v);
 
 /* module.c */
 CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len);
+void launch_forget_layouts(void);             /* after an unload: ids may be reused */
 
 static inline float u64_to_float(uint64_t v)
 {

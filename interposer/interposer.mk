@@ -9,7 +9,8 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/graph_node.c interposer/vmm.c \
                    interposer/trace.c
 INTERPOSER_BASE := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
-INTERPOSER_OBJS := $(INTERPOSER_BASE) $(BUILD)/gen/driver_ptds.o $(BUILD)/gen/driver_missing.o $(BUILD)/gen/driver_trace.o
+INTERPOSER_OBJS := $(BUILD)/interposer/served.o $(BUILD)/gen/driver_ptds.o $(BUILD)/gen/driver_missing.o \
+                   $(BUILD)/gen/driver_trace.o
 INTERPOSER_LIB := $(BUILD)/lib/libcicada.so
 GEN_DRIVER := python3 wire/gen-driver.py
 GEN_DRIVER_IN := $(CC) $(CUDA)/include $(CUDA_STUBS)/libcuda.so
@@ -21,6 +22,15 @@ $(GEN)/driver_%.c: wire/gen-driver.py wire/cuda_h.py $(INTERPOSER_BASE)
 	$(GEN_DRIVER) $* $(GEN_DRIVER_IN) $(INTERPOSER_BASE) > $@.tmp && mv $@.tmp $@
 $(BUILD)/gen/driver_%.o: $(GEN)/driver_%.c interposer/trace.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
+
+# The hand-written objects as one, each served cuX renamed impl_cuX (its
+# exported cuX, generated, reports failures: trace.c).
+$(GEN)/driver_rename.txt: wire/gen-driver.py wire/cuda_h.py $(INTERPOSER_BASE)
+	@mkdir -p $(@D)
+	$(GEN_DRIVER) rename $(GEN_DRIVER_IN) $(INTERPOSER_BASE) > $@.tmp && mv $@.tmp $@
+$(BUILD)/interposer/served.o: $(INTERPOSER_BASE) $(GEN)/driver_rename.txt
+	$(LD) -r -o $@.tmp $(INTERPOSER_BASE)
+	objcopy --redefine-syms=$(GEN)/driver_rename.txt $@.tmp $@ && rm -f $@.tmp
 
 $(GEN)/error_names.c: interposer/gen-errors.sh
 	@mkdir -p $(@D)

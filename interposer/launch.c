@@ -67,6 +67,20 @@ static CUresult lock_layout(CUfunction f, const struct param_layout **out)
 	return CUDA_SUCCESS;
 }
 
+/* After a module or library is unloaded, the server may give its
+ * functions' ids (or their driver handles) to new functions: every
+ * layout is asked again (cuFFT loads and unloads hundreds of modules). */
+void launch_forget_layouts(void)
+{
+	pthread_mutex_lock(&cache_lock);
+	for (unsigned i = 0; i < PARAM_CACHE_SIZE; i++) {
+		free(cache[i].offsets);
+		free(cache[i].sizes);
+		cache[i] = (struct param_layout){ 0 };
+	}
+	pthread_mutex_unlock(&cache_lock);
+}
+
 CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
 {
 	const struct param_layout *l;
@@ -94,15 +108,19 @@ static CUresult pack_extra(void **extra, char *buf, unsigned *len)
 	size_t size = 0;
 
 	for (unsigned i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
 			ptr = extra[i + 1];
-		else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+		} else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
 			size = *(size_t *)extra[i + 1];
-		else
+		} else {
+			log_info("launch refused: unknown key %p in its extra list", extra[i]);
 			return CUDA_ERROR_INVALID_VALUE;
+		}
 	}
-	if (size > CICADA_PARAMS_MAX || (size && !ptr))
+	if (size > CICADA_PARAMS_MAX || (size && !ptr)) {
+		log_info("launch refused: a parameter buffer of %zu bytes at %p", size, ptr);
 		return CUDA_ERROR_INVALID_VALUE;
+	}
 	memcpy(buf, ptr, size);
 	*len = (unsigned)size;
 	return CUDA_SUCCESS;
@@ -121,7 +139,17 @@ CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsig
 	if ((err = lock_layout(f, &l)))
 		return err;
 	for (unsigned i = 0; i < l->n && !err; i++) {
-		if (l->offsets[i] + l->sizes[i] > CICADA_PARAMS_MAX || !params[i]) {
+		if (!l->sizes[i])
+			continue;                    /* nothing to read, as natively */
+		if (l->offsets[i] + l->sizes[i] > CICADA_PARAMS_MAX) {
+			log_info("launch refused: parameter %u of %u (offset %u, %u bytes) is past the parameter space",
+				 i, l->n, l->offsets[i], l->sizes[i]);
+			err = CUDA_ERROR_INVALID_VALUE;
+			break;
+		}
+		if (!params[i]) {
+			log_info("launch refused: parameter %u of %u (offset %u, %u bytes) is NULL", i, l->n,
+				 l->offsets[i], l->sizes[i]);
 			err = CUDA_ERROR_INVALID_VALUE;
 			break;
 		}

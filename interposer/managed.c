@@ -34,6 +34,7 @@ enum { B_INVALID, B_CLEAN, B_DIRTY };
 
 struct managed {
 	uintptr_t base;
+	CUdeviceptr raw;                      /* the device allocation (base rounded up from it) */
 	size_t size;                          /* whole blocks */
 	unsigned char *state;                 /* one per block */
 	size_t live, dirty;                   /* blocks not INVALID, blocks DIRTY */
@@ -193,6 +194,20 @@ static int install_handler(void)
 	return sigaction(SIGSEGV, &sa, &previous);
 }
 
+/* Device memory for size bytes at a block boundary (host pages map only
+ * there; the arena hands out 256-byte units): *raw is what to free. */
+static CUresult alloc_aligned(size_t size, CUdeviceptr *raw, CUdeviceptr *d)
+{
+	CUresult err = cuMemAlloc_v2(raw, size);
+
+	if (!err && *raw % BLOCK) {
+		cuMemFree_v2(*raw);
+		err = cuMemAlloc_v2(raw, size + BLOCK);
+	}
+	*d = (*raw + BLOCK - 1) / BLOCK * BLOCK;
+	return err;
+}
+
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	size_t size = (bytesize + BLOCK - 1) / BLOCK * BLOCK;
@@ -203,7 +218,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 
 	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = cuMemAlloc_v2(&d, size)))
+	if ((err = alloc_aligned(size, &m.raw, &d)))
 		return err;
 	p = mmap((void *)(uintptr_t)d, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	m.state = calloc(size / BLOCK, 1);
@@ -213,7 +228,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 		if (p != MAP_FAILED)
 			munmap(p, size);
 		free(m.state);
-		cuMemFree_v2(d);
+		cuMemFree_v2(m.raw);
 		return err ? err : CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	m.base = (uintptr_t)d;
@@ -223,7 +238,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 		pthread_mutex_unlock(&m_lock);
 		munmap(p, size);
 		free(m.state);
-		cuMemFree_v2(d);
+		cuMemFree_v2(m.raw);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	ranges[nranges++] = m;
@@ -233,6 +248,21 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 	pthread_mutex_unlock(&m_lock);
 	*dptr = d;
 	return CUDA_SUCCESS;
+}
+
+/* The device allocation to free for p: a managed range's own, else p. */
+CUdeviceptr managed_raw(CUdeviceptr p)
+{
+	struct managed *m;
+	CUdeviceptr raw = p;
+
+	if (!any)
+		return p;
+	pthread_mutex_lock(&m_lock);
+	if ((m = range_of((uintptr_t)p)) && m->base == (uintptr_t)p)
+		raw = m->raw;
+	pthread_mutex_unlock(&m_lock);
+	return raw;
 }
 
 /* cuMemFree of managed memory: the host mapping goes too. */

@@ -229,6 +229,22 @@ static CUresult lookup(unsigned proc, const void *handle, const char *name, uint
 	return err;
 }
 
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
+{
+	CUresult err = rpc_cuModuleUnload(hmod);
+
+	launch_forget_layouts();
+	return err;
+}
+
+CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+{
+	CUresult err = rpc_cuLibraryUnload(library);
+
+	launch_forget_layouts();
+	return err;
+}
+
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
 	uint64_t id = 0;

@@ -4,8 +4,8 @@
  * was current then (cuMemAlloc at 3020 is cuMemAlloc_v2; cuCtxSynchronize
  * at 13000 is cuCtxSynchronize_v2, which takes a context) and, for the
  * per-thread default stream, its _ptds/_ptsz form. A variant we do not
- * export is reported missing, never replaced by another ABI. With
- * tracing on, the answer is the function's tracing twin (trace.c).
+ * export is reported missing, never replaced by another ABI. The answer
+ * is the exported function, which reports its failures (trace.c).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -79,12 +79,12 @@ static void *find_symbol(const char *name, int version, cuuint64_t flags)
 	if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) {
 		snprintf(buf, sizeof(buf), "%s_ptds", base);
 		if ((p = dlsym(interposer_self(), buf)))
-			return trace_wrap(buf, p);
+			return p;
 		snprintf(buf, sizeof(buf), "%s_ptsz", base);
 		if ((p = dlsym(interposer_self(), buf)))
-			return trace_wrap(buf, p);
+			return p;
 	}
-	return trace_wrap(base, dlsym(interposer_self(), base));
+	return dlsym(interposer_self(), base);
 }
 
 /* Once per name: at warn level when the application calls what is

@@ -1,14 +1,12 @@
 /*
- * trace.c: which driver call failed, and with what. When the client logs
- * at info level or lower (CICADA_LOG=info, debug) or CICADA_TRACE=1 is
- * set, cuGetProcAddress hands the runtime and the libraries a tracing
- * twin of each function (generated from cuda.h), which calls it and
- * reports here. A failure is logged at info level the first time a
- * function returns that error, and every time at debug level;
- * CICADA_TRACE=1 logs every call, failed or not, at debug level.
- * CUDA_ERROR_NOT_READY (a query's ordinary answer) is logged only at
- * debug level. With tracing off, the functions themselves are handed
- * out and nothing is added to a call.
+ * trace.c: which driver call failed, and with what. Every exported
+ * function the interposer serves is generated (gen-driver.py trace): it
+ * calls the implementation and reports here when the result is an error,
+ * however the caller found it (linked, dlsym, cuGetProcAddress). A
+ * failure is logged at info level the first time a function returns that
+ * error, and every time at debug level; CUDA_ERROR_NOT_READY (a query's
+ * ordinary answer) only at debug level. CICADA_TRACE=1 also logs every
+ * call's result at info level. Successful calls cost one test.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,35 +17,12 @@
 #define SEEN_MAX 1024
 
 int trace_every;
-static int trace_on = -1;
 
-static int trace_enabled(void)
+__attribute__((constructor)) static void trace_init(void)
 {
-	const char *e;
+	const char *e = getenv("CICADA_TRACE");
 
-	if (trace_on < 0) {
-		e = getenv("CICADA_TRACE");
-		trace_every = e && *e && strcmp(e, "0");
-		trace_on = trace_every || log_enabled(LOG_INFO);
-	}
-	return trace_on;
-}
-
-static int by_name(const void *key, const void *elem)
-{
-	return strcmp(key, ((const struct trace_fn *)elem)->name);
-}
-
-/* The tracing twin of the exported function name, or fn itself when
- * tracing is off or name has none. */
-void *trace_wrap(const char *name, void *fn)
-{
-	const struct trace_fn *t;
-
-	if (!fn || !trace_enabled())
-		return fn;
-	t = bsearch(name, trace_fns, trace_nfns, sizeof(*trace_fns), by_name);
-	return t ? t->fn : fn;
+	trace_every = e && *e && strcmp(e, "0");
 }
 
 /* Whether function i has returned r before (and remember it if not). */
@@ -71,11 +46,14 @@ static int seen_before(unsigned i, CUresult r)
 
 void trace_result(unsigned i, CUresult r)
 {
-	const char *name = i < trace_nfns ? trace_fns[i].name : "?";
+	const char *name = i < trace_nfns ? trace_names[i] : "?";
 	const char *err = error_name(r);
 
-	if (!r) {
-		log_debug("%s: CUDA_SUCCESS", name);
+	if (trace_every) {
+		if (r)
+			log_info("%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);
+		else
+			log_info("%s: CUDA_SUCCESS", name);
 		return;
 	}
 	if (r == CUDA_ERROR_NOT_READY || seen_before(i, r))

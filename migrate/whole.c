@@ -91,10 +91,9 @@ static int target_open(const struct migrate_opts *o, char *err)
 /* criu dump of the process into the staging directory, left stopped. */
 static int dump(const struct migrate_opts *o, const struct staging *s, char *err)
 {
-	char pid[16], logline[1200], last[512] = "";
+	char pid[16], last[512] = "", kept[1100];
 	pid_t child;
 	int status = 0, waited = 0;
-	FILE *f;
 
 	snprintf(pid, sizeof(pid), "%d", o->pid);
 	if ((child = fork()) == 0) {
@@ -115,17 +114,21 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 	}
 	if (child > 0 && WIFEXITED(status) && !WEXITSTATUS(status))
 		return 0;
-	snprintf(logline, sizeof(logline), "%s/dump.log", s->path);
-	for (f = fopen(logline, "r"); f && fgets(logline, sizeof(logline), f);)
-		if (strstr(logline, "Error") || strstr(logline, "cicada:"))
-			snprintf(last, sizeof(last), "%.400s", logline);
-	if (f)
-		fclose(f);
-	last[strcspn(last, "\n")] = 0;
-	if (child < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127))
+	if (kill(o->pid, 0) && errno == ESRCH) {
+		snprintf(err, WIRE_ERRLEN, "process %d ended before it could be frozen; nothing was moved", o->pid);
+		return -1;
+	}
+	snap_criu_reason(s->fd, "dump.log", last, sizeof(last));
+	if (child < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
 		snprintf(err, WIRE_ERRLEN, "cannot run %.400s", o->criu);
-	else
-		snprintf(err, WIRE_ERRLEN, "criu dump of process %d failed%s%.400s", o->pid, last[0] ? ": " : "", last);
+		return -1;
+	}
+	/* criu's whole log outlives the staging directory */
+	snprintf(kept, sizeof(kept), "%s/gpu-migrate-%d-dump.log", o->work_dir, o->pid);
+	if (renameat(s->fd, "dump.log", AT_FDCWD, kept))
+		kept[0] = 0;
+	snprintf(err, WIRE_ERRLEN, "criu dump of process %d failed%s%.200s%s%.150s%s", o->pid, last[0] ? ": " : "",
+		 last, kept[0] ? " (criu's log: " : "", kept, kept[0] ? ")" : "");
 	return -1;
 }
 

@@ -154,5 +154,8 @@ int snap_recv_tree(int fd, int dirfd, struct snap_progress *p, uint64_t *bytes, 
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */
 int snap_remove_dir(int dirfd, const char *name, char *err);
+/* Why a criu run failed, from its log name under dirfd: the Cicada
+ * plugin's error if it gave one, else criu's first error; "" if none. */
+void snap_criu_reason(int dirfd, const char *name, char *out, size_t len);
 
 #endif

@@ -14,10 +14,13 @@ makes the rest from the header's own prototypes (wire/cuda_h.py):
   gen-driver.py missing CC INCLUDE STUB OBJ...  -> C: every other exported
       name, failing cleanly: CUDA_ERROR_NOT_SUPPORTED, and its name logged
       once at warn level when called.
-  gen-driver.py trace   CC INCLUDE STUB OBJ...  -> C: a tracing twin of every
-      served function (interposer, ptds, old), which calls it and reports
-      its result to interposer/trace.c, and their table by name; the
-      interposer's cuGetProcAddress hands them out when tracing is on.
+  gen-driver.py rename  CC INCLUDE STUB OBJ...  -> text: for objcopy
+      --redefine-syms, "cuX impl_cuX" for each function the objects serve:
+      the build renames their definitions (and their own calls to them).
+  gen-driver.py trace   CC INCLUDE STUB OBJ...  -> C: the exported function
+      of each of those, which calls impl_cuX and reports a failure (or,
+      with CICADA_TRACE=1, every result) to interposer/trace.c; so every
+      way in (a link, dlsym, cuGetProcAddress) says which call failed.
   gen-driver.py sweep   CC INCLUDE STUB         -> C: the never-crash sweep
       (tests/tools), which calls every exported function with NULL, zero
       and invalid arguments (the graphics interop ones, which Cicada does
@@ -135,23 +138,33 @@ def gen_missing(kinds):
     return "".join(out)
 
 
+def served_here(protos, kinds):
+    """The exported functions the hand-written objects define."""
+    return sorted(k for k, v in kinds.items() if v == "interposer" and k in protos)
+
+
+def gen_rename(protos, kinds):
+    return "".join("%s impl_%s\n" % (n, n) for n in served_here(protos, kinds))
+
+
 def gen_trace(protos, kinds):
-    served = sorted(k for k, v in kinds.items() if v != "missing" and k in protos and k != "cuGetProcAddress"
-                    and k != "cuGetProcAddress_v2")
-    out = ["/* Generated from cuda.h by wire/gen-driver.py: do not edit. A tracing twin\n"
-           " * of each served driver function: it calls the function by its exported\n"
-           " * name and reports the result to trace.c. */\n",
+    served = served_here(protos, kinds)
+    out = ["/* Generated from cuda.h by wire/gen-driver.py: do not edit. The exported\n"
+           " * driver functions the interposer serves: each calls its implementation\n"
+           " * (renamed impl_cuX at build time) and reports a failure to trace.c. */\n",
            "#include <cuda.h>\n#include <cudaProfiler.h>\n#include \"trace.h\"\n\n"]
     for i, n in enumerate(served):
         p = protos[n]
         decl = ", ".join(q.decl() if q.name else q.type for q in p.params) or "void"
         args = ", ".join(q.name for q in p.params)
-        out.append("CUresult real_%d(%s) __asm__(\"%s\");\n" % (i, decl, n))
-        out.append("static CUresult CUDAAPI trace_%d(%s)\n{\n\tCUresult r = real_%d(%s);\n\n"
-                   "\tif (r || trace_every)\n\t\ttrace_result(%d, r);\n\treturn r;\n}\n\n" % (i, decl, i, args, i))
-    out.append("const struct trace_fn trace_fns[] = {\n")
-    for i, n in enumerate(served):
-        out.append("\t{ \"%s\", (void *)trace_%d },\n" % (n, i))
+        out.append("CUresult impl_%d(%s) __asm__(\"impl_%s\");\n" % (i, decl, n))
+        out.append("CUresult CUDAAPI export_%d(%s) __asm__(\"%s\");\n" % (i, decl, n))
+        out.append("CUresult CUDAAPI export_%d(%s)\n{\n\tCUresult r = impl_%d(%s);\n\n"
+                   "\tif (__builtin_expect(r || trace_every, 0))\n\t\ttrace_result(%d, r);\n\treturn r;\n}\n\n"
+                   % (i, decl, i, args, i))
+    out.append("const char *const trace_names[] = {\n")
+    for n in served:
+        out.append("\t\"%s\",\n" % n)
     out.append("};\nconst unsigned trace_nfns = %d;\n" % len(served))
     return "".join(out)
 
@@ -206,6 +219,8 @@ def main():
         sys.stdout.write(gen_missing(kinds))
     elif mode == "trace":
         sys.stdout.write(gen_trace(protos, kinds))
+    elif mode == "rename":
+        sys.stdout.write(gen_rename(protos, kinds))
     elif mode == "list":
         for n in names:
             print("%-48s %s" % (n, kinds[n]))

@@ -118,14 +118,14 @@ cr_server_killed() {
 
 # Another node: a network namespace with its own loopback and its own
 # gpu-server, reached over TCP; the snapshot travels over the connection.
-# Without iproute2 (the GPU machine), a second server on another TCP port
+# Without iproute2 (neither the system's nor the build's copy), a second server on another TCP port
 # stands in for the other node.
 cr_other_node() {
 	local ns=cicada-node-$$ dir=$T/ckpt.node port=$((PORT + 4)) in_ns=""
 	if command -v ip >/dev/null; then
 		ip netns add "$ns" || return 1
 		ip -n "$ns" link set lo up
-		in_ns="ip netns exec $ns"
+		in_ns="nsenter --net=/run/netns/$ns"
 	fi
 	$in_ns env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/node.sock" \
 		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-node" \

@@ -3,7 +3,8 @@
 # wait_for it uses). A node is a network namespace on a bridge (veth,
 # 10.N.0.0/24) and a pid namespace, with its own gpu-server (the CPU
 # stand-in, or the GPU) that accepts migrations; the test server "main"
-# is node A. Without iproute2 (the GPU machine) a node is a pid namespace
+# is node A. Without iproute2 (neither the system's nor the build's copy,
+# tests/tools/ip) a node is a pid namespace
 # alone, its server on another loopback port. The program, cr_pattern,
 # prints a checksum after every step, changing a tenth of its device
 # memory each step; wherever it ends, its output must be what a run that
@@ -30,7 +31,7 @@ mig_node() {
 		ip link add "vm$name$$" type veth peer name eth0 netns "$ns" &&
 			ip link set "vm$name$$" master "$MIG_BR" up &&
 			ip -n "$ns" addr add "$MIG_NET.0.$ip/24" dev eth0 && ip -n "$ns" link set eth0 up || return 1
-		in_ns="ip netns exec $ns"
+		in_ns="nsenter --net=/run/netns/$ns"
 		ip="$MIG_NET.0.$ip"
 	else
 		ip=127.0.0.1
@@ -65,7 +66,7 @@ MIG_N=0
 migrate() {
 	MIG_N=$((MIG_N + 1))
 	MIG_LOG=$T/mig.$MIG_N
-	CICADA_TOKEN_FILE=$T/token deadline 90 "$B/bin/gpu-migrate" "$@" --work-dir "$T/mig-work" \
+	CICADA_TOKEN_FILE=$T/token deadline "${MIG_DEADLINE:-90}" "$B/bin/gpu-migrate" "$@" --work-dir "$T/mig-work" \
 		>"$MIG_LOG" 2>"$MIG_LOG.err"
 }
 
@@ -87,6 +88,12 @@ mig_show_failure() {
 	diff "$T/mig.native" "$CR_OUT" | head -5
 	tail -2 "$CR_OUT.err"
 	for n in $MIG_NODES; do grep -h "warning\|error" "$T/mig-${n%%:*}.log" | tail -2; done
+	for f in "$T"/run-mig-*/migrate-failed-*.log "$T"/mig-work/gpu-migrate-*-dump.log; do
+		[ -f "$f" ] || continue
+		echo "   criu's log $f:"
+		grep -E "Error|cicada|Warn" "$f" | tail -8
+		rm -f "$f"
+	done
 }
 
 mig_case() {
@@ -194,13 +201,14 @@ mig_killed() {
 	mig_finished
 }
 
-# On a GPU: 8 GiB of device memory, a tenth rewritten every 100 ms, moved
-# between two servers on the one GPU with pre-copy; the downtime is shown.
+# On a GPU: 8 GiB of device memory, a tenth rewritten every 100 ms (for
+# 30 s, longer than the move), moved between two servers on the one GPU
+# with pre-copy; the downtime is shown.
 mig_big() {
-	local args="$CICADA_KERNELS ${CICADA_MIGRATE_BIG_MIB:-8192} 60 100 10"
+	local args="$CICADA_KERNELS ${CICADA_MIGRATE_BIG_MIB:-8192} 300 100 10"
 	env $DRIVER_ENV timeout 300 "$PROGS/cr_pattern" $args >"$T/mig.big.native" 2>/dev/null || return 1
 	cr_launch shm main "$PROGS/cr_pattern" $args || return 1
-	migrate "$CR_PID" --to "$MIG_ADDR_b" --json --timeout 300 || return 1
+	MIG_DEADLINE=320 migrate "$CR_PID" --to "$MIG_ADDR_b" --json --timeout 300 || return 1
 	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\),"total_s":\([0-9.]*\),"bytes":\([0-9]*\),"frozen_bytes":\([0-9]*\).*"rounds":\([0-9]*\).*/downtime \1 s, total \2 s, \3 bytes (\4 frozen), \5 rounds/p' "$MIG_LOG")"
 	CR_REF=$T/mig.big.native cr_finished
 }

@@ -22,3 +22,13 @@ $(TOOLS_DIR)/sweep: tests/tools/sweep.c tests/tools/sweep.h $(GEN)/sweep_calls.c
 	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Itests/tools -o $@ tests/tools/sweep.c \
 		$(GEN)/sweep_calls.c -L$(CUDA_STUBS) -lcuda -ldl -Wl,-rpath-link,$(CUDA_STUBS)
 all: $(TOOLS_DIR)/sweep
+
+# iproute2's ip, with the libraries it needs beyond libc, for the
+# migration tests' network namespaces on a GPU node that lacks it
+# (tests/tools/ip runs it from here). Skipped where this machine has none.
+$(TOOLS_DIR)/iproute/.stamp:
+	@mkdir -p $(@D)
+	if [ -x /usr/sbin/ip ]; then cp -L /usr/sbin/ip $(@D)/ip.bin && \
+		ldd /usr/sbin/ip | awk '$$3 ~ /^\// && $$1 !~ /^(libc\.so|ld-linux)/ { print $$3 }' | xargs -r -I{} cp -L {} $(@D)/; fi
+	touch $@
+all: $(TOOLS_DIR)/iproute/.stamp
