@@ -265,12 +265,11 @@ static void describe_peer(int fd, const struct wire_addr *addr, struct conn *c)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct ucred cred;
-	socklen_t cl = sizeof(cred);
 	char host[64] = "?";
 
 	if (addr->kind == WIRE_UNIX) {
 		snprintf(c->peer, sizeof(c->peer), "unix:%.70s", addr->path);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl))
+		if (peer_cred(fd, &cred))
 			cred.uid = (uid_t)-1;
 		snprintf(c->ident, IDENT_LEN, "uid %u", (unsigned)cred.uid);
 		return;
@@ -421,16 +420,13 @@ static int decode_hello(struct conn *c)
 static void migrate_accept(int i)
 {
 	struct conn *c = adm.conns[i];
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
 	char why[WIRE_ERRLEN];
 	uint32_t xid = c->b.len >= 4 ? ntohl(*(uint32_t *)c->b.data) : 0;
 
 	if (!adm.cfg->migrate) {
 		log_warn("refused a migration from %s: this server does not accept them", c->peer);
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "this server does not accept migrations (--accept-migrations)");
-	} else if (!c->is_tcp && (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-				  (cred.uid != 0 && cred.uid != getuid()))) {
+	} else if (!c->is_tcp && !peer_privileged(c->fd)) {
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "only root or the server's user may migrate a process here");
 	} else if (migrate_in_start(adm.cfg->migrate, c->fd, xid, c->peer, why, sizeof(why))) {
 		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
@@ -445,9 +441,8 @@ static void migrate_accept(int i)
 static int unix_peer_allowed(struct conn *c)
 {
 	struct ucred cred;
-	socklen_t len = sizeof(cred);
 
-	return !getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && allow_peer(adm.cfg->allow, cred.uid, cred.gid);
+	return !peer_cred(c->fd, &cred) && allow_peer(adm.cfg->allow, cred.uid, cred.gid);
 }
 
 /* A whole hello on conn i: checked here, before any worker is taken. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gpu-server.h"
@@ -34,6 +35,23 @@ int token_load(const char *path, char *token, size_t len, char *err)
 		return -1;
 	}
 	return 0;
+}
+
+/* The credentials of fd's peer, if fd is a unix socket's (a process on
+ * this node; TCP sockets answer with no pid); -1 otherwise. */
+int peer_cred(int fd, struct ucred *out)
+{
+	socklen_t len = sizeof(*out);
+
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len) && len == sizeof(*out) && out->pid ? 0 : -1;
+}
+
+/* Whether fd's peer is a unix one running as root or as the server's user. */
+int peer_privileged(int fd)
+{
+	struct ucred cred;
+
+	return !peer_cred(fd, &cred) && (cred.uid == 0 || cred.uid == geteuid());
 }
 
 /* Adds the users (or groups) of a comma-separated list of names or

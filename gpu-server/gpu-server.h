@@ -326,5 +326,8 @@ struct allow_list {
 int allow_parse(struct allow_list *a, const char *list, int groups, char *err);
 int allow_peer(const struct allow_list *a, uid_t uid, gid_t gid);
 int dir_check(const char *path, const char *what, char *err);
+struct ucred;
+int peer_cred(int fd, struct ucred *out);
+int peer_privileged(int fd);
 
 #endif

@@ -7,13 +7,17 @@ SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server
                gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/hostfn.c gpu-server/ordered.c gpu-server/array.c \
                gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c gpu-server/jit.c gpu-server/link.c gpu-server/vmm.c gpu-server/objects.c gpu-server/objects_save.c gpu-server/objects_restore.c \
                gpu-server/migrate_in.c gpu-server/precopy.c
-SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o
+# With the CRIU plugin's requests (request.c), as gpu-migrate: an incoming
+# migration whose copy may not run has its restored session ended.
+SERVER_SHARED := criu-plugin/request.c criu-plugin/session_file.c
+SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o
 SERVER_BIN := $(BUILD)/bin/gpu-server
 
 $(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h gpu-server/objects-internal.h wire/wire.h $(GEN)/cicada.h $(GEN)/server_calls.h \
 		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml $(SNAPSHOT_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml -Icriu-plugin $(SNAPSHOT_CFLAGS) -c $< -o $@
+$(BUILD)/gpu-server/migrate_in.o: criu-plugin/cicada-criu.h
 $(BUILD)/gpu-server/nvml.o $(BUILD)/gpu-server/nvml_real.o $(BUILD)/gpu-server/nvml_cuda.o: nvml/nvml-wire.h
 $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c $(GEN)/server_calls.h gpu-server/gpu-server.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Igpu-server -c $< -o $@

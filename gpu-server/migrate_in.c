@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "cicada-criu.h"
 #include "gpu-server.h"
 #include "snapshot.h"
 
@@ -105,9 +106,9 @@ static void runner(const struct migrate_config *cfg, const char *dir, const char
 	int null, status;
 
 	/* none of the server's listeners or connections stay open in here */
-	for (int i = 3; i < 65536; i++)
-		if (i != fd)
-			close(i);
+	if (fd > 3)
+		close_range(3, (unsigned)fd - 1, 0);
+	close_range((unsigned)fd + 1, ~0u, 0);
 	null = open("/dev/null", O_RDWR);
 	v[0] = fork();
 	if (v[0] == 0) {
@@ -189,41 +190,24 @@ static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirf
 
 /* Ends the GPU session the plugin restored for a copy that will not run
  * (its ticket noted in the images, cicada-restored-<pid>.txt), through
- * this server's own unix listener: its worker need not wait for the
- * detach timeout holding the copy's device memory. */
+ * this server's own unix listener, as the plugin would (request.c): its
+ * worker need not wait for the detach timeout holding the copy's memory. */
 static void release_restored(const struct incoming *in, int dirfd, pid_t pid)
 {
-	char name[64], ticket[CICADA_TICKET_LEN + 2] = "", host[] = "gpu-server", none[] = "", err[WIRE_ERRLEN];
-	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)pid, .host = host, .op = OP_RELEASE,
-			 .ticket = ticket, .snapshot = none, .parent = none };
-	uint8_t nonce[WIRE_NONCE_LEN];
-	struct wire_addr addr;
-	struct wire_stream st;
-	struct wire_buf buf = { 0 };
-	hello_res r;
-	int fd = -1, tfd, n;
+	struct gpu_session s = { .pid = (int)pid, .ctl = -1, .token_hex = "-" };
+	char name[64], err[WIRE_ERRLEN];
+	int tfd, n;
 
 	snprintf(name, sizeof(name), "cicada-restored-%d.txt", (int)pid);
 	if ((tfd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return;
-	n = (int)read(tfd, ticket, CICADA_TICKET_LEN);
+	n = (int)read(tfd, s.ticket, CICADA_TICKET_LEN);
 	close(tfd);
-	ticket[n > 0 ? n : 0] = 0;
-	ticket[strcspn(ticket, "\n")] = 0;
-	memset(&r, 0, sizeof(r));
-	if (!ticket[0] || wire_parse_addr(in->cfg->restore_server, &addr, err) || (fd = wire_dial(&addr, err)) < 0 ||
-	    wire_recv_challenge(fd, nonce, 5000, err))
-		goto out;
-	wire_stream_init(&st, fd);
-	if (!wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) && !wire_send_record(&st, &buf) &&
-	    !wire_recv_record(&st, &buf, 65536) && !wire_decode_reply(&buf, 1, (xdrproc_t)xdr_hello_res, &r, err) &&
-	    !r.err)
-		log_info("migration from %s: the restored session %.8s is ended", in->peer, ticket);
-	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
-out:
-	wire_buf_free(&buf);
-	if (fd >= 0)
-		close(fd);
+	s.ticket[n > 0 ? n : 0] = 0;
+	s.ticket[strcspn(s.ticket, "\n")] = 0;
+	snprintf(s.server, sizeof(s.server), "%s", in->cfg->restore_server);
+	if (s.ticket[0] && !server_request(&s, OP_RELEASE, -1, NULL, err))
+		log_info("migration from %s: the restored session %.8s is ended", in->peer, s.ticket);
 }
 
 /* The restored copy runs only on gpu-migrate's go ('c', answered 'k'),

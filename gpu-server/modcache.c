@@ -57,13 +57,12 @@ void modcache_identify(struct worker *w)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct ucred cred;
-	socklen_t cl = sizeof(cred);
 	char host[64] = "unknown";
 	const char *shared = getenv("CICADA_CACHE_SHARED");
 
 	if (shared && !strcmp(shared, "1")) {
 		snprintf(w->cache_part, sizeof(w->cache_part), "shared");
-	} else if (!getsockopt(w->sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) && cl == sizeof(cred) && cred.pid) {
+	} else if (!peer_cred(w->sock, &cred)) {
 		snprintf(w->cache_part, sizeof(w->cache_part), "uid-%u", (unsigned)cred.uid);
 	} else if (!getpeername(w->sock, (struct sockaddr *)&ss, &sl)) {
 		if (ss.ss_family == AF_INET)
@@ -165,39 +164,60 @@ static uint64_t quota(void)
 	return q && sscanf(q, "%llu", &v) == 1 ? (uint64_t)v : QUOTA_DEFAULT;
 }
 
-/* Evicts objects, least recently used first, until they fit the quota. */
+struct object {
+	char name[SHA_HEX + 8];
+	time_t used;
+	uint64_t size;
+};
+
+static int older_first(const void *a, const void *b)
+{
+	time_t x = ((const struct object *)a)->used, y = ((const struct object *)b)->used;
+
+	return (x > y) - (x < y);
+}
+
+/* Evicts objects, least recently used first, until they fit the quota:
+ * one scan, and a sort only when over it. */
 static void evict(const struct worker *w)
 {
-	char dir[4096], oldest[300] = "";
-	uint64_t total, limit = quota();
-	time_t when;
+	char dir[4096];
+	uint64_t total = 0, limit = quota();
+	struct object *v = NULL, *grown;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/objects", w->cache_dir);
-	for (int rounds = 0; rounds < 100000; rounds++) {
-		DIR *d = opendir(dir);
-		struct dirent *e;
-		struct stat st;
-		int fd = d ? dirfd(d) : -1;
-
-		if (!d)
-			return;
-		total = 0;
-		when = 0;
-		while ((e = readdir(d)))
-			if (e->d_name[0] != '.' && !fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode)) {
-				total += (uint64_t)st.st_size;
-				if (!when || st.st_mtime < when) {
-					when = st.st_mtime;
-					snprintf(oldest, sizeof(oldest), "%s", e->d_name);
-				}
-			}
-		if (total <= limit || !oldest[0] || unlinkat(fd, oldest, 0)) {
-			closedir(d);
-			return;
+	if (!(d = opendir(dir)))
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof(v->name) ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap) {
+			if (!(grown = realloc(v, (cap ? 2 * cap : 64) * sizeof(*v))))
+				break;
+			v = grown;
+			cap = cap ? 2 * cap : 64;
 		}
-		log_info("module cache over its quota (%llu bytes): evicted %s", (unsigned long long)limit, oldest);
-		closedir(d);
+		snprintf(v[n].name, sizeof(v[n].name), "%s", e->d_name);
+		v[n].used = st.st_mtime;
+		v[n].size = (uint64_t)st.st_size;
+		total += v[n++].size;
 	}
+	if (total > limit) {
+		qsort(v, n, sizeof(*v), older_first);
+		for (size_t i = 0; i < n && total > limit; i++)
+			if (!unlinkat(dirfd(d), v[i].name, 0)) {
+				total -= v[i].size;
+				log_info("module cache over its quota (%llu bytes): evicted %s", (unsigned long long)limit,
+					 v[i].name);
+			}
+	}
+	closedir(d);
+	free(v);
 }
 
 void modcache_store(const struct worker *w, const image_hash *hash, const void *image, size_t size)

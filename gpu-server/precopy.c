@@ -91,15 +91,6 @@ out:
 	return NULL;
 }
 
-/* A unix client (on this node), which passed the directory first. */
-static int unix_peer(struct worker *w)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	return !getsockopt(w->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) && len == sizeof(cred) && cred.pid;
-}
-
 /* The round before, beside this one: "../../precopy-K/NAME". */
 static int parent_ok(const char *parent, const char *name)
 {
@@ -111,9 +102,10 @@ static int parent_ok(const char *parent, const char *name)
 
 static const char *check_request(struct worker *w, const precopy_args *a, int *dirfd)
 {
+	struct ucred cred;
 	struct stat st;
 
-	if (!unix_peer(w))
+	if (peer_cred(w->sock, &cred))   /* a unix client, on this node, which passed the directory first */
 		return "pre-copy needs a client on the server's node";
 	*dirfd = wire_recv_fd(w->sock);
 	if (*dirfd < 0 || fstat(*dirfd, &st) || !S_ISDIR(st.st_mode))

@@ -253,17 +253,6 @@ static int name_valid(const char *name)
 	       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == strlen(name);
 }
 
-/* Root or the server's user on this node (CRIU's plugin): only they may
- * name a parent snapshot, which the worker opens by path. */
-static int privileged_peer(int fd)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) && len == sizeof(cred) && cred.pid &&
-	       (cred.uid == 0 || cred.uid == geteuid());
-}
-
 static void checkpoint(struct worker *w, struct handed *c)
 {
 	char tmp[PATH_MAX], err[SNAP_ERRLEN];
@@ -273,7 +262,9 @@ static void checkpoint(struct worker *w, struct handed *c)
 		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
 		return;
 	}
-	if (worker_checkpoint(w, dirfd, c->h.snapshot, c->h.stream || !privileged_peer(c->fd) ? "" : c->h.parent, err)) {
+	/* only root or the server's user (CRIU's plugin) may name a parent,
+	 * which the worker opens by path */
+	if (worker_checkpoint(w, dirfd, c->h.snapshot, c->h.stream || !peer_privileged(c->fd) ? "" : c->h.parent, err)) {
 		refuse(c, CUDA_ERROR_UNKNOWN, err);
 	} else if (!reply(c) && c->h.stream && snap_send_dir(dirfd, c->h.snapshot, c->fd, err)) {
 		log_error("sending snapshot %s: %s", c->h.snapshot, err);
@@ -375,12 +366,9 @@ int session_open_channel(struct worker *w, int prepare)
 static int owner_ok(struct worker *w, int fd)
 {
 	struct ucred cred;
-	socklen_t len = sizeof(cred);
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred) || !cred.pid)
-		return 1;                    /* not a unix peer */
-	if (cred.uid == 0 || cred.uid == geteuid())
-		return 1;
+	if (peer_cred(fd, &cred) || cred.uid == 0 || cred.uid == geteuid())
+		return 1;                    /* not a unix peer, or a privileged one */
 	if (w->owner_uid == (uid_t)-1)
 		w->owner_uid = cred.uid;
 	return cred.uid == w->owner_uid;

@@ -23,7 +23,7 @@ static int guard_fd = -1;
 
 static void signal_children(int pid, int sig, int depth)
 {
-	char path[64], line[4096];
+	char path[64], line[4096], *save;
 	FILE *f;
 	DIR *d;
 	struct dirent *e;
@@ -38,7 +38,7 @@ static void signal_children(int pid, int sig, int depth)
 		if (!(f = fopen(path, "r")))
 			continue;
 		if (fgets(line, sizeof(line), f))
-			for (char *t = strtok(line, " \n"); t; t = strtok(NULL, " \n"))
+			for (char *t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
 				signal_children(atoi(t), sig, depth + 1);
 		fclose(f);
 	}

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include "internal.h"
@@ -70,12 +71,7 @@ int snap_mac(uint64_t a, uint64_t b, const void *data, size_t len, uint8_t out[S
 int snap_mac_ok(uint64_t a, uint64_t b, const void *data, size_t len, const ProtobufCBinaryData *mac)
 {
 	uint8_t want[SNAP_MAC_LEN];
-	unsigned char diff;
 
-	if (!mac || mac->len != SNAP_MAC_LEN || snap_mac(a, b, data, len, want))
-		return 0;
-	diff = 0;
-	for (size_t i = 0; i < SNAP_MAC_LEN; i++)
-		diff |= want[i] ^ mac->data[i];
-	return diff == 0;
+	return mac && mac->len == SNAP_MAC_LEN && !snap_mac(a, b, data, len, want) &&
+	       !CRYPTO_memcmp(want, mac->data, SNAP_MAC_LEN);
 }

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include "wire.h"
@@ -81,12 +82,7 @@ int wire_proof_ok(const char *token, size_t len, const uint8_t nonce[WIRE_NONCE_
 		  size_t given_len)
 {
 	uint8_t want[WIRE_PROOF_LEN];
-	unsigned char diff;
 
-	if (!len || wire_token_proof(token, len, nonce, want) != WIRE_PROOF_LEN)
-		return 0;
-	diff = given_len != WIRE_PROOF_LEN;
-	for (size_t i = 0; i < WIRE_PROOF_LEN; i++)
-		diff |= want[i] ^ (i < given_len ? ((const uint8_t *)given)[i] : 0);
-	return diff == 0;
+	return len && given_len == WIRE_PROOF_LEN && wire_token_proof(token, len, nonce, want) == WIRE_PROOF_LEN &&
+	       !CRYPTO_memcmp(want, given, WIRE_PROOF_LEN);
 }
