@@ -16,7 +16,7 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
 # A rule that fails leaves no half-written output behind.
 .DELETE_ON_ERROR:
 
-.PHONY: all deps test test-gpu demo bench bench-cr bench-migrate fuzz clean gpu-bundle conformance
+.PHONY: all deps test test-gpu demo bench bench-cr bench-migrate bench-torch fuzz clean gpu-bundle conformance
 all:
 
 include wire/wire.mk

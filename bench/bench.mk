@@ -40,6 +40,11 @@ bench-cr:
 bench-migrate:
 	bash bench/run-bench-migrate.sh
 
+# PyTorch natively and through Cicada, and a training process
+# checkpointed and restored (bench/run-bench-torch.sh; GPU node).
+bench-torch:
+	bash bench/run-bench-torch.sh
+
 # The workloads: CUDA runtime programs built the normal way (nvcc's
 # default static runtime), sm_90 SASS plus compute_90 PTX. They reach the
 # driver only through dlopen("libcuda.so.1"); run-bench.sh runs them.

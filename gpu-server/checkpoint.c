@@ -8,6 +8,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "gpu-server.h"
 #include "snapshot.h"
@@ -42,18 +43,38 @@ fail:
 
 /* --- device memory moves for snapshot-format --- */
 
+/* Pinned host buffers for moving device memory: mapped in the worker's
+ * own area and registered, not cuMemAllocHost'd, which the driver would
+ * map where it places module variables (wire/hostarea.c says why that
+ * matters). */
+void *worker_pinned(struct worker *w, size_t size)
+{
+	void *p = hostarea_map(size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	cuCtxSetCurrent(w->base_ctx);
+	if (cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE)) {
+		hostarea_unmap(p, size);
+		return NULL;
+	}
+	return p;
+}
+
+void worker_pinned_free(void *p, size_t size)
+{
+	cuMemHostUnregister(p);
+	hostarea_unmap(p, size);
+}
+
 static void *mem_alloc_host(void *ctx, size_t size)
 {
-	struct worker *w = ctx;
-	void *p = NULL;
-
-	cuCtxSetCurrent(w->base_ctx);
-	return cuMemAllocHost(&p, size) ? NULL : p;
+	return worker_pinned(ctx, size);
 }
 
 static void mem_free_host(void *ctx, void *buf, size_t size)
 {
-	cuMemFreeHost(buf);
+	worker_pinned_free(buf, size);
 }
 
 static int mem_read(void *ctx, uint64_t va, void *buf, size_t size)
@@ -72,9 +93,15 @@ static int mem_write(void *ctx, uint64_t va, const void *buf, size_t size)
 	return cuMemcpyHtoD((CUdeviceptr)va, buf, size) ? -1 : 0;
 }
 
+static int mem_hash(void *ctx, const struct snap_range *ranges, size_t n, uint64_t *out)
+{
+	return devhash_ranges(ctx, ranges, n, out);
+}
+
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops)
 {
-	*ops = (struct snap_memory_ops){ w, mem_alloc_host, mem_free_host, mem_read, mem_write };
+	*ops = (struct snap_memory_ops){ w, mem_alloc_host, mem_free_host, mem_read, mem_write, hostarea_thread,
+					 hostarea_join, mem_hash };
 }
 
 /* --- the manifest --- */
@@ -256,7 +283,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	struct snap_memory_ops ops;
 	unsigned nglobals;
 	struct timespec t0, t1;
-	size_t skipped;
+	size_t skipped, unread;
 	int rc = -1;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -291,6 +318,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 		goto out;
 	}
 	skipped = snap_writer_skipped(b.wr);
+	unread = snap_writer_unread(b.wr);
 	rc = snap_writer_commit(b.wr, &p.m, err);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (!rc)
@@ -298,7 +326,8 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 			 p.m.n_allocations, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
 			 parent ? ", incremental on " : "", parent ? parent : "");
 	if (!rc && skipped)
-		log_info("checkpoint %s: %zu pieces unchanged, left to the parent", name, skipped);
+		log_info("checkpoint %s: %zu pieces unchanged, left to the parent, %zu of them unread (device hashes)",
+			 name, skipped, unread);
 out:
 	cuCtxSetCurrent(w->base_ctx);
 	parts_free(&p);

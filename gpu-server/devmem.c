@@ -484,3 +484,23 @@ int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUst
 	pthread_rwlock_unlock(&m->lock);
 	return rc;
 }
+
+/* Holds the chunks mapped (hold 1) for another thread's reads of them,
+ * until released (hold 0): devhash.c hashes them meanwhile. */
+void devmem_hold(struct worker *w, int hold)
+{
+	if (!w->devmem)
+		return;
+	if (hold)
+		pthread_rwlock_rdlock(&w->devmem->lock);
+	else
+		pthread_rwlock_unlock(&w->devmem->lock);
+}
+
+/* Whether [va, va + size) lies in one mapped chunk (chunks held). */
+int devmem_mapped(struct worker *w, uint64_t va, uint64_t size)
+{
+	struct chunk *c = w->devmem ? chunk_of(w->devmem, va) : NULL;
+
+	return c && size <= c->size && va - c->va <= c->size - size;
+}

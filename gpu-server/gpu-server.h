@@ -126,6 +126,14 @@ int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem);
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
 int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUstream s);
 
+void devmem_hold(struct worker *w, int hold);
+int devmem_mapped(struct worker *w, uint64_t va, uint64_t size);
+
+/* devhash.c: pieces of device memory hashed on the GPU */
+struct snap_range;
+void devhash_prepare(void);
+int devhash_ranges(struct worker *w, const struct snap_range *ranges, size_t n, uint64_t *out);
+
 /* precopy.c: a migration's pre-copy rounds */
 void precopy_end(struct worker *w);
 void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size);
@@ -254,6 +262,8 @@ int worker_restore(struct worker *w, int dirfd, const char *name, char *err);
 int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size);
 struct snap_memory_ops;
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
+void *worker_pinned(struct worker *w, size_t size);
+void worker_pinned_free(void *p, size_t size);
 
 /* modcache.c */
 void modcache_identify(struct worker *w);
@@ -272,6 +282,7 @@ struct nvml_reply {
 };
 void nvml_put(struct nvml_reply *r, uint64_t v);
 void nvml_put_text(struct nvml_reply *r, const char *text);
+void nvml_prepare(void);
 int nvml_real_open(char *why, size_t len);
 int nvml_real_count(unsigned *count);
 int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r);

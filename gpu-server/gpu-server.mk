@@ -6,11 +6,12 @@ SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server
                gpu-server/checkpoint.c gpu-server/restore.c gpu-server/globals.c \
                gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/hostfn.c gpu-server/ordered.c gpu-server/array.c \
                gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c gpu-server/jit.c gpu-server/link.c gpu-server/vmm.c gpu-server/objects.c gpu-server/objects_save.c gpu-server/objects_restore.c \
-               gpu-server/migrate_in.c gpu-server/precopy.c
+               gpu-server/migrate_in.c gpu-server/precopy.c gpu-server/devhash.c
 # With the CRIU plugin's requests (request.c), as gpu-migrate: an incoming
 # migration whose copy may not run has its restored session ended.
 SERVER_SHARED := criu-plugin/request.c criu-plugin/session_file.c
-SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o
+SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o \
+               $(BUILD)/gen/devhash_image.o
 SERVER_BIN := $(BUILD)/bin/gpu-server
 
 $(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h gpu-server/objects-internal.h wire/wire.h $(GEN)/cicada.h $(GEN)/server_calls.h \
@@ -21,6 +22,20 @@ $(BUILD)/gpu-server/migrate_in.o: criu-plugin/cicada-criu.h
 $(BUILD)/gpu-server/nvml.o $(BUILD)/gpu-server/nvml_real.o $(BUILD)/gpu-server/nvml_cuda.o: nvml/nvml-wire.h
 $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c $(GEN)/server_calls.h gpu-server/gpu-server.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Igpu-server -c $< -o $@
+
+# The device hashing kernel (devhash.cu): SASS for Hopper, PTX that any
+# newer GPU compiles; embedded as an array (devhash_image.c).
+DEVHASH_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
+$(BUILD)/gpu-server/devhash.fatbin: gpu-server/devhash.cu snapshot-format/devhash.h
+	@mkdir -p $(@D)
+	$(NVCC) -fatbin -Isnapshot-format $(DEVHASH_ARCH) -o $@ $<
+$(GEN)/devhash_image.c: $(BUILD)/gpu-server/devhash.fatbin
+	python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); \
+		print("/* generated from devhash.fatbin */\n#include <stddef.h>\n" \
+		"const unsigned char devhash_image[] __attribute__((aligned(8))) = {" + \
+		",".join(str(b) for b in d) + "};\nconst size_t devhash_image_size = %d;" % len(d))' $< > $@
+$(BUILD)/gen/devhash_image.o: $(GEN)/devhash_image.c
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(SERVER_BIN): $(SERVER_OBJS) $(WIRE_LIB) $(SNAPSHOT_LIB)
 	@mkdir -p $(@D)

@@ -13,6 +13,12 @@
  * A host function captured into a graph, or a graph's host node, runs at
  * every launch of the graph: its id is persistent (the client keeps the
  * function), and so is the worker's record of it.
+ * A copy of the program's pageable memory captured by a remote client
+ * (no shared memory) is staged here: a pinned buffer of the worker's, a
+ * copy node between it and the device, and a host node whose call
+ * carries the bytes, to the client after a copy from the device, from it
+ * before a copy to the device; so they move at every launch, from or to
+ * the program's memory as it is then.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,26 +26,42 @@
 #include <unistd.h>
 #include "gpu-server.h"
 
+#define STAGE_MAX (1ull << 32)               /* one staged copy's bytes */
+
 struct host_call {
 	struct worker *w;
 	uint64_t id;
 	uint64_t status;                     /* the stream's, for a stream callback */
 	int persistent;                      /* a graph's: runs at every launch */
+	uint64_t flags;                      /* a staged copy: HOSTFN_DATA or HOSTFN_WANT */
+	void *stage;                         /* its pinned buffer */
+	uint64_t size;
 };
 
 static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One exchange on the channel: the call out (with a staged copy's bytes,
+ * or asking for them), the id back (then the bytes asked for). */
+static int exchange(struct wire_stream *st, struct host_call *c)
+{
+	uint64_t msg[3] = { c->id, c->status | c->flags | (c->persistent ? 0 : HOSTFN_ONCE), c->size }, back = 0;
+
+	if (wire_write(st, msg, c->flags ? sizeof(msg) : 2 * sizeof(msg[0])) ||
+	    ((c->flags & HOSTFN_DATA) && wire_write(st, c->stage, c->size)) || wire_read(st, &back, 8) ||
+	    back != c->id)
+		return -1;
+	return (c->flags & HOSTFN_WANT) ? wire_read(st, c->stage, c->size) : 0;
+}
 
 /* Runs on the driver's callback thread: the id and status go to the
  * client, which writes the id back once the function has returned. */
 static void call_client(struct host_call *c)
 {
-	uint64_t msg[2] = { c->id, c->status | (c->persistent ? 0 : HOSTFN_ONCE) }, back = 0;
 	struct wire_stream st;
 
 	pthread_mutex_lock(&channel_lock);
 	wire_stream_init(&st, c->w->callback_fd);
-	if (c->w->callback_fd >= 0 && (wire_write(&st, msg, sizeof(msg)) || wire_read(&st, &back, 8) ||
-				       back != c->id)) {
+	if (c->w->callback_fd >= 0 && exchange(&st, c)) {
 		log_warn("client %s: host function channel lost", c->w->peer);
 		close(c->w->callback_fd);
 		c->w->callback_fd = -1;
@@ -77,10 +99,60 @@ CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long 
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	if (!(c = malloc(sizeof(*c))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	*c = (struct host_call){ w, id, 0, st != CU_STREAM_CAPTURE_STATUS_NONE };
+	*c = (struct host_call){ .w = w, .id = id, .persistent = st != CU_STREAM_CAPTURE_STATUS_NONE };
 	err = (callback & 1) ? cuStreamAddCallback(stream, run_callback, c, 0) : cuLaunchHostFunc(stream, run_host_func, c);
 	if (err)
 		free(c);
+	return err;
+}
+
+/* Pinning is no stream operation, but a global-mode capture on this
+ * thread forbids it: relaxed for the while (and the context kept). */
+static void *stage_buffer(struct worker *w, size_t size)
+{
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CUcontext cur = NULL;
+	void *p;
+
+	cuCtxGetCurrent(&cur);
+	cuThreadExchangeStreamCaptureMode(&mode);
+	p = worker_pinned(w, size);
+	cuThreadExchangeStreamCaptureMode(&mode);
+	cuCtxSetCurrent(cur);
+	return p;
+}
+
+/* A copy of the remote program's pageable memory on a capturing stream
+ * (the client's id names its side of it): staged through a pinned buffer
+ * that lives as long as the worker (a graph may be launched at any time). */
+CUresult wrap_capture_host_copy(struct worker *w, CUstream stream, CUdeviceptr dptr, size_t size,
+				unsigned int to_device, unsigned long long id)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	struct host_call *c;
+	CUresult err;
+
+	if (w->callback_fd < 0)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!id || !size || size > STAGE_MAX || to_device > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = cuStreamIsCapturing(stream, &st)))
+		return err;
+	if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	if (!(c = calloc(1, sizeof(*c))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*c = (struct host_call){ .w = w, .id = id, .persistent = 1, .flags = to_device ? HOSTFN_WANT : HOSTFN_DATA,
+				 .size = size };
+	if (!(c->stage = stage_buffer(w, size))) {
+		free(c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (to_device)
+		err = cuLaunchHostFunc(stream, run_host_func, c) ?: cuMemcpyHtoDAsync(dptr, c->stage, size, stream);
+	else
+		err = cuMemcpyDtoHAsync(c->stage, dptr, size, stream) ?: cuLaunchHostFunc(stream, run_host_func, c);
+	/* on failure the capture is broken, but a node may hold c: it stays */
 	return err;
 }
 
@@ -93,7 +165,7 @@ CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!id || !(c = malloc(sizeof(*c))))
 		return id ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
-	*c = (struct host_call){ w, id, 0, 1 };
+	*c = (struct host_call){ .w = w, .id = id, .persistent = 1 };
 	*fn = run_host_func;
 	*data = c;
 	return CUDA_SUCCESS;

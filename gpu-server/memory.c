@@ -143,7 +143,7 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	    fstat(fd, &st) || (uint64_t)st.st_size < a->size)
 		goto out;
 	reg = &w->regions[a->region];
-	reg->base = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	reg->base = hostarea_map(a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (reg->base == MAP_FAILED) {
 		reg->base = NULL;
 		err = CUDA_ERROR_OUT_OF_MEMORY;
@@ -168,7 +168,7 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	cuThreadExchangeStreamCaptureMode(&mode);
 	cuCtxPopCurrent(NULL);
 	if (err) {
-		munmap(reg->base, a->size);
+		hostarea_unmap(reg->base, a->size);
 		reg->base = NULL;
 	}
 out:
@@ -189,7 +189,7 @@ CUresult hand_host_region_unmap(struct worker *w, void *args, void *res)
 	cuCtxPushCurrent(w->base_ctx);
 	cuMemHostUnregister(reg->base);
 	cuCtxPopCurrent(NULL);
-	munmap(reg->base, reg->size);
+	hostarea_unmap(reg->base, reg->size);
 	reg->base = NULL;
 	return CUDA_SUCCESS;
 }

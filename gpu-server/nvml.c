@@ -39,7 +39,7 @@ void nvml_put_text(struct nvml_reply *r, const char *text)
 	r->ndata += (unsigned)n + 1;
 }
 
-static void choose_source(void)
+void nvml_prepare(void)
 {
 	char why[256] = "";
 
@@ -66,7 +66,7 @@ static int answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 	}
 	if (a->arg > UINT_MAX || !a->text)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	choose_source();
+	nvml_prepare();
 	if (a->func >= NVMLF_FIRST_DEVICE && a->device >= device_count)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if ((a->func == NVMLF_BY_UUID || a->func == NVMLF_BY_PCI_BUS_ID) && !a->text[0])

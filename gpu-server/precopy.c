@@ -31,7 +31,7 @@ struct precopy {
 	struct snap_range *ranges;
 	size_t nranges;
 	_Atomic int state;                   /* precopy_state */
-	uint64_t pieces, unchanged, stored;
+	uint64_t pieces, unchanged, unread, stored;
 	char err[SNAP_ERRLEN];
 };
 
@@ -40,17 +40,16 @@ static __thread CUstream round_stream;     /* each writing thread's own */
 static void *round_alloc(void *ctx, size_t size)
 {
 	struct worker *w = ctx;
-	void *p = NULL;
 
 	cuCtxSetCurrent(w->base_ctx);
 	if (!round_stream && cuStreamCreate(&round_stream, CU_STREAM_NON_BLOCKING))
 		return NULL;
-	return cuMemAllocHost(&p, size) ? NULL : p;
+	return worker_pinned(w, size);
 }
 
 static void round_free(void *ctx, void *buf, size_t size)
 {
-	cuMemFreeHost(buf);
+	worker_pinned_free(buf, size);
 	if (round_stream)
 		cuStreamDestroy(round_stream);
 	round_stream = NULL;
@@ -61,10 +60,16 @@ static int round_read(void *ctx, uint64_t va, void *buf, size_t size)
 	return devmem_read_live(ctx, va, buf, size, round_stream);
 }
 
+static int round_hash(void *ctx, const struct snap_range *ranges, size_t n, uint64_t *out)
+{
+	return devhash_ranges(ctx, ranges, n, out);
+}
+
 static void *round_thread(void *arg)
 {
 	struct precopy *p = arg;
-	struct snap_memory_ops ops = { p->w, round_alloc, round_free, round_read, NULL };
+	struct snap_memory_ops ops = { p->w, round_alloc, round_free, round_read, NULL, hostarea_thread,
+				       hostarea_join, round_hash };
 	Cicada__Manifest m = CICADA__MANIFEST__INIT;
 	struct snap_writer *wr;
 	char why[SNAP_ERRLEN];
@@ -79,6 +84,7 @@ static void *round_thread(void *arg)
 		goto out;
 	}
 	p->unchanged = snap_writer_skipped(wr);
+	p->unread = snap_writer_unread(wr);
 	if (snap_writer_commit(wr, &m, p->err))
 		goto out;
 	p->stored = m.data_size;
@@ -124,7 +130,7 @@ static void precopy_reset(struct worker *w)
 	if (!p)
 		return;
 	if (p->state != PRECOPY_IDLE)
-		pthread_join(p->thread, NULL);
+		hostarea_join(p->thread, NULL);
 	if (p->dirfd >= 0)
 		close(p->dirfd);
 	free(p->ranges);
@@ -166,7 +172,7 @@ CUresult hand_precopy(struct worker *w, void *args, void *res)
 	for (unsigned i = 0; i < p->nranges; i++)
 		devmem_get(w, 1, i, &p->ranges[i].va, &p->ranges[i].size);
 	p->state = PRECOPY_RUNNING;
-	if (pthread_create(&p->thread, NULL, round_thread, p)) {
+	if (hostarea_thread(&p->thread, round_thread, p)) {
 		p->state = PRECOPY_IDLE;
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
@@ -185,9 +191,9 @@ CUresult hand_precopy_status(struct worker *w, void *args, void *res)
 		r->pieces = p->pieces;
 		r->unchanged = p->unchanged;
 		r->stored = p->stored;
-		log_info("client %s: pre-copy round %s %s: %llu pieces, %llu unchanged, %llu bytes stored", w->peer,
-			 p->name, r->state == PRECOPY_DONE ? "done" : "failed", (unsigned long long)p->pieces,
-			 (unsigned long long)p->unchanged, (unsigned long long)p->stored);
+		log_info("client %s: pre-copy round %s %s: %llu pieces, %llu unchanged (%llu unread), %llu bytes stored",
+			 w->peer, p->name, r->state == PRECOPY_DONE ? "done" : "failed", (unsigned long long)p->pieces,
+			 (unsigned long long)p->unchanged, (unsigned long long)p->unread, (unsigned long long)p->stored);
 		precopy_reset(w);
 	}
 	return CUDA_SUCCESS;

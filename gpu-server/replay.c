@@ -21,11 +21,15 @@ struct record {
 	char args[];
 };
 
+#define STACKS_MAX 16
+
 struct replay_log {
 	struct record *head, **tail;
 	uint64_t seq;
 	struct replay_global *globals;
 	unsigned nglobals, cap_globals;
+	struct { uint64_t ctx; size_t bytes; } stacks[STACKS_MAX];   /* per-thread stack, per context */
+	unsigned nstacks;
 };
 
 static struct replay_log *log_of(struct worker *w)
@@ -56,6 +60,51 @@ static struct record *record_new(xdrproc_t xargs, void *args)
 	return r;
 }
 
+static void append(struct worker *w, struct replay_log *l, struct record *r, unsigned proc, uint64_t handle,
+		   uint64_t parent)
+{
+	r->seq = ++l->seq;
+	r->proc = proc;
+	r->handle = handle;
+	r->ctx = w->current_ctx;
+	r->chunks = devmem_count(w, 1);
+	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
+	*l->tail = r;
+	l->tail = &r->next;
+}
+
+/* The driver grows a context's per-thread stack, and with it the local
+ * memory it allocates, when a kernel that needs more is launched; where
+ * the next module's variables land depends on it. So a growth seen since
+ * the last record is kept as the cuCtxSetLimit a restore replays before
+ * this record. */
+static void note_stack(struct worker *w, struct replay_log *l, int keep)
+{
+	uint64_t id[2] = { CU_LIMIT_STACK_SIZE, 0 };
+	scalars a = { { 2, id } };
+	size_t now = 0;
+	unsigned i;
+	struct record *r;
+
+	if (!w->current_ctx || cuCtxGetLimit(&now, CU_LIMIT_STACK_SIZE))
+		return;
+	for (i = 0; i < l->nstacks && l->stacks[i].ctx != w->current_ctx; i++)
+		;
+	if (i == l->nstacks) {               /* the first record of this context: its start */
+		if (i < STACKS_MAX)
+			l->stacks[l->nstacks++] = (typeof(l->stacks[0])){ w->current_ctx, now };
+		return;
+	}
+	if (now == l->stacks[i].bytes)
+		return;
+	l->stacks[i].bytes = now;
+	id[1] = now;
+	if (keep && (r = record_new((xdrproc_t)xdr_scalars, &a)))
+		append(w, l, r, P_cuCtxSetLimit, 0, w->current_ctx);
+	if (keep)
+		log_debug("client %s: the stack grew to %zu bytes a thread; kept for a restore", w->peer, now);
+}
+
 /* Keeps a successful call. The parent is the handle it derives from (its
  * first handle argument), else the context it was made in. */
 void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64_t parent)
@@ -65,19 +114,16 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 
 	if ((d->flags & PROC_CREATES) && !w->created)
 		return;                      /* an existing handle came back */
+	if (l && d->proc != P_cuCtxSetLimit)
+		note_stack(w, l, 1);
 	if (!l || !(r = record_new(d->xargs, args))) {
 		log_error("cannot record %s: out of memory; checkpoints will fail", d->name);
 		w->replay_broken = 1;
 		return;
 	}
-	r->seq = ++l->seq;
-	r->proc = d->proc;
-	r->handle = (d->flags & PROC_CREATES) ? w->created : 0;
-	r->ctx = w->current_ctx;
-	r->chunks = devmem_count(w, 1);
-	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
-	*l->tail = r;
-	l->tail = &r->next;
+	append(w, l, r, d->proc, (d->flags & PROC_CREATES) ? w->created : 0, parent);
+	if (d->proc == P_cuCtxSetLimit)
+		note_stack(w, l, 0);         /* the program's own setting is the new start */
 }
 
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size)

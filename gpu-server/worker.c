@@ -27,6 +27,34 @@ void worker_index_procs(void)
 }
 
 /* CUDA initialisation, paid before a client connects. */
+static void CUDA_CB warm_host_func(void *arg)
+{
+}
+
+/* What the driver would otherwise map only in the middle of a session
+ * (its host-function thread, the PTX compiler) and the server's NVML are
+ * mapped now, the same in every worker, and so is the module of device
+ * hashing (devhash.c): mapped later, they would move the module variables
+ * loaded after them, and a restoring worker, replaying the loads without
+ * them, would not (wire/hostarea.c). Best effort. */
+static void warm_up(void)
+{
+	static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
+				  ".visible .entry cicada_warm_up()\n{\n\tret;\n}\n";
+	CUmodule mod;
+	CUstream s;
+
+	if (!cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) {
+		if (!cuLaunchHostFunc(s, warm_host_func, NULL))
+			cuStreamSynchronize(s);
+		cuStreamDestroy(s);
+	}
+	if (!cuModuleLoadData(&mod, ptx))
+		cuModuleUnload(mod);
+	nvml_prepare();
+	devhash_prepare();
+}
+
 static int worker_prepare(struct worker *w)
 {
 	CUdevice dev;
@@ -45,6 +73,7 @@ static int worker_prepare(struct worker *w)
 	}
 	primary_note_warm(dev);
 	w->base_ctx = ctx;
+	warm_up();
 	return 0;
 }
 
@@ -264,6 +293,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	char ready = 'R';
 	int fd;
 
+	hostarea_enable();                   /* before CUDA: see wire/hostarea.c */
 	worker_index_procs();
 	w.cache_dir = cache_dir;
 	w.owner_uid = (uid_t)-1;

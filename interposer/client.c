@@ -516,22 +516,25 @@ static CUresult sync_context(unsigned proc)
 }
 
 /* A notice from the server: device output, written where the driver
- * would have written it natively (the application's stdout). */
+ * would have written it natively (the application's stdout, or its
+ * stderr for a device assert's message). */
 static int take_notice(void)
 {
 	notice_output n = { { 0, NULL } };
 	struct wire_call_hdr hdr;
 	char err[WIRE_ERRLEN];
+	FILE *to;
 	XDR x;
 	int ok;
 
 	if (wire_decode_call(&cl.in, &hdr, &x, err))
 		return -1;
-	ok = hdr.proc == CICADA_NOTICE_OUTPUT && xdr_notice_output(&x, &n);
+	to = hdr.proc == CICADA_NOTICE_OUTPUT ? stdout : hdr.proc == CICADA_NOTICE_ERROR_OUTPUT ? stderr : NULL;
+	ok = to && xdr_notice_output(&x, &n);
 	xdr_destroy(&x);
 	if (ok && n.data.data_len) {
-		fwrite(n.data.data_val, 1, n.data.data_len, stdout);
-		fflush(stdout);
+		fwrite(n.data.data_val, 1, n.data.data_len, to);
+		fflush(to);
 	}
 	xdr_free((xdrproc_t)xdr_notice_output, (char *)&n);
 	return ok ? 0 : -1;

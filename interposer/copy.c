@@ -198,7 +198,9 @@ CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n)
  * shared with the worker: a host node copies the program's memory into it
  * (or out of it), and a copy node moves it to or from the device. The
  * buffer lives as long as the process (a graph may be launched at any
- * time). Without shared memory (a remote server) it is refused. */
+ * time). Without shared memory (a remote server) the worker stages it in
+ * a buffer of its own, and the bytes cross the host function channel
+ * (hostfn.c). */
 struct staged_copy {
 	void *user, *pinned;
 	size_t n;
@@ -241,11 +243,8 @@ static CUresult captured_copy(CUdeviceptr dev, void *host, size_t n, CUstream st
 
 	if ((err = client_connect()))
 		return err;
-	if (!client_shm()) {
-		log_info("a copy of pageable memory on a capturing stream needs a local gpu-server (shared memory); "
-			 "refused with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: use pinned memory");
-		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	}
+	if (!client_shm())
+		return hostfn_stage_copy(stream, dev, host, n, to_device);
 	if (!(c = malloc(sizeof(*c))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	*c = (struct staged_copy){ host, NULL, n };

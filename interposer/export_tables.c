@@ -324,8 +324,16 @@ static CUresult unknown_slot(const char *table, int n)
 
 U100(21318c60)
 U100(6e163fbe)
+U10(1734dc26, 0) U10(1734dc26, 1)
 static const slot unknown_lt[100] = { P100(21318c60) };
 static const slot unknown_functions[100] = { P100(6e163fbe) };
+
+/* {1734dc26-800d-4745-8726-c0f1e7dd8bca}: cuBLASLt's FP8 GEMMs ask for
+ * it and call slot 4 (two output pointers; a hardware description) without
+ * checking the table itself, but take a failed call for "nothing known",
+ * the path they also take by choice (EXPORT-TABLES.md). Every slot fails
+ * cleanly and names itself once. */
+static slot blaslt_table[] = { SIZE_WORD(20), P10(1734dc26, 0) P10(1734dc26, 1) NULL };
 
 __attribute__((constructor)) static void name_unknown_slots(void)
 {
@@ -352,6 +360,7 @@ static const struct known_table tables[] = {
 	{ { 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e }, checks_table },
 	{ { 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2 }, integrity_table },
 	{ { 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2 }, lt_table },
+	{ { 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca }, blaslt_table },
 };
 
 /* The table for id, or NULL. */

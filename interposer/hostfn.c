@@ -20,7 +20,10 @@
 struct host_call {
 	uint64_t id;
 	CUhostFn fn;                         /* cuLaunchHostFunc, or */
-	CUstreamCallback callback;           /* cuStreamAddCallback */
+	CUstreamCallback callback;           /* cuStreamAddCallback, or */
+	void *stage;                         /* a staged copy's memory (remote) */
+	size_t stage_size;
+	int stage_in;                        /* its bytes go to the device */
 	CUstream stream;
 	void *data;
 	int persistent;                      /* a graph's: kept after it runs */
@@ -71,13 +74,31 @@ static int calls_take(uint64_t id, struct host_call *out, int last)
 	return found;
 }
 
+/* A staged copy's part of one call: its bytes arrive into the program's
+ * memory (HOSTFN_DATA), or go from it after the id (HOSTFN_WANT); only
+ * for a staged copy of this size (the server names no other memory). */
+static int stage_move(struct wire_stream *st, const struct host_call *c, const uint64_t *msg)
+{
+	uint64_t len;
+	int in = (msg[1] & HOSTFN_WANT) != 0;
+
+	if (!(msg[1] & (HOSTFN_DATA | HOSTFN_WANT)))
+		return c->stage ? -1 : 0;
+	if (wire_read(st, &len, 8) || !c->stage || len != c->stage_size || in != c->stage_in)
+		return -1;
+	if (!in && wire_read(st, c->stage, len))
+		return -1;
+	return wire_write(st, &msg[0], 8) || (in && wire_write(st, c->stage, len)) ? -1 : 1;
+}
+
 /* The channel's thread: one id in, the function runs, the id goes back.
  * It ends when the channel does; channel_close joins it. */
 static void *serve_channel(void *arg)
 {
 	struct wire_stream st;
 	struct host_call c;
-	uint64_t msg[2];                     /* id, the stream's status | HOSTFN_ONCE */
+	uint64_t msg[2];                     /* id, the stream's status | HOSTFN_* */
+	int moved;
 
 	wire_stream_init(&st, (int)(intptr_t)arg);
 	while (!wire_read(&st, msg, sizeof(msg))) {
@@ -85,10 +106,17 @@ static void *serve_channel(void *arg)
 			log_warn("the gpu-server called unknown host function %llu", (unsigned long long)msg[0]);
 			break;
 		}
+		if ((moved = stage_move(&st, &c, msg)) < 0) {
+			log_warn("the gpu-server's call of host function %llu does not fit it",
+				 (unsigned long long)msg[0]);
+			break;
+		}
+		if (moved)
+			continue;
 		if (c.fn)
 			c.fn(c.data);
 		else
-			c.callback(c.stream, (CUresult)(msg[1] & ~HOSTFN_ONCE), c.data);
+			c.callback(c.stream, (CUresult)(msg[1] & ~HOSTFN_FLAGS), c.data);
 		if (wire_write(&st, &msg[0], 8))
 			break;
 	}
@@ -220,6 +248,31 @@ uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err)
 		*err = CUDA_ERROR_OUT_OF_MEMORY;
 	client_unlock();
 	return id;
+}
+
+/* A copy of the program's pageable memory on a capturing stream of a
+ * remote server: the worker stages it (gpu-server/hostfn.c), and its bytes
+ * cross this channel at every launch of the graph. */
+CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device)
+{
+	CUresult err;
+	struct host_call c = { .stage = host, .stage_size = n, .stage_in = to_device, .persistent = 1 };
+	uint64_t id;
+
+	if ((err = client_connect()))
+		return err;
+	client_lock();
+	if ((err = channel_ready()))
+		goto out;
+	if (!(id = calls_add(c))) {
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	if ((err = rpc_capture_host_copy(stream, dev, n, (unsigned)to_device, id)))
+		calls_take(id, &c, 1);
+out:
+	client_unlock();
+	return err;
 }
 
 /* The function and data behind a persistent id. */

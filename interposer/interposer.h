@@ -44,6 +44,7 @@ struct client_hooks {
 void client_add_hooks(const struct client_hooks *h);
 uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
 int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
+CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device);
 int graph_capturing(void);                  /* graph.c: a capture is under way */
 void graph_capture_begun(void);
 CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);

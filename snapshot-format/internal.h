@@ -63,6 +63,7 @@ struct snap_writer {
 	struct snap_reader *parent;       /* incremental: pieces found there are not stored */
 	char parent_path[SNAP_PARENT_MAX + 1];
 	atomic_size_t skipped;            /* pieces left to the parent */
+	atomic_size_t unread;             /* of them, not even read (device hashes) */
 };
 
 /* Where an in_parent piece's bytes are: a reader of the chain and its piece. */
@@ -108,6 +109,7 @@ int snap_manifest_check(const Cicada__Manifest *m, char *err);
 uint8_t *snap_manifest_pack(const Cicada__Manifest *m, size_t *len, char *err);
 
 /* reader.c */
+const Cicada__Piece *snap_piece_at(const struct snap_reader *r, uint64_t va, uint64_t size);
 const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
 				     struct snap_reader **owner);
 

@@ -9,7 +9,10 @@
  * pread, decompress, check the checksum, write. The first failure stops
  * the pool and names its piece. An incremental snapshot's writer leaves
  * out each piece whose bytes its parent chain holds already (same va,
- * size and checksum); its reader takes those from the chain.
+ * size and checksum); its reader takes those from the chain. Where the
+ * caller hashes device memory where it is (ops->hash, devhash.h), a piece
+ * whose hash equals its parent's is left out without being read, and
+ * every piece records the hash of its bytes for the next snapshot.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 #include <xxhash.h>
 #include <zstd.h>
+#include "devhash.h"
 #include "internal.h"
 
 struct pool {
@@ -108,9 +112,15 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 
 	struct snap_reader *owner;
 
+	if (pc->in_parent)
+		return 0;                    /* its device hash said: unchanged */
 	if (p->ops->read(p->ops->ctx, pc->va, b->raw, pc->size))
 		return pool_fail(p, pc, "reading device memory failed");
 	pc->checksum = XXH3_64bits(b->raw, pc->size);
+	if (p->ops->hash) {                  /* of exactly these bytes */
+		pc->device_hash = devhash_bytes(b->raw, pc->size);
+		pc->has_device_hash = 1;
+	}
 	if (p->w->parent && snap_chain_find(p->w->parent, pc->va, pc->size, pc->checksum, &owner)) {
 		pc->has_in_parent = pc->in_parent = 1;
 		atomic_fetch_add(&p->w->skipped, 1);
@@ -217,11 +227,15 @@ static int pool_run(struct pool *p, void *(*fn)(void *))
 	tids = calloc(p->threads, sizeof(*tids));
 	pthread_mutex_init(&p->lock, NULL);
 	for (; tids && started < p->threads; started++)
-		if (pthread_create(&tids[started], NULL, fn, p))
+		if (p->ops->thread_start ? p->ops->thread_start(&tids[started], fn, p) :
+					   pthread_create(&tids[started], NULL, fn, p))
 			break;
 	fn(p);
 	for (int i = 1; i < started; i++)
-		pthread_join(tids[i], NULL);
+		if (p->ops->thread_join)
+			p->ops->thread_join(tids[i], NULL);
+		else
+			pthread_join(tids[i], NULL);
 	pthread_mutex_destroy(&p->lock);
 	free(tids);
 	return atomic_load(&p->failed) ? -1 : 0;
@@ -279,6 +293,32 @@ static int add_data_files(struct snap_writer *w, int threads, char *err)
 	return 0;
 }
 
+/* With device hashes: each piece whose hash is its parent's piece's is
+ * left to the parent, unread, with the parent's checksum. Best effort: a
+ * piece without a hash is read and compared as before. */
+static void hash_pieces(struct snap_writer *w, Cicada__Piece *pieces, size_t n, const struct snap_memory_ops *ops)
+{
+	struct snap_range *r = ops->hash && n ? calloc(n, sizeof(*r)) : NULL;
+	uint64_t *h = r ? calloc(n, sizeof(*h)) : NULL;
+	const Cicada__Piece *par;
+
+	for (size_t i = 0; h && i < n; i++)
+		r[i] = (struct snap_range){ pieces[i].va, pieces[i].size };
+	if (h && !ops->hash(ops->ctx, r, n, h) && w->parent)
+		for (size_t i = 0; i < n; i++) {
+			par = h[i] ? snap_piece_at(w->parent, pieces[i].va, pieces[i].size) : NULL;
+			if (!par || !par->has_device_hash || par->device_hash != h[i])
+				continue;
+			pieces[i].checksum = par->checksum;
+			pieces[i].device_hash = h[i];
+			pieces[i].has_device_hash = pieces[i].has_in_parent = pieces[i].in_parent = 1;
+			atomic_fetch_add(&w->skipped, 1);
+			atomic_fetch_add(&w->unread, 1);
+		}
+	free(r);
+	free(h);
+}
+
 int snap_write_memory(struct snap_writer *w, const struct snap_range *ranges, size_t n,
 		      const struct snap_memory_ops *ops, char *err)
 {
@@ -290,6 +330,7 @@ int snap_write_memory(struct snap_writer *w, const struct snap_range *ranges, si
 	if (p.n && add_data_files(w, p.threads, err))
 		return -1;
 	p.pieces = w->pieces + w->n_pieces;
+	hash_pieces(w, p.pieces, p.n, ops);
 	if (pool_run(&p, write_thread))
 		return -1;
 	w->n_pieces += p.n;

@@ -119,6 +119,14 @@ const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, u
 	return NULL;
 }
 
+/* The piece of r's own manifest at va with this size, or NULL. */
+const Cicada__Piece *snap_piece_at(const struct snap_reader *r, uint64_t va, uint64_t size)
+{
+	Cicada__Piece *const *p = bsearch(&va, r->m->pieces, r->m->n_pieces, sizeof(*r->m->pieces), cmp_va);
+
+	return p && (*p)->size == size ? *p : NULL;
+}
+
 static struct snap_reader *open_at(int dirfd, const char *name, int depth, char *err);
 
 /* Opens r's parent chain and finds each in_parent piece's bytes. */

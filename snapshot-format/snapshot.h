@@ -18,6 +18,7 @@
 #ifndef CICADA_SNAPSHOT_H
 #define CICADA_SNAPSHOT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "manifest.pb-c.h"
@@ -33,6 +34,11 @@
 #define SNAP_VMM_PROP_SIZE 32u            /* sizeof(CUmemAllocationProp) */
 #define SNAP_PRODUCER "cicada " CICADA_VERSION   /* the manifest's producer */
 
+struct snap_range {
+	uint64_t va;
+	uint64_t size;
+};
+
 /* How the library moves device memory: supplied by the gpu-server's
  * worker (or by tests). read and write are called from several threads
  * at once, each with its own host buffer from alloc_host. */
@@ -42,11 +48,14 @@ struct snap_memory_ops {
 	void (*free_host)(void *ctx, void *buf, size_t size);
 	int (*read)(void *ctx, uint64_t va, void *buf, size_t size);
 	int (*write)(void *ctx, uint64_t va, const void *buf, size_t size);
-};
-
-struct snap_range {
-	uint64_t va;
-	uint64_t size;
+	/* optional: how the library starts and joins its threads (default
+	 * pthread_create and pthread_join) */
+	int (*thread_start)(pthread_t *t, void *(*fn)(void *), void *arg);
+	int (*thread_join)(pthread_t t, void **ret);
+	/* optional: out[i] = the devhash.h hash of ranges[i] computed where
+	 * the bytes are, or 0 for none; an incremental snapshot then reads
+	 * only the pieces whose hash differs from the parent's */
+	int (*hash)(void *ctx, const struct snap_range *ranges, size_t n, uint64_t *out);
 };
 
 /* --- keyed snapshots (key.c) --- */
@@ -91,11 +100,13 @@ int snap_writer_commit(struct snap_writer *w, Cicada__Manifest *m, char *err);
  * "../../job.1/cicada-gpu-42") or absolute. snap_write_memory then leaves
  * out every piece whose bytes the parent chain holds (same address, size
  * and checksum: the device memory is still read and hashed, but only what
- * changed is compressed and stored), and commit records the parent with
- * its manifest checksum. snap_writer_skipped says how many pieces were
+ * changed is compressed and stored; with ops->hash, a piece whose device
+ * hash equals the parent's is not even read), and commit records the
+ * parent with its manifest checksum. snap_writer_skipped says how many pieces were
  * left out. */
 int snap_writer_parent(struct snap_writer *w, const char *path, char *err);
 size_t snap_writer_skipped(const struct snap_writer *w);
+size_t snap_writer_unread(const struct snap_writer *w);   /* of those, how many were not read */
 /* Discards an unfinished snapshot. */
 void snap_writer_abort(struct snap_writer *w);
 

@@ -8,7 +8,8 @@ SNAPSHOT_SRCS   := snapshot-format/util.c snapshot-format/manifest.c snapshot-fo
                    snapshot-format/memory.c snapshot-format/reader.c snapshot-format/transfer.c \
                    snapshot-format/tree.c snapshot-format/key.c snapshot-format/criu_log.c
 SNAPSHOT_GEN    := $(GEN)/manifest.pb-c.c $(GEN)/manifest.pb-c.h
-SNAPSHOT_HDRS   := snapshot-format/snapshot.h snapshot-format/internal.h $(GEN)/manifest.pb-c.h
+SNAPSHOT_HDRS   := snapshot-format/snapshot.h snapshot-format/internal.h snapshot-format/devhash.h \
+                   $(GEN)/manifest.pb-c.h
 SNAPSHOT_OBJS   := $(SNAPSHOT_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/manifest.pb-c.o
 SNAPSHOT_LIB    := $(BUILD)/snapshot-format/libsnapshot.a
 SNAPSHOT_LDLIBS := -lprotobuf-c -lzstd -lxxhash -lcrypto -pthread

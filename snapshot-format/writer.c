@@ -47,6 +47,11 @@ size_t snap_writer_skipped(const struct snap_writer *w)
 	return atomic_load(&w->skipped);
 }
 
+size_t snap_writer_unread(const struct snap_writer *w)
+{
+	return atomic_load(&w->unread);
+}
+
 struct snap_writer *snap_writer_begin(int dirfd, const char *name, char *err)
 {
 	struct snap_writer *w;

@@ -21,13 +21,14 @@ set -u
 
 TESTS="snapshot snapshot-cli
 vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query
-context_ops errors_app zero_copy dlopen_app
+context_ops errors_app zero_copy dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml trace handshake allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
+torch-shm torch-tcp torch-cr torch-cr-node
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-big"
 MODE=cpu SELECT=()
 for a in "$@"; do
@@ -72,6 +73,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/cr/cr-tests.sh
 . tests/migrate/migrate-tests.sh
 . tests/load/admission-tests.sh
+. tests/torch/torch-tests.sh
 T=$(mktemp -d /tmp/cicada-test.XXXXXX)
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
@@ -93,7 +95,9 @@ cleanup() {
 	pkill -9 -f "gpu-server --listen .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "^$PROGS/" 2>/dev/null         # checkpointed programs (setsid, no deadline of their own)
+	pkill -9 -f "tests/torch/workloads.py train" 2>/dev/null
 	ip netns del "cicada-node-$$" 2>/dev/null
+	ip netns del "cicada-torchnode-$$" 2>/dev/null
 	mig_nodes_down
 	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
@@ -165,7 +169,28 @@ run_programs() {
 		esac
 	done
 	[ "$MODE" = gpu ] && want vecadd_cubin && run_same vecadd_cubin preload
+	want device_assert && run_device_assert
 	run_runtime_programs
+}
+
+# Failed device asserts: the driver's lines on stderr reach the program's
+# own stderr through Cicada, and the synchronisation's error its stdout.
+run_device_assert() {
+	local tr out
+	env $DRIVER_ENV timeout 120 "$PROGS/device_assert" >"$T/assert.native" 2>"$T/assert.native.err" ||
+		{ bad "device_assert natively (exit $?)"; tail -3 "$T/assert.native.err"; return; }
+	grep -q "Assertion" "$T/assert.native.err" || { bad "device_assert natively printed no assertion"; return; }
+	for tr in shm tcp; do
+		out=$T/assert.$tr
+		deadline 120 env $(cicada_env "$tr") "$PROGS/device_assert" >"$out" 2>"$out.err"
+		if cmp -s "$T/assert.native" "$out" &&
+		   cmp -s <(grep Assertion "$T/assert.native.err") <(grep Assertion "$out.err"); then
+			ok "device asserts over $tr: the driver's lines on the program's stderr, the error as natively"
+		else
+			bad "device asserts over $tr"; diff "$T/assert.native" "$out" | head -4
+			diff <(grep Assertion "$T/assert.native.err") <(grep Assertion "$out.err") | head -4
+		fi
+	done
 }
 
 # CUDA runtime programs (static and shared runtime). The stand-in is no
@@ -234,9 +259,7 @@ run_graph_copy() {
 			test "$(grep -c "output right" "$T/$p.native")/$(grep -cx done "$T/$p.native")" = 3/1
 	fi
 	run_same "$p" shm
-	err=$(env $(cicada_env tcp) CICADA_LOG=info timeout 120 "$PROGS/$p" 2>&1)
-	check "$p over tcp: the capture is refused, and the log says why" \
-		grep -q "pageable memory on a capturing stream needs a local gpu-server" <<<"$err"
+	run_same "$p" tcp      # staged by the worker, its bytes on the host function channel
 }
 
 # rt_features prints device printf lines between lines of its own: after
@@ -645,6 +668,7 @@ test_server_death tcp
 test_client_isolation
 run_admission_tests
 run_cr_tests
+run_torch_tests
 run_migrate_tests
 echo "suite: $(($(date +%s) - SUITE_START)) s"
 echo "$PASS passed, $FAIL failed"

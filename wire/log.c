@@ -1,5 +1,5 @@
 /*
- * log.c: run-time leveled logging to stderr. CICADA_LOG=error|warn|info|debug
+ * log.c: run-time leveled logging to stderr (or log_set_fd's). CICADA_LOG=error|warn|info|debug
  * sets the level (default: warn in clients, info in the server).
  *
  * A line never holds a control character: what a client sent (a host
@@ -19,6 +19,13 @@
 
 static int log_level = LOG_WARN;
 static char log_prog[32] = "cicada";
+static int log_fd = -1;                  /* -1: stderr */
+
+/* Lines go to fd from now on (a worker's stderr carries device output). */
+void log_set_fd(int fd)
+{
+	log_fd = fd;
+}
 
 void log_init(const char *prog)
 {
@@ -124,7 +131,10 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	log_escape(text, line + n, sizeof(line) - (size_t)n - 64);
 	if (dropped)
 		snprintf(line + strlen(line), 64, " (%lu similar lines suppressed)", dropped);
-	fprintf(stderr, "%s\n", line);
+	if (log_fd >= 0)
+		dprintf(log_fd, "%s\n", line);
+	else
+		fprintf(stderr, "%s\n", line);
 }
 
 uint64_t wire_now_ns(void)

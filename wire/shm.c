@@ -87,7 +87,7 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 		snprintf(err, WIRE_ERRLEN, "shared memory segment has size %lld, expected %zu", (long long)real, size);
 		return -1;
 	}
-	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	h = hostarea_map(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED) {
 		snprintf(err, WIRE_ERRLEN, "cannot map shared memory: %s", strerror(errno));
 		return -1;
@@ -111,7 +111,7 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 void shm_segment_detach(struct shm_segment *seg)
 {
 	if (seg->hdr)
-		munmap(seg->hdr, seg->size);
+		hostarea_unmap(seg->hdr, seg->size);
 	if (seg->fd >= 0)
 		close(seg->fd);
 	seg->hdr = NULL;

@@ -94,6 +94,16 @@ char *shm_slot(struct shm_segment *seg, unsigned slot);
 int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd);
 void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state);
 
+/* ---- a worker's own host mappings, away from the driver's (hostarea.c) ---- */
+#include <pthread.h>
+#include <sys/types.h>
+void hostarea_enable(void);
+int hostarea_enabled(void);
+void *hostarea_map(size_t size, int prot, int flags, int fd, off_t off);   /* as mmap(NULL, ...) */
+void hostarea_unmap(void *p, size_t size);
+int hostarea_thread(pthread_t *t, void *(*fn)(void *), void *arg);
+int hostarea_join(pthread_t t, void **ret);
+
 /* ---- byte streams ---- */
 struct wire_stream {
 	int fd;                              /* the socket, always present */
@@ -137,8 +147,13 @@ int wire_record_is_call(const struct wire_buf *b);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
 
 /* The host function channel's status word: this call is the id's last
- * (the worker ran it once, not from a graph). */
+ * (the worker ran it once, not from a graph); a staged copy's bytes
+ * follow (a u64 length, then the bytes), or are wanted back after the id
+ * (a u64 length follows). The stream's status is what remains. */
 #define HOSTFN_ONCE (1ull << 63)
+#define HOSTFN_DATA (1ull << 62)
+#define HOSTFN_WANT (1ull << 61)
+#define HOSTFN_FLAGS (HOSTFN_ONCE | HOSTFN_DATA | HOSTFN_WANT)
 
 /* ---- graph nodes: the slots of graph_params.v, by node type ---- */
 enum { GK_FUNC, GK_GRID_X, GK_GRID_Y, GK_GRID_Z, GK_BLOCK_X, GK_BLOCK_Y, GK_BLOCK_Z, GK_SHMEM, GK_CTX, GK_N };
@@ -157,6 +172,7 @@ enum { GQ_NODES, GQ_ROOTS, GQ_DEPS, GQ_DEPENDENTS, GQ_EDGES, GQ_CAPTURE_DEPS };
 /* ---- logging (level from CICADA_LOG at run time) ---- */
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void log_init(const char *prog);
+void log_set_fd(int fd);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_escape(const char *in, char *out, size_t len);

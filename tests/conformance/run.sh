@@ -82,7 +82,11 @@ verdict() {
 	printf '%-4s %-28s shm: %-16s tcp: %s%s\n' "$([ "$rs$rt" = samesame ] && echo PASS || echo FAIL)" "$n" "$rs" "$rt" \
 		"$([ "$nd" = 1 ] && echo ' (native output varies: exit status only)')"
 	if [ "$rs$rt" != samesame ]; then
-		for m in shm tcp; do grep -m2 -i "cicada\|error\|fail" "$T/$n.$m" | sed "s/^/     $m: /"; done
+		for m in shm tcp; do
+			grep -m2 -i "cicada\|error\|fail" "$T/$n.$m" | sed "s/^/     $m: /"
+			[ "$nd" = 1 ] || diff <(normalise "$T/$n.native") <(normalise "$T/$n.$m") | grep -m4 '^[<>]' |
+				cut -c1-160 | sed "s/^/     $m: /"
+		done
 	fi
 }
 

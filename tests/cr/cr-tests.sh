@@ -103,42 +103,48 @@ cr_dump_restore() {
 }
 
 # The original server is killed between dump and restore; a new server
-# (new workers, new run directory) takes the snapshot.
+# (new workers, new run directory) takes the snapshot. Arguments: the
+# program (default cr_pattern); CR_TAG names the folders (default killed),
+# CR_PORTS moves the servers' ports (default 2: PORT+2 and PORT+3).
 cr_server_killed() {
-	local dir=$T/ckpt.killed
-	start_server victim $((PORT + 2)) || return 1
-	cr_launch shm victim || return 1
+	local tag=${CR_TAG:-killed} p=$((PORT + ${CR_PORTS:-2})) dir
+	dir=$T/ckpt.$tag
+	start_server "victim$tag" "$p" || return 1
+	cr_launch shm "victim$tag" "$@" || return 1
 	cr_dump "$dir" || return 1
-	kill -9 "$PID_victim"
-	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-victim" 2>/dev/null
-	start_server heir $((PORT + 3)) || return 1
-	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/heir.sock" || return 1
-	cr_finished && grep -q "restored snapshot" "$T/heir.log"
+	eval "kill -9 \$PID_victim$tag"
+	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-victim$tag" 2>/dev/null
+	start_server "heir$tag" $((p + 1)) || return 1
+	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/heir$tag.sock" || return 1
+	cr_finished && grep -q "restored snapshot" "$T/heir$tag.log"
 }
 
 # Another node: a network namespace with its own loopback and its own
 # gpu-server, reached over TCP; the snapshot travels over the connection.
-# Without iproute2 (neither the system's nor the build's copy), a second server on another TCP port
-# stands in for the other node.
+# Arguments: the program (default cr_pattern); CR_TAG names the namespace
+# and folders (default node), CR_PORTS its server's port (default 4:
+# PORT+4). Without iproute2 (neither the system's nor the build's copy), a
+# second server on another TCP port stands in for the other node.
 cr_other_node() {
-	local ns=cicada-node-$$ dir=$T/ckpt.node port=$((PORT + 4)) in_ns=""
+	local tag=${CR_TAG:-node} in_ns=""
+	local ns=cicada-$tag-$$ dir=$T/ckpt.$tag port=$((PORT + ${CR_PORTS:-4}))
 	if command -v ip >/dev/null; then
 		ip netns add "$ns" || return 1
 		ip -n "$ns" link set lo up
 		in_ns="nsenter --net=/run/netns/$ns"
 	fi
-	$in_ns env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/node.sock" \
-		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-node" \
-		--workers 1 >>"$T/node.log" 2>&1 &
+	$in_ns env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/$tag.sock" \
+		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-$tag" \
+		--workers 1 >>"$T/$tag.log" 2>&1 &
 	local node=$!
 	SERVERS="$SERVERS $node"
 	disown $node
-	wait_for_server $node "$T/node.sock" "$T/node.log" cr-tests || return 1
-	cr_launch tcp main || return 1
+	wait_for_server $node "$T/$tag.sock" "$T/$tag.log" cr-tests || return 1
+	cr_launch tcp main "$@" || return 1
 	cr_dump "$dir" || return 1
 	CRIU_NS=$in_ns cr_restore "$dir" CICADA_RESTORE_SERVER="tcp:127.0.0.1:$port" \
 		CICADA_TOKEN_FILE="$T/token" || return 1
-	cr_finished && grep -q "restored snapshot" "$T/node.log"
+	cr_finished && grep -q "restored snapshot" "$T/$tag.log"
 }
 
 # --leave-running, twice (periodic checkpoints), then a final dump and a
@@ -375,7 +381,7 @@ wants_cr() {
 # chain, to the same output. A copy of the chain with a parent's data
 # cut off, or without that parent, is refused with one line.
 cr_incremental() {
-	local d=$T/ckpt.incr args="$CICADA_KERNELS $CR_MIB 14 $CR_STEP_MS 10" snap full part out
+	local d=$T/ckpt.incr args="$CICADA_KERNELS $CR_MIB 14 $CR_STEP_MS 10" snap full part out line
 	env $DRIVER_ENV timeout 120 "$PROGS/cr_pattern" $args >"$T/cr.incr.native" 2>/dev/null || return 1
 	cr_launch shm main "$PROGS/cr_pattern" $args || return 1
 	cr_dump "$d.1" --leave-running || return 1
@@ -388,6 +394,11 @@ cr_incremental() {
 	part=$(timeout 60 "$B/bin/gpu-snapshot" inspect "$d.3/$snap" --json | sed -n 's/.*"data_files": {"count": [0-9]*, "bytes": \([0-9]*\)}.*/\1/p')
 	echo "     incremental checkpoint: $part bytes stored, the full one $full"
 	[ -n "$full" ] && [ -n "$part" ] && [ "$part" -lt $((full / 3)) ] || return 1
+	# the pieces left to the parent were found by their device hashes, unread
+	line=$(grep "checkpoint $snap: .* pieces unchanged" "$T/main.log" | tail -n 1)
+	echo "     ${line#*checkpoint }"
+	[[ $line =~ ([0-9]+)\ pieces\ unchanged.*\ ([0-9]+)\ of\ them\ unread ]] &&
+		[ "${BASH_REMATCH[2]}" -gt 0 ] && [ "${BASH_REMATCH[2]}" = "${BASH_REMATCH[1]}" ] || return 1
 	timeout 60 "$B/bin/gpu-snapshot" inspect "$d.3/$snap" | grep -q "^parent  *../../ckpt.incr.2/$snap" || return 1
 	mkdir -p "$T/incr-bad" && cp -r "$d.1" "$d.2" "$d.3" "$T/incr-bad/" || return 1
 	for f in "$T/incr-bad/ckpt.incr.1/$snap"/device-memory*.img; do : >"$f"; done

@@ -7,11 +7,11 @@ FAKECUDA_SRCS := $(addprefix $(FAKECUDA_DIR)/, context.c device.c errors.c kerne
 FAKECUDA_OBJS := $(FAKECUDA_SRCS:%.c=$(BUILD)/%.o)
 FAKECUDA_LIB  := $(BUILD)/tests/fakecuda/libcuda.so.1
 # Driver entry points often ignore some of their arguments (flags, options).
-FAKECUDA_CFLAGS := -Wno-unused-parameter
+FAKECUDA_CFLAGS := -Wno-unused-parameter -Isnapshot-format
 
 all: $(FAKECUDA_LIB)
 
-$(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c $(FAKECUDA_DIR)/fakecuda.h
+$(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c $(FAKECUDA_DIR)/fakecuda.h snapshot-format/devhash.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(FAKECUDA_CFLAGS) -c -o $@ $<
 

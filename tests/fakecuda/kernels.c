@@ -7,6 +7,7 @@
  * table with its parameter sizes in order; globals go in globals[].
  */
 #include <stdio.h>
+#include "devhash.h"
 #include "fakecuda.h"
 
 #define ARG(l, i, type) (*(type *)(l)->args[i])
@@ -358,7 +359,37 @@ static void rt_mapped_fill(const struct fc_launch *l)
 	}
 }
 
+/* The gpu-server's device hashing kernel (gpu-server/devhash.cu): a
+ * block a piece, here the whole piece at once. */
+static void cicada_devhash(const struct fc_launch *l)
+{
+	const struct { uint64_t va, size; } *pieces = ARG(l, 0, const void *);
+	uint64_t *out = ARG(l, 1, uint64_t *);
+	unsigned n = ARG(l, 2, unsigned);
+
+	for (unsigned p = 0; p < n && p < l->grid.x; p++)
+		out[p] = devhash_bytes((const void *)(uintptr_t)pieces[p].va, pieces[p].size);
+}
+
+/* A device assert: the driver prints it on the process's stderr. */
+static void check_positive(const struct fc_launch *l)
+{
+	const int *v = ARG(l, 0, const int *);
+	int n = ARG(l, 1, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long i = INDEX(l, blockIdx, threadIdx);
+
+		if (i < n && v[i] <= 0)
+			fprintf(stderr, "kernels_assert.cu:14: check_positive: block: [%u,0,0], thread: [%u,0,0] "
+				"Assertion `v[i] > 0` failed.\n", blockIdx.x, threadIdx.x);
+	}
+	fflush(stderr);
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "check_positive", 2, { PTR, sizeof(int) }, check_positive },
+	{ "cicada_devhash", 3, { PTR, PTR, sizeof(unsigned) }, cicada_devhash },
 	{ "rt_mapped_fill", 3, { PTR, sizeof(int), sizeof(int) }, rt_mapped_fill },
 	{ "rt_tex_linear", 3, { 8, PTR, sizeof(int) }, rt_tex_linear },
 	{ "rt_tex_2d", 4, { 8, PTR, sizeof(int), sizeof(int) }, rt_tex_2d },

@@ -132,29 +132,34 @@ static struct func *func_new(const struct fc_kernel *k, struct module *m)
 	return f;
 }
 
-/* Module variables live in a heap of their own at a fixed address, filled
- * in load order, so the same loads in a new process give the same
- * addresses (as a GPU's fresh address space does). Never reused. */
-#define GLOBALS_BASE 0x100000000000ull
-#define GLOBALS_SIZE (64ull << 20)
+/* Module variables live where the real driver puts them: in windows it
+ * takes from the process's default mapping area, top down, as mmap(NULL)
+ * does, each filled in load order and never reused. So the same loads in
+ * a new process give the same addresses, unless the process mapped
+ * something else of its own in between, as on a GPU (the gpu-server's
+ * workers keep their own mappings elsewhere: wire/hostarea.c). */
+#define GLOBALS_WINDOW (2ull << 20)
 
 static void *globals_take(size_t size)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static char *heap;
-	static size_t used;
+	static char *window;
+	static size_t used, room;
 	void *p = NULL;
 
-	pthread_mutex_lock(&lock);
-	if (!heap) {
-		heap = mmap((void *)GLOBALS_BASE, GLOBALS_SIZE, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-		if (heap == MAP_FAILED)
-			heap = NULL;
-	}
 	size = (size + 255) & ~(size_t)255;
-	if (heap && size <= GLOBALS_SIZE - used) {
-		p = heap + used;
+	pthread_mutex_lock(&lock);
+	if (!window || size > room - used) {
+		size_t len = (size + GLOBALS_WINDOW - 1) & ~(GLOBALS_WINDOW - 1);
+		char *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (w != MAP_FAILED) {
+			window = w;
+			used = 0;
+			room = len;
+		}
+	}
+	if (window && size <= room - used) {
+		p = window + used;
 		used += size;
 	}
 	pthread_mutex_unlock(&lock);

@@ -57,7 +57,8 @@ static void fill(uint8_t *p, size_t size)
 
 static int run(int dirfd, uint8_t *src, ptrdiff_t *delta, size_t size, char *err)
 {
-	struct snap_memory_ops ops = { delta, host_alloc, host_free, copy_out, copy_in };
+	struct snap_memory_ops ops = { .ctx = delta, .alloc_host = host_alloc, .free_host = host_free, .read = copy_out,
+				       .write = copy_in };
 	struct snap_range range = { (uintptr_t)src, size };
 	Cicada__Manifest m = CICADA__MANIFEST__INIT;
 	struct snap_writer *w;

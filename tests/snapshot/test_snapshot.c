@@ -88,7 +88,8 @@ static int dev_write(void *ctx, uint64_t va, const void *buf, size_t size)
 
 static struct snap_memory_ops ops_for(struct device *d)
 {
-	return (struct snap_memory_ops){ d, host_alloc, host_free, dev_read, dev_write };
+	return (struct snap_memory_ops){ .ctx = d, .alloc_host = host_alloc, .free_host = host_free, .read = dev_read,
+					  .write = dev_write };
 }
 
 /* Compressible text, random bytes, zeros, one byte; sizes off the piece

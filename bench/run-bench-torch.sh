@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# run-bench-torch.sh: `make bench-torch` (GPU node). PyTorch natively
+# against Cicada over shared memory (shm) and over TCP loopback, in one
+# run, with tests/torch/workloads.py:
+#   CNN training steps per second (a three-layer CNN with batch norm,
+#   batch 128, SGD) and greedy-decode tokens per second (a randomly
+#   initialised 6-layer GPT-2 from transformers, 64 new tokens a call),
+#   each measured for BENCH_TORCH_SECONDS (default 10) after a warm-up,
+#   BENCH_ROUNDS rounds (default 3) with the order of the modes rotating,
+#   the median shown;
+#   then a CNN training process checkpointed mid-way with criu and
+#   Cicada's plugin (images on /dev/shm) and restored (criu restore of the
+#   python process, and its GPU state), with the image size; the restored
+#   process must go on training.
+# Python is TORCH_PYTHON (default python3). Uses prebuilt outputs only.
+# The table also goes to $OUT/bench-torch.txt when OUT is set.
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+. scripts/lib.sh
+PY=${TORCH_PYTHON:-python3} W=$ROOT/tests/torch/workloads.py SERVER=$ROOT/build/bin/gpu-server
+SECS=${BENCH_TORCH_SECONDS:-10} ROUNDS=${BENCH_ROUNDS:-3}
+CRIU=$(command -v criu || echo /usr/local/sbin/criu)
+[ -x build/bin/criu ] && CRIU=$ROOT/build/bin/criu
+TMP=$(mktemp -d /tmp/cicada-bench-torch.XXXXXX) IMG=/dev/shm/cicada-bench-torch-$$ SERVER_PID="" APP_PID=""
+# shellcheck disable=SC2317  # called from the EXIT trap
+cleanup() {
+	[ -z "$APP_PID" ] || kill -9 "$APP_PID" 2>/dev/null || true
+	pkill -9 -f "$W train" 2>/dev/null || true
+	[ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null || true
+	rm -rf "$TMP" "$IMG"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+timeout 120 "$PY" -c "import torch, transformers" ||
+	{ echo "bench-torch: $PY cannot import torch and transformers" >&2; exit 1; }
+PORT=$((20000 + RANDOM % 30000))
+head -c 24 /dev/urandom | base64 >"$TMP/token"
+timeout -k 5 3600 "$SERVER" --listen "unix:$TMP/gpu.sock" --listen "tcp:127.0.0.1:$PORT" \
+	--token-file "$TMP/token" --cache-dir "$TMP/cache" >"$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench-torch || exit 1
+
+mode_env() {
+	case $1 in
+	native) echo "CICADA_NATIVE=1" ;;
+	shm) echo "LD_LIBRARY_PATH=$ROOT/build/lib CICADA_SERVER=unix:$TMP/gpu.sock" ;;
+	tcp) echo "LD_LIBRARY_PATH=$ROOT/build/lib CICADA_SERVER=tcp:127.0.0.1:$PORT CICADA_TOKEN_FILE=$TMP/token" ;;
+	esac
+}
+
+# Rates: one bench run per mode per round, the order rotating.
+modes=(native shm tcp)
+for r in $(seq "$ROUNDS"); do
+	for i in 0 1 2; do
+		m=${modes[$(((i + r) % 3))]}
+		# shellcheck disable=SC2046
+		if ! env $(mode_env "$m") timeout -k 5 $((SECS * 4 + 240)) "$PY" "$W" bench "$SECS" \
+			>"$TMP/$m.$r" 2>"$TMP/$m.$r.err"; then
+			echo "bench-torch: $m round $r failed: $(tail -n 1 "$TMP/$m.$r.err")" >&2
+		fi
+	done
+done
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
+figure() { cat "$TMP/$1".[0-9]* 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }' | median; }
+
+# Checkpoint and restore of a training process (shm).
+ck="" rs="" size="" cr_note=""
+checkpoint() {
+	# shellcheck disable=SC2046
+	env $(mode_env shm) setsid "$PY" "$W" train 100000 20 </dev/null >"$TMP/train.out" 2>"$TMP/train.err" &
+	APP_PID=$!
+	disown $APP_PID
+	for _ in $(seq 1200); do grep -q "^step 20 " "$TMP/train.out" && break; sleep 0.1; done
+	grep -q "^step 20 " "$TMP/train.out" || { cr_note="training did not start"; return 1; }
+	mkdir -p "$IMG"
+	local t0 t1 t2 steps
+	t0=$(date +%s.%N)
+	timeout -k 5 600 "$CRIU" dump -t "$APP_PID" -D "$IMG" -L build/lib/criu -o dump.log -v4 2>"$TMP/dump.err" ||
+		{ cr_note="dump failed: $(grep -m1 "cicada:\|Error" "$IMG/dump.log" "$TMP/dump.err" | head -1)"; return 1; }
+	t1=$(date +%s.%N)
+	size=$(du -sm "$IMG" | cut -f1)
+	steps=$(grep -c "^step " "$TMP/train.out")
+	timeout -k 5 600 "$CRIU" restore -d -D "$IMG" -L build/lib/criu -o restore.log -v4 2>"$TMP/restore.err" ||
+		{ cr_note="restore failed: $(grep -m1 "cicada:\|Error" "$IMG/restore.log" "$TMP/restore.err" | head -1)"; return 1; }
+	t2=$(date +%s.%N)
+	for _ in $(seq 600); do [ "$(grep -c "^step " "$TMP/train.out")" -gt $((steps + 20)) ] && break; sleep 0.1; done
+	[ "$(grep -c "^step " "$TMP/train.out")" -gt $((steps + 20)) ] || { cr_note="restored process did not go on"; return 1; }
+	ck=$(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }") rs=$(awk "BEGIN { printf \"%.2f\", $t2 - $t1 }")
+}
+checkpoint || true
+kill -9 "$APP_PID" 2>/dev/null || true
+
+{
+	echo "bench-torch: PyTorch natively and through Cicada, one run (median of $ROUNDS rounds of ${SECS} s)"
+	printf '%-26s %12s %12s %12s %9s %9s\n' measure native shm tcp shm/nat tcp/nat
+	for k in cnn-steps-per-s decode-tokens-per-s; do
+		n=$(figure native "$k") s=$(figure shm "$k") t=$(figure tcp "$k")
+		printf '%-26s %12s %12s %12s %9s %9s\n' "$k" "$n" "$s" "$t" \
+			"$(awk -v a="$s" -v b="$n" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')" \
+			"$(awk -v a="$t" -v b="$n" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')"
+	done
+	if [ -n "$ck" ]; then
+		echo "checkpoint of the training process (criu + GPU state, shm, /dev/shm): $ck s, image $size MiB; restore $rs s; training went on"
+	else
+		echo "checkpoint of the training process: FAILED ($cr_note)"
+	fi
+	echo "target: local (shm) within 3% of native (ratio >= 0.970)"
+} | tee "$TMP/table"
+[ -z "${OUT:-}" ] || cp "$TMP/table" "$OUT/bench-torch.txt"
+[ -n "$ck" ]

@@ -1,0 +1,77 @@
+# torch-tests.sh: PyTorch through Cicada (GPU only: the stand-in has no
+# cuDNN or cuBLAS kernels), sourced by tests/run-tests.sh after
+# tests/cr/cr-tests.sh (whose cr_* helpers it uses).
+#
+# torch-shm, torch-tcp: every workload of tests/torch/workloads.py (CNN
+#   training with SGD, bf16 and fp16 AMP, a transformers GPT-2 trained a
+#   few steps and greedy-decoding, torch.compile, a captured graph
+#   replayed, events, pinned copies, expandable segments, NVML) prints
+#   the same digest through Cicada as natively. A workload that fails
+#   natively is named and not counted.
+# torch-cr: a CNN training run is dumped by criu mid-way, its server is
+#   killed, and the python process is restored into a new server; it ends
+#   with the weights of a run never interrupted, bit for bit.
+# torch-cr-node: the same over TCP, restored on another node (a network
+#   namespace with its own server).
+# Python is TORCH_PYTHON (default python3); without torch the tests say so
+# and are skipped.
+
+TORCH_PY=${TORCH_PYTHON:-python3}
+TORCH_W=$ROOT/tests/torch/workloads.py
+TORCH_STEPS=40
+TORCH_STEP_MS=150
+
+# torch_compare TRANSPORT: one verdict per workload, against the native run.
+torch_compare() {
+	local tr=$1 out=$T/torch.$1 name line
+	deadline 600 env $(cicada_env "$tr") CICADA_LOG=info "$TORCH_PY" "$TORCH_W" >"$out" 2>"$out.err"
+	while read -r name line; do
+		[ "$name" = workloads ] && continue
+		case $line in
+		ok*) ;;
+		*) echo "     $name fails natively: ${line#FAIL }"; continue ;;
+		esac
+		if grep -qxF "$name $line" "$out"; then
+			ok "torch $name over $tr: identical to native ($line)"
+		else
+			bad "torch $name over $tr"
+			echo "     native: $line"
+			echo "     cicada: $(grep "^$name " "$out" | cut -d' ' -f2- || echo "no line")"
+			grep -m3 "cicada\|Error" "$out.err" | sed 's/^/     | /'
+		fi
+	done <"$T/torch.native"
+	grep -qx "workloads done" "$out" || { bad "torch workloads over $tr did not run to their end"; tail -3 "$out.err"; }
+}
+
+run_torch_tests() {
+	[ "$MODE" = gpu ] || return
+	{ want torch-shm || want torch-tcp || want torch-cr || want torch-cr-node; } || return
+	if ! timeout 120 "$TORCH_PY" -c "import torch, transformers" 2>/dev/null; then
+		echo "skip torch tests: $TORCH_PY cannot import torch and transformers"
+		return
+	fi
+	if want torch-shm || want torch-tcp; then
+		deadline 600 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" >"$T/torch.native" 2>"$T/torch.native.err"
+		if ! grep -qx "workloads done" "$T/torch.native"; then
+			bad "torch workloads natively did not run to their end"; tail -3 "$T/torch.native.err"
+		else
+			want torch-shm && torch_compare shm
+			want torch-tcp && torch_compare tcp
+		fi
+	fi
+	want torch-cr || want torch-cr-node || return
+	CR_REF=$T/torch.train.ref
+	deadline 300 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||
+		{ bad "torch training natively"; tail -3 "$CR_REF.err"; unset CR_REF; return; }
+	local train="$TORCH_PY $TORCH_W train $TORCH_STEPS $TORCH_STEP_MS"
+	# shellcheck disable=SC2086  # the command's words
+	want torch-cr && CR_TAG=torch CR_PORTS=40 cr_case \
+		"PyTorch training dumped by criu mid-way, its server killed, restored into a new server: same final weights" \
+		"$T/ckpt.torch" cr_server_killed $train
+	# shellcheck disable=SC2086
+	want torch-cr-node && CR_TAG=torchnode CR_PORTS=42 cr_case \
+		"PyTorch training over TCP dumped mid-way and restored on another node: same final weights" \
+		"$T/ckpt.torchnode" cr_other_node $train
+	ip netns del "cicada-torchnode-$$" 2>/dev/null
+	unset CR_REF
+}

@@ -1,0 +1,236 @@
+# workloads.py: PyTorch workloads for the GPU suite and `make bench-torch`.
+# Each prints one line, "NAME ok RESULT", where RESULT is a digest of what
+# the GPU computed (weights, outputs, tokens), so a run through Cicada can
+# be compared with a native run bit for bit; or "NAME FAIL why". Times go
+# to stderr, never into the compared lines.
+#
+#   python3 workloads.py [NAME...]        the named workloads (default all)
+#   python3 workloads.py train STEPS MS   CNN training that prints "step N
+#       loss" after every step and sleeps MS ms between steps, then "done
+#       DIGEST": the program that the checkpoint tests dump mid-way.
+#   python3 workloads.py bench SECONDS    CNN steps/s and decode tokens/s.
+import hashlib, os, sys, time, traceback
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.use_deterministic_algorithms(True)
+
+
+def digest(ts):
+    h = hashlib.sha256()
+    for t in ts:
+        h.update(t.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def data(n, seed):
+    x = torch.randn(n, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
+    y = torch.randint(0, 10, (n,), generator=torch.Generator().manual_seed(seed + 1))
+    return x.cuda(), y.cuda()
+
+
+def cnn_model(width=16):
+    torch.manual_seed(0)
+    w = width
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, w, 3, padding=1), torch.nn.BatchNorm2d(w), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(w, 2 * w, 3, padding=1), torch.nn.BatchNorm2d(2 * w), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(2 * w, 4 * w, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(), torch.nn.Linear(4 * w, 10)).cuda()
+
+
+def cnn_step(m, opt, x, y, amp=None, scaler=None):
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=amp, enabled=amp is not None):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+    return loss
+
+
+def cnn(steps=30, amp=None):
+    m = cnn_model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda") if amp == torch.float16 else None
+    x, y = data(64, 2)
+    for _ in range(steps):
+        loss = cnn_step(m, opt, x, y, amp, scaler)
+    torch.cuda.synchronize()
+    return "loss=%.6f w=%s" % (loss.item(), digest(m.parameters()))
+
+
+def randn():
+    g = torch.Generator(device="cuda").manual_seed(1)
+    return digest([torch.randn(1000, device="cuda", generator=g), torch.rand(333, device="cuda", generator=g)])
+
+
+def gpt_config():
+    import transformers
+    return transformers.GPT2Config(n_layer=2, n_head=4, n_embd=128, vocab_size=1000, n_positions=128)
+
+
+def gpt_decode():
+    import transformers
+    torch.manual_seed(0)
+    m = transformers.GPT2LMHeadModel(gpt_config()).cuda().eval()
+    ids = torch.tensor([[1, 2, 3, 4]], device="cuda")
+    out = m.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)
+    return " ".join(map(str, out[0].tolist()))
+
+
+def gpt_train(steps=5):
+    import transformers
+    torch.manual_seed(0)
+    m = transformers.GPT2LMHeadModel(gpt_config()).cuda().train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    ids = torch.randint(0, 1000, (4, 64), generator=torch.Generator().manual_seed(5)).cuda()
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = m(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+    torch.cuda.synchronize()
+    return "loss=%.6f w=%s" % (loss.item(), digest(m.parameters()))
+
+
+def compiled():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8)).cuda()
+    c = torch.compile(m)
+    x = torch.randn(32, 64, generator=torch.Generator().manual_seed(4)).cuda()
+    return digest([c(x), c(x * 2)])
+
+
+def graphs():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(128, 128).cuda()
+    x = torch.randn(16, 128, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            y = m(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = m(x)
+    outs = []
+    for i in range(5):
+        x.copy_(torch.full((16, 128), float(i), device="cuda"))
+        g.replay()
+        outs.append(y.clone())
+    return digest(outs)
+
+
+def events():
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    x = torch.randn(2048, 2048, device="cuda")
+    a.record()
+    y = x @ x
+    b.record()
+    b.synchronize()
+    return "elapsed>0=%s" % (a.elapsed_time(b) > 0)
+
+
+def mapped():
+    x = torch.arange(1000, dtype=torch.float32).pin_memory()
+    y = x.cuda(non_blocking=True) * 2
+    back = torch.empty(1000).pin_memory()
+    back.copy_(y, non_blocking=True)
+    torch.cuda.synchronize()
+    return digest([y, back])
+
+
+def expandable():
+    # the caching allocator's expandable segments use the VMM API
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    ts = [torch.full((1 << 20,), float(i), device="cuda") for i in range(40)]
+    del ts[::2]
+    more = [torch.ones(3 << 20, device="cuda") * i for i in range(4)]
+    r = digest(ts + more)
+    torch.cuda.memory._set_allocator_settings("expandable_segments:False")
+    return r
+
+
+def nvml():
+    # the NVML queries PyTorch makes itself (ctypes on libnvidia-ml.so.1)
+    n = torch.cuda._raw_device_count_nvml()
+    uuids = torch.cuda._raw_device_uuid_nvml() or []
+    return "nvml-devices=%d uuids=%d cuda-devices=%d name=%s" % (n, len(uuids), torch.cuda.device_count(),
+                                                                torch.cuda.get_device_name(0))
+
+
+WORKLOADS = {"randn": randn, "cnn": cnn, "amp-bf16": lambda: cnn(20, torch.bfloat16),
+             "amp-fp16": lambda: cnn(20, torch.float16), "gpt-decode": gpt_decode, "gpt-train": gpt_train,
+             "compile": compiled, "graphs": graphs, "events": events, "mapped": mapped,
+             "expandable": expandable, "nvml": nvml}
+
+
+def run(names):
+    for name in names:
+        t0 = time.time()
+        try:
+            print("%s ok %s" % (name, WORKLOADS[name]()), flush=True)
+        except Exception as e:
+            print("%s FAIL %s" % (name, str(e).splitlines()[0][:300] if str(e) else type(e).__name__), flush=True)
+            traceback.print_exc(file=sys.stderr)
+        print("%s: %.2f s" % (name, time.time() - t0), file=sys.stderr, flush=True)
+    print("workloads done", flush=True)
+
+
+def train(steps, ms):
+    # what the checkpoint tests dump mid-way: every step prints its loss
+    m = cnn_model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    x, y = data(64, 2)
+    for i in range(steps):
+        loss = cnn_step(m, opt, x, y)
+        print("step %d loss=%.8f" % (i, loss.item()), flush=True)
+        time.sleep(ms / 1000.0)
+    print("done %s" % digest(list(m.parameters()) + list(m.buffers())), flush=True)
+
+
+def rate(fn, seconds):
+    fn()  # warm up: kernels loaded, allocator filled, libraries chosen
+    torch.cuda.synchronize()
+    n, t0 = 0, time.time()
+    while time.time() - t0 < seconds:
+        fn()
+        n += 1
+    torch.cuda.synchronize()
+    return n, time.time() - t0
+
+
+def bench(seconds):
+    m = cnn_model(32)
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    x, y = data(128, 2)
+    n, t = rate(lambda: cnn_step(m, opt, x, y), seconds)
+    print("cnn-steps-per-s %.2f" % (n / t), flush=True)
+    import transformers
+    torch.manual_seed(0)
+    g = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=6, n_head=8, n_embd=512, vocab_size=8000,
+                                                             n_positions=256)).cuda().eval()
+    ids = torch.tensor([[1, 2, 3, 4]], device="cuda")
+    new = 64
+    n, t = rate(lambda: g.generate(ids, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                                   pad_token_id=0), seconds)
+    print("decode-tokens-per-s %.1f" % (n * new / t), flush=True)
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if a[:1] == ["train"]:
+        train(int(a[1]), int(a[2]))
+    elif a[:1] == ["bench"]:
+        bench(float(a[1]))
+    else:
+        run(a or list(WORKLOADS))
