@@ -177,6 +177,18 @@ static void note_restored(int dirfd, const struct gpu_session *s)
 		close(fd);
 }
 
+/* A migration's target preloaded this process's device memory into a
+ * worker: CICADA_RESTORE_TICKET=PID:TICKET names it, and the restore
+ * goes there; else the ticket is empty (a fresh worker). */
+static void preloaded_ticket(struct gpu_session *s)
+{
+	const char *env = getenv("CICADA_RESTORE_TICKET"), *colon = env ? strchr(env, ':') : NULL;
+
+	s->ticket[0] = 0;
+	if (colon && atoi(env) == s->pid && strlen(colon + 1) == CICADA_TICKET_LEN)
+		snprintf(s->ticket, sizeof(s->ticket), "%s", colon + 1);
+}
+
 /* Restores every snapshot in the image directory, or none. */
 static int restore_all(void)
 {
@@ -201,7 +213,7 @@ static int restore_all(void)
 			snprintf(s->server, sizeof(s->server), "%s", target);
 		token_override(s);
 		plugin_info("restoring the GPU state of process %d on %s", s->pid, s->server);
-		s->ticket[0] = 0;
+		preloaded_ticket(s);
 		if ((rc = server_request(s, OP_RESTORE, dirfd, s->ticket, err)))
 			break;
 		note_restored(dirfd, s);

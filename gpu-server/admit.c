@@ -52,6 +52,7 @@ struct session {
 struct job {
 	struct job *next;
 	int fd, slot;                        /* slot < 0: pass to a paused worker */
+	hello_op op;
 	pid_t bound;                         /* the worker bound to the slot */
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
 	struct wire_buf b;
@@ -156,6 +157,24 @@ static void refuse(int fd, const struct wire_buf *b, CUresult err, const char *w
 	hello_reply(fd, b->len >= 4 ? ntohl(*(uint32_t *)b->data) : 0, err, 0, why);
 }
 
+/* A migration's restore naming the worker that preloaded its device
+ * memory (migrate_in.c) goes to that worker; 1 if it went. */
+static int restore_preloaded(struct job *j)
+{
+	pid_t pid = migrate_preloader(j->ticket);
+
+	if (pid <= 0)
+		return 0;
+	session_bound(pid, j);
+	if (!session_pass(adm.cfg->run_dir, j->ticket, j->fd, &j->b))
+		return 1;
+	log_warn("the worker that preloaded session %.8s is gone; restoring into a fresh one", j->ticket);
+	pthread_mutex_lock(&adm.lock);
+	adm.sessions[j->slot].pid = j->bound = 0;
+	pthread_mutex_unlock(&adm.lock);
+	return 0;
+}
+
 static void run_job(struct job *j)
 {
 	if (j->slot < 0) {
@@ -165,7 +184,9 @@ static void run_job(struct job *j)
 		}
 		return;
 	}
-	if (pool_hand_over(j->fd, &j->b, session_bound, j) < 0) {
+	if (j->op == OP_RESTORE && j->ticket[0] && restore_preloaded(j)) {
+		;                            /* into the worker that holds its memory */
+	} else if (pool_hand_over(j->fd, &j->b, session_bound, j) < 0) {
 		log_error("no worker available for %s", j->peer);
 		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
 	}
@@ -216,6 +237,7 @@ static void queue_job(struct conn *c, int slot)
 	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
 	j->fd = c->fd;
 	j->slot = slot;
+	j->op = c->h.op;
 	j->b = c->b;
 	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
 	if (c->h.ticket)
@@ -428,7 +450,15 @@ static void migrate_accept(int i)
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "this server does not accept migrations (--accept-migrations)");
 	} else if (!c->is_tcp && !peer_privileged(c->fd)) {
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "only root or the server's user may migrate a process here");
-	} else if (migrate_in_start(adm.cfg->migrate, c->fd, xid, c->peer, why, sizeof(why))) {
+	} else if (c->h.ticket && c->h.ticket[0]) {         /* a further stream of one under way */
+		if (migrate_in_join(c->h.ticket, c->fd, xid, why, sizeof(why))) {
+			log_warn("refused a migration stream from %s: %s", c->peer, why);
+			conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, why);
+		} else {
+			c->fd = -1;
+			conn_drop(i);
+		}
+	} else if (migrate_in_start(adm.cfg->migrate, c->fd, xid, (pid_t)c->h.pid, c->peer, why, sizeof(why))) {
 		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
 	} else {
 		log_info("migration coming in from %s (pid %llu on %s)", c->peer, (unsigned long long)c->h.pid,

@@ -100,8 +100,9 @@ static int mem_hash(void *ctx, const struct snap_range *ranges, size_t n, uint64
 
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops)
 {
-	*ops = (struct snap_memory_ops){ w, mem_alloc_host, mem_free_host, mem_read, mem_write, hostarea_thread,
-					 hostarea_join, mem_hash };
+	*ops = (struct snap_memory_ops){ .ctx = w, .alloc_host = mem_alloc_host, .free_host = mem_free_host,
+					 .read = mem_read, .write = mem_write, .thread_start = hostarea_thread,
+					 .thread_join = hostarea_join, .hash = mem_hash };
 }
 
 /* --- the manifest --- */

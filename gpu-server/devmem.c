@@ -42,6 +42,9 @@ struct devmem {
 	struct alloc *allocs;                /* sorted by va */
 	unsigned nallocs, cap_allocs;
 	pthread_rwlock_t lock;               /* chunks: written by the main thread */
+	/* a restore's source of physical memory already written (preload.c) */
+	int (*take)(void *ctx, uint64_t va, uint64_t size, CUmemGenericAllocationHandle *h);
+	void *take_ctx;
 };
 
 /* Makes room for element n of an array of *cap (doubling, from 64). */
@@ -122,13 +125,34 @@ void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size)
 	*size = w->devmem ? w->devmem->size : 0;
 }
 
-/* Creates and maps physical memory at va. */
+/* Physical memory as the arena's chunks have it. */
+CUresult devmem_create(struct worker *w, uint64_t size, CUmemGenericAllocationHandle *h)
+{
+	CUmemAllocationProp prop = chunk_prop(w->devmem ? w->devmem->dev : 0);
+
+	return cuMemCreate(h, size, &prop, 0);
+}
+
+/* A restore maps chunks that take gives (written already) as they are;
+ * take NULL ends it. */
+void devmem_set_source(struct worker *w, int (*take)(void *, uint64_t, uint64_t, CUmemGenericAllocationHandle *),
+		       void *ctx)
+{
+	if (w->devmem) {
+		w->devmem->take = take;
+		w->devmem->take_ctx = ctx;
+	}
+}
+
+/* Creates (or takes) and maps physical memory at va. */
 static CUresult chunk_map(struct devmem *m, struct chunk *c)
 {
 	CUmemAllocationProp prop = chunk_prop(m->dev);
 	CUmemAccessDesc access = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-	CUresult err = cuMemCreate(&c->handle, c->size, &prop, 0);
+	CUresult err = CUDA_SUCCESS;
 
+	if (!m->take || m->take(m->take_ctx, c->va, c->size, &c->handle))
+		err = cuMemCreate(&c->handle, c->size, &prop, 0);
 	if (err)
 		return err;
 	if ((err = cuMemMap(c->va, c->size, 0, c->handle, 0))) {

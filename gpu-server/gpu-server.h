@@ -55,6 +55,7 @@ struct worker {
 	struct objects *objects;             /* textures, exec graphs' sources */
 	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
 	struct precopy *precopy;             /* a migration's pre-copy round */
+	struct preload *preload;             /* a migration's memory, coming in */
 	unsigned nfrees, cap_frees;
 	uint64_t *graph_mem;                 /* graph memory: allocated in captures */
 	unsigned ngraph_mem, cap_graph_mem;
@@ -126,6 +127,9 @@ int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem);
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
 int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUstream s);
 
+CUresult devmem_create(struct worker *w, uint64_t size, CUmemGenericAllocationHandle *h);
+void devmem_set_source(struct worker *w, int (*take)(void *, uint64_t, uint64_t, CUmemGenericAllocationHandle *),
+		       void *ctx);
 void devmem_hold(struct worker *w, int hold);
 int devmem_mapped(struct worker *w, uint64_t va, uint64_t size);
 
@@ -255,6 +259,14 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello);
 int session_pass(const char *run_dir, const char *ticket, int fd, const struct wire_buf *hello);
 int ticket_valid(const char *ticket);
 
+/* preload.c: a migration's device memory, loaded before its restore */
+struct preload;
+void preload_start(struct worker *w, int ctl);
+int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout);
+int preload_attach(struct worker *w);
+int preload_in_place(void *ctx, uint64_t va, uint64_t size, uint64_t sum);
+void preload_end(struct worker *w);
+
 /* checkpoint.c, restore.c */
 int worker_quiesce(struct worker *w, char *err);
 int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char *parent, char *err);
@@ -311,8 +323,10 @@ struct migrate_config {
 	const char *run_dir;
 	int timeout_s;
 };
-int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, const char *peer, char *why,
+int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer, char *why,
 		     size_t len);
+pid_t migrate_preloader(const char *ticket);
+int migrate_in_join(const char *key, int fd, uint32_t xid, char *why, size_t len);
 
 struct admit_config {
 	const char *token, *run_dir;

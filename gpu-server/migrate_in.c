@@ -12,7 +12,15 @@
  * started with --accept-migrations take them: criu restores a process
  * with the credentials its images hold, so a token holder can then run
  * any process here as any user (root's criu does the restore).
+ * The images may come over several connections at once: the "ready"
+ * answer gives a key, with which gpu-migrate opens further streams
+ * (migrate_in_join), and their count comes first on the main one.
+ * A worker taken from the pool at the start preloads each pre-copy round
+ * into device memory as it arrives (preload.c), and the plugin's restore
+ * goes to it (CICADA_RESTORE_TICKET): only what changed since the last
+ * round is written while the process is frozen.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -35,17 +44,204 @@
 
 struct incoming {
 	const struct migrate_config *cfg;
-	int fd;
+	int fd;                              /* the main connection: fds[0] */
 	uint32_t xid;
+	pid_t pid;                           /* the process, as its source names it */
 	char peer[80];
+	char key[CICADA_TICKET_LEN + 1];     /* further streams join with it */
+	int fds[SNAP_STREAMS_MAX];           /* the streams of the images */
+	unsigned nfds;
+	int preload;                         /* the preloading worker's connection, or -1 */
+	pid_t preloader;
+	char ticket[CICADA_TICKET_LEN + 1];  /* its session */
 };
 
 static int running;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t joined = PTHREAD_COND_INITIALIZER;
+static struct incoming *coming[MIGRATIONS_MAX];
+
+/* The preloading worker of the session of ticket, or 0 (admit.c routes a
+ * restore naming it there). */
+pid_t migrate_preloader(const char *ticket)
+{
+	pid_t pid = 0;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MIGRATIONS_MAX && !pid; i++)
+		if (coming[i] && coming[i]->preload >= 0 && !strcmp(coming[i]->ticket, ticket))
+			pid = coming[i]->preloader;
+	pthread_mutex_unlock(&lock);
+	return pid;
+}
+
+static void coming_set(struct incoming *in, int on)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MIGRATIONS_MAX; i++)
+		if (on ? !coming[i] : coming[i] == in) {
+			coming[i] = on ? in : NULL;
+			break;
+		}
+	pthread_mutex_unlock(&lock);
+}
+
+/* A further stream of a migration's images (its hello names the key the
+ * migration's "ready" gave): 0 once the migration has it. */
+int migrate_in_join(const char *key, int fd, uint32_t xid, char *why, size_t len)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MIGRATIONS_MAX && rc; i++) {
+		struct incoming *in = coming[i];
+		if (!in || strcmp(in->key, key))
+			continue;
+		if (in->nfds >= SNAP_STREAMS_MAX)
+			break;
+		struct timeval idle = { in->cfg->timeout_s, 0 };
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+		in->fds[in->nfds++] = fd;
+		rc = 0;
+	}
+	pthread_cond_broadcast(&joined);
+	pthread_mutex_unlock(&lock);
+	if (rc)
+		snprintf(why, len, "no migration here takes a stream of that key");
+	else
+		hello_reply(fd, xid, 0, 0, "joined");
+	return rc;
+}
+
+/* How many streams carry the images (first on the main connection), and
+ * the further ones joined: 0, or -1 with err. */
+static int streams_wait(struct incoming *in, char *err)
+{
+	struct timespec until;
+	uint32_t n = 0;
+	int rc = 0;
+
+	if (read(in->fd, &n, 4) != 4 || n < 1 || n > SNAP_STREAMS_MAX)
+		return snprintf(err, WIRE_ERRLEN, "the migration did not say how many streams it takes"), -1;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	pthread_mutex_lock(&lock);
+	while (in->nfds < n && !rc)
+		rc = pthread_cond_timedwait(&joined, &lock, &until);
+	if (in->nfds < n)
+		snprintf(err, WIRE_ERRLEN, "%u of the migration's %u streams came", in->nfds, n);
+	else
+		rc = 0;
+	pthread_mutex_unlock(&lock);
+	return in->nfds < n ? -1 : 0;
+}
+
+/* A key nobody can guess: joins prove they belong to this migration. */
+static int key_make(char *key)
+{
+	unsigned char rnd[CICADA_TICKET_LEN / 2];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return -1;
+	for (unsigned i = 0; i < sizeof(rnd); i++)
+		sprintf(key + 2 * i, "%02x", rnd[i]);
+	return 0;
+}
+
+/* Takes a worker to preload the rounds (OP_PRELOAD over a socket pair);
+ * without one the restore writes everything, as ever. */
+static void preloader_start(struct incoming *in)
+{
+	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)in->pid, .host = "migrate-in",
+			 .op = OP_PRELOAD, .ticket = "", .snapshot = "", .parent = "" };
+	struct wire_buf b = { 0 }, body;
+	struct wire_stream st;
+	char err[WIRE_ERRLEN];
+	hello_res r;
+	int sv[2];
+
+	in->preload = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return;
+	if (!wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h))      /* (the record, unmarked) */
+		body = (struct wire_buf){ b.data + 4, b.len - 4, b.len - 4 };
+	if (!b.len || (in->preloader = pool_hand_over(sv[1], &body, NULL, NULL)) <= 0) {
+		close(sv[0]);
+		close(sv[1]);
+		wire_buf_free(&b);
+		return;
+	}
+	close(sv[1]);
+	memset(&r, 0, sizeof(r));
+	wire_stream_init(&st, sv[0]);
+	b.len = 0;
+	if (wire_recv_record(&st, &b, 65536) || wire_decode_reply(&b, 1, (xdrproc_t)xdr_hello_res, &r, err) ||
+	    r.err || !ticket_valid(r.ticket)) {
+		log_warn("migration from %s: no worker preloads its rounds", in->peer);
+		close(sv[0]);
+	} else {
+		pthread_mutex_lock(&lock);          /* (migrate_preloader reads them) */
+		snprintf(in->ticket, sizeof(in->ticket), "%s", r.ticket);
+		in->preload = sv[0];
+		pthread_mutex_unlock(&lock);
+	}
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	wire_buf_free(&b);
+}
+
+/* Passes round k (its snapshot, precopy-K/NAME) to the preloader. */
+static void preload_round(struct incoming *in, int dirfd, int k)
+{
+	char name[32];
+	int rfd, sfd = -1;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(name, sizeof(name), "precopy-%d", k);
+	if (in->preload < 0 || (rfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return;
+	if (!(d = fdopendir(rfd))) {
+		close(rfd);
+		return;
+	}
+	while (sfd < 0 && (e = readdir(d)))
+		if (e->d_name[0] != '.')
+			sfd = openat(rfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	closedir(d);
+	if (sfd >= 0 && wire_send_fd(in->preload, sfd))
+		log_warn("migration from %s: the preloading worker is gone", in->peer);
+	if (sfd >= 0)
+		close(sfd);
+}
+
+/* The preloader goes with the migration: unused, it ends. */
+static void preloader_end(struct incoming *in)
+{
+	if (in->preload < 0)
+		return;
+	pthread_mutex_lock(&lock);
+	close(in->preload);
+	in->preload = -1;
+	pthread_mutex_unlock(&lock);
+}
 
 static void answer(struct incoming *in, int err, uint64_t pid, const char *msg)
 {
 	hello_reply(in->fd, in->xid, err, pid, msg);
+}
+
+/* "ready", with the key for further streams. */
+static void answer_ready(struct incoming *in)
+{
+	hello_res r = { .proto_version = CICADA_PROTO_VERSION, .message = "ready", .ticket = in->key };
+	struct wire_buf out = { 0 };
+	struct wire_stream st;
+
+	wire_stream_init(&st, in->fd);
+	if (!wire_encode_reply(&out, in->xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))
+		wire_send_record(&st, &out);
+	wire_buf_free(&out);
 }
 
 /* Why criu restore failed; its log is kept in the run directory. */
@@ -67,24 +263,34 @@ static void criu_reason(int dirfd, const struct migrate_config *cfg, char *err)
 
 /* The environment criu runs in: the server's, with the plugin pointed at
  * this server's unix listener (built before fork: the child only execs). */
-static char **criu_env(const struct migrate_config *cfg)
+static char **criu_env(const struct migrate_config *cfg, const struct incoming *in)
 {
 	extern char **environ;
+	char **env, *server = NULL, *ticket = NULL;
 	size_t n = 0, k = 0;
-	char **env;
 
 	while (environ[n])
 		n++;
-	if (!(env = calloc(n + 3, sizeof(*env))))
+	if (!(env = calloc(n + 4, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "CICADA_RESTORE_SERVER=", 22) && strncmp(environ[i], "CICADA_TOKEN_FILE=", 18))
+		if (strncmp(environ[i], "CICADA_RESTORE_SERVER=", 22) && strncmp(environ[i], "CICADA_TOKEN_FILE=", 18) &&
+		    strncmp(environ[i], "CICADA_RESTORE_TICKET=", 22))
 			env[k++] = environ[i];
 	env[k++] = "CICADA_NOTE_RESTORED=1";      /* the plugin notes the new session's ticket */
-	if (asprintf(&env[k], "CICADA_RESTORE_SERVER=%s", cfg->restore_server) < 0) {
+	if (asprintf(&server, "CICADA_RESTORE_SERVER=%s", cfg->restore_server) < 0)
+		server = NULL;
+	if (in->preload >= 0 && asprintf(&ticket, "CICADA_RESTORE_TICKET=%d:%s", (int)in->pid, in->ticket) < 0)
+		ticket = NULL;
+	if (!server || (in->preload >= 0 && !ticket)) {
+		free(server);
+		free(ticket);
 		free(env);
 		return NULL;
 	}
+	env[k++] = server;
+	if (ticket)
+		env[k++] = ticket;                /* the restore goes to the preloading worker */
 	return env;
 }
 
@@ -94,7 +300,9 @@ static void env_free(char **env)
 
 	while (env[n])
 		n++;
-	free(env[n - 1]);
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(env[i], "CICADA_RESTORE_SERVER=", 22) || !strncmp(env[i], "CICADA_RESTORE_TICKET=", 22))
+			free(env[i]);
 	free(env);
 }
 
@@ -136,9 +344,10 @@ static int read_int(int fd, int32_t *v, int ms)
 }
 
 /* Runs criu restore of dir; returns the restored pid, or 0 with err. */
-static pid_t restore(const struct migrate_config *cfg, const char *dir, int dirfd, char *err)
+static pid_t restore(const struct migrate_config *cfg, const struct incoming *in, const char *dir, int dirfd,
+		     char *err)
 {
-	char **env = criu_env(cfg), buf[32] = "", pidfile[1200];
+	char **env = criu_env(cfg, in), buf[32] = "", pidfile[1200];
 	int32_t criu = -1, status = -1;
 	int p[2], fd;
 	pid_t child;
@@ -240,16 +449,18 @@ static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 
 	*bytes = 0;
 	do {
-		if (snap_recv_tree(in->fd, dirfd, NULL, &part, err))
+		if (snap_recv_trees(in->fds, in->nfds, dirfd, &part, err))
 			return -1;
 		*bytes += part;
 		if (read(in->fd, &mark, 1) != 1 || (mark != 'p' && mark != 'f'))
 			return snprintf(err, WIRE_ERRLEN, "the migration stream ended early (the link broke?)"), -1;
 		if (mark == 'p' && ++rounds > ROUNDS_MAX)
 			return snprintf(err, WIRE_ERRLEN, "more than %d pre-copy rounds", ROUNDS_MAX), -1;
-		if (mark == 'p')
+		if (mark == 'p') {
 			log_info("migration from %s: pre-copy round %d, %llu bytes", in->peer, rounds,
 				 (unsigned long long)part);
+			preload_round(in, dirfd, rounds);
+		}
 	} while (mark == 'p');
 	return 0;
 }
@@ -267,14 +478,15 @@ static void *incoming_thread(void *arg)
 	/* Blocking from here, but a sender that stalls is given up on. */
 	fcntl(in->fd, F_SETFL, fcntl(in->fd, F_GETFL) & ~O_NONBLOCK);
 	setsockopt(in->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
-	answer(in, 0, 0, "ready");           /* gpu-migrate freezes the process only now */
+	answer_ready(in);                    /* gpu-migrate freezes the process only now */
+	preloader_start(in);
 	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
 	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		snprintf(err, WIRE_ERRLEN, "cannot make a directory for the images: %s", strerror(errno));
-	} else if (!receive(in, dirfd, &bytes, err)) {
+	} else if (!streams_wait(in, err) && !receive(in, dirfd, &bytes, err)) {
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);
-		pid = restore(cfg, dir, dirfd, err);
+		pid = restore(cfg, in, dir, dirfd, err);
 	}
 	if (pid) {
 		snprintf(msg, sizeof(msg), "restored as pid %d", (int)pid);
@@ -285,6 +497,7 @@ static void *incoming_thread(void *arg)
 		log_warn("migration from %s failed: %s", in->peer, err);
 		answer(in, CUDA_ERROR_OPERATING_SYSTEM, 0, err);
 	}
+	preloader_end(in);
 	if (dirfd >= 0)
 		close(dirfd);
 	snprintf(name, sizeof(name), "%s", strrchr(dir, '/') + 1);
@@ -292,7 +505,9 @@ static void *incoming_thread(void *arg)
 		log_warn("%s", why);
 	if (runfd >= 0)
 		close(runfd);
-	close(in->fd);
+	coming_set(in, 0);
+	for (unsigned k = 0; k < in->nfds; k++)
+		close(in->fds[k]);                   /* (the main connection among them) */
 	free(in);
 	pthread_mutex_lock(&lock);
 	running--;
@@ -302,7 +517,7 @@ static void *incoming_thread(void *arg)
 
 /* Takes fd (after its hello, whose xid is given) for a migration; -1
  * with why if it cannot (fd then stays the caller's). */
-int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, const char *peer, char *why,
+int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer, char *why,
 		     size_t len)
 {
 	struct incoming *in = calloc(1, sizeof(*in));
@@ -324,14 +539,25 @@ int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, con
 		free(in);
 		return -1;
 	}
-	*in = (struct incoming){ cfg, fd, xid, "" };
+	*in = (struct incoming){ .cfg = cfg, .fd = fd, .xid = xid, .pid = pid, .nfds = 1, .preload = -1 };
+	in->fds[0] = fd;
 	snprintf(in->peer, sizeof(in->peer), "%s", peer);
+	if (key_make(in->key)) {
+		snprintf(why, len, "no randomness for the migration's key");
+		free(in);
+		pthread_mutex_lock(&lock);
+		running--;
+		pthread_mutex_unlock(&lock);
+		return -1;
+	}
+	coming_set(in, 1);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	rc = pthread_create(&t, &attr, incoming_thread, in);
 	pthread_attr_destroy(&attr);
 	if (rc) {
 		snprintf(why, len, "cannot start a thread for the migration");
+		coming_set(in, 0);
 		free(in);
 		pthread_mutex_lock(&lock);
 		running--;

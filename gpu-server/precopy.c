@@ -65,27 +65,54 @@ static int round_hash(void *ctx, const struct snap_range *ranges, size_t n, uint
 	return devhash_ranges(ctx, ranges, n, out);
 }
 
+/* The arena's chunks go in the round's manifest too: a target that
+ * preloads the rounds makes them before the restore (preload.c). */
+static Cicada__Chunk *round_chunks(struct precopy *p, Cicada__Manifest *m)
+{
+	Cicada__Chunk *c = calloc(p->nranges + 1, sizeof(*c));
+
+	if (!c || !(m->chunks = calloc(p->nranges + 1, sizeof(*m->chunks)))) {
+		free(c);
+		snprintf(p->err, sizeof(p->err), "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < p->nranges; i++) {
+		cicada__chunk__init(&c[i]);
+		c[i].va = p->ranges[i].va;
+		c[i].size = p->ranges[i].size;
+		m->chunks[i] = &c[i];
+	}
+	m->n_chunks = p->nranges;
+	return c;
+}
+
 static void *round_thread(void *arg)
 {
 	struct precopy *p = arg;
-	struct snap_memory_ops ops = { p->w, round_alloc, round_free, round_read, NULL, hostarea_thread,
-				       hostarea_join, round_hash };
+	struct snap_memory_ops ops = { .ctx = p->w, .alloc_host = round_alloc, .free_host = round_free,
+				       .read = round_read, .thread_start = hostarea_thread, .thread_join = hostarea_join,
+				       .hash = round_hash };
 	Cicada__Manifest m = CICADA__MANIFEST__INIT;
+	Cicada__Chunk *chunks;
 	struct snap_writer *wr;
 	char why[SNAP_ERRLEN];
+	int rc;
 
 	cuCtxSetCurrent(p->w->base_ctx);
 	if (!(wr = snap_writer_begin(p->dirfd, p->name, p->err)))
 		goto out;
 	if (p->parent[0] && snap_writer_parent(wr, p->parent, why))
 		log_info("pre-copy round %s is written whole: %s", p->name, why);
-	if (snap_write_memory(wr, p->ranges, p->nranges, &ops, p->err)) {
+	if (snap_write_memory(wr, p->ranges, p->nranges, &ops, p->err) || !(chunks = round_chunks(p, &m))) {
 		snap_writer_abort(wr);
 		goto out;
 	}
 	p->unchanged = snap_writer_skipped(wr);
 	p->unread = snap_writer_unread(wr);
-	if (snap_writer_commit(wr, &m, p->err))
+	rc = snap_writer_commit(wr, &m, p->err);
+	free(m.chunks);
+	free(chunks);
+	if (rc)
 		goto out;
 	p->stored = m.data_size;
 	for (size_t i = 0; i < p->nranges; i++)

@@ -6,7 +6,8 @@
  * are the application's own virtual memory (vmm.c), texture objects and
  * executable graphs (objects_restore.c); the
  * module globals must come back at their old addresses; then
- * device memory is written back, every piece checked. Any failure leaves
+ * device memory is written back, every piece checked (but for what a
+ * migration's pre-copy rounds preloaded: preload.c). Any failure leaves
  * nothing usable behind: the worker reports one line and exits.
  */
 #include <stdlib.h>
@@ -198,8 +199,10 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	struct snap_memory_ops ops;
 	size_t mapped = 0;
 	CUcontext ctx;
+	int preloaded;
 
-	if (check_room(m, err) || load_images(w, r, m, err) || reserve_arena(w, m, err))
+	preloaded = preload_attach(w);       /* chunks written before the freeze, if any */
+	if ((!preloaded && check_room(m, err)) || load_images(w, r, m, err) || reserve_arena(w, m, err))
 		return -1;
 	/* Calls and mappings in their original interleaving: where the driver
 	 * places module variables depends on what was mapped before. */
@@ -215,6 +218,8 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	if (check_globals(w, m, err) || vmm_restore(w, m, err))
 		return -1;
 	worker_memory_ops(w, &ops);
+	if (preloaded)
+		ops.have = preload_in_place;
 	if (snap_read_memory(r, &ops, err) || objects_restore(w, m, err))
 		return -1;
 	w->current_ctx = m->current_ctx;
@@ -233,6 +238,7 @@ int worker_restore(struct worker *w, int dirfd, const char *name, char *err)
 		return -1;
 	rc = restore_from(w, r, err);
 	snap_reader_close(r);
+	preload_end(w);
 	if (rc)
 		log_error("restore of %s failed: %s", name, err);
 	return rc;

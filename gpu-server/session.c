@@ -272,6 +272,25 @@ static void checkpoint(struct worker *w, struct handed *c)
 	snapshot_dir_done(dirfd, tmp, c->h.snapshot);
 }
 
+/* A migration's pre-copy rounds come to this fresh worker (migrate_in.c,
+ * on the connection it handed over, which the preload keeps); its restore
+ * comes later, naming the ticket the reply gives. */
+static int preload(struct worker *w, struct handed *c, int *lfd)
+{
+	if (!peer_privileged(c->fd) || session_listen(w, lfd)) {
+		refuse(c, CUDA_ERROR_NOT_PERMITTED, "no preload here");
+		close(c->fd);
+		return -1;
+	}
+	c->r.ticket = w->ticket;
+	if (reply(c)) {
+		close(c->fd);
+		return -1;
+	}
+	preload_start(w, c->fd);
+	return 0;
+}
+
 /* Restores into this fresh worker; on failure the worker is spent. */
 static int restore(struct worker *w, struct handed *c, int *lfd)
 {
@@ -286,7 +305,7 @@ static int restore(struct worker *w, struct handed *c, int *lfd)
 		refuse(c, CUDA_ERROR_INVALID_VALUE, err);
 	else if (worker_restore(w, dirfd, c->h.snapshot, err))
 		refuse(c, CUDA_ERROR_INVALID_IMAGE, err);
-	else if (session_listen(w, lfd))
+	else if (*lfd < 0 && session_listen(w, lfd))      /* (a preloading worker listens already) */
 		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, "cannot create the session socket");
 	else {
 		c->r.ticket = w->ticket;
@@ -389,6 +408,11 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		snprintf(c.msg, sizeof(c.msg), "protocol version %u is not supported (server speaks %u)",
 			 c.h.proto_version, CICADA_PROTO_VERSION);
 		refuse(&c, CUDA_ERROR_NOT_SUPPORTED, c.msg);
+	} else if (c.h.op == OP_PRELOAD && fresh) {
+		stay = !preload(w, &c, lfd);
+		c.fd = -1;                   /* the preload keeps it */
+	} else if (w->preload && c.h.op == OP_RESTORE && !strcmp(c.h.ticket, w->ticket) && peer_privileged(fd)) {
+		stay = !restore(w, &c, lfd);     /* into what the pre-copy rounds loaded */
 	} else if ((c.h.op == OP_CONNECT || c.h.op == OP_RESTORE) != fresh ||
 		   (!fresh && strcmp(c.h.ticket, w->ticket))) {
 		refuse(&c, CUDA_ERROR_INVALID_VALUE, "this request does not fit the worker's session");
@@ -419,7 +443,8 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		stay = !fresh;
 	}
 	xdr_free((xdrproc_t)xdr_hello_args, (char *)&c.h);
-	close(fd);
+	if (c.fd >= 0)
+		close(fd);
 	return stay;
 }
 
@@ -429,7 +454,8 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello)
 	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S, lfd = -1;
 
 	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
-		fd = wait_handed(w, lfd, hello, timeout);
+		fd = w->preload ? preload_wait(w, lfd, hello, timeout) : wait_handed(w, lfd, hello, timeout);
+	preload_end(w);
 	if (lfd >= 0)
 		session_unlisten(w, lfd);
 }

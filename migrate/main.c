@@ -4,7 +4,7 @@
  *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH [--gpu-only]
  *   gpu-migrate PID --to local --gpu N        (GPU state only, this node)
  *       [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]
- *       [--criu PATH] [--criu-plugins DIR]
+ *       [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]
  *
  * It ends with one summary line (downtime, total time, bytes moved,
  * compression ratio, pre-copy rounds), or with --json the same as one
@@ -18,13 +18,14 @@
 #include <string.h>
 #include <unistd.h>
 #include "migrate.h"
+#include "snapshot.h"
 
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N]\n"
 		"                   [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]\n"
-		"                   [--criu PATH] [--criu-plugins DIR] [--no-precopy]\n"
+		"                   [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]\n"
 		"  Moves a process that runs through Cicada, with its GPU state, to the gpu-server\n"
 		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
 		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n");
@@ -73,12 +74,12 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		{ "json", no_argument, 0, 'j' }, { "work-dir", required_argument, 0, 'w' },
 		{ "timeout", required_argument, 0, 'T' }, { "criu", required_argument, 0, 'c' },
 		{ "criu-plugins", required_argument, 0, 'L' }, { "no-precopy", no_argument, 0, 'P' },
-		{ "help", no_argument, 0, 'h' }, { 0 } };
+		{ "streams", required_argument, 0, 'S' }, { "help", no_argument, 0, 'h' }, { 0 } };
 	const char *to = NULL, *token = getenv("CICADA_TOKEN_FILE");
 	char *end;
 	int c;
 
-	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120, .precopy = 1 };
+	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120, .precopy = 1, .streams = MIGRATE_STREAMS };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': to = optarg; break;
@@ -91,6 +92,7 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		case 'c': snprintf(o->criu, sizeof(o->criu), "%s", optarg); break;
 		case 'L': snprintf(o->plugins, sizeof(o->plugins), "%s", optarg); break;
 		case 'P': o->precopy = 0; break;
+		case 'S': o->streams = (int)strtol(optarg, &end, 10); if (*end) o->streams = 0; break;
 		default: usage(); return 2;
 		}
 	}
@@ -103,6 +105,8 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		return snprintf(err, WIRE_ERRLEN, "'%s' is not a process id", argv[optind]), -1;
 	if (o->gpu == -2)
 		return snprintf(err, WIRE_ERRLEN, "--gpu takes a GPU index"), -1;
+	if (o->streams < 1 || o->streams > SNAP_STREAMS_MAX)
+		return snprintf(err, WIRE_ERRLEN, "--streams takes 1 to %d", SNAP_STREAMS_MAX), -1;
 	if (set_target(o, to, err))
 		return -1;
 	if (!o->target[0] && !o->gpu_only && o->gpu < 0)
@@ -126,10 +130,12 @@ static void report(const struct migrate_opts *o, const struct migrate_result *r)
 	if (o->json) {
 		printf("{\"ok\":true,\"pid\":%d,\"mode\":\"%s\",\"target\":\"%s\",\"new_pid\":%d,\"downtime_s\":%.3f,"
 		       "\"total_s\":%.3f,\"bytes\":%llu,\"frozen_bytes\":%llu,\"state_bytes\":%llu,"
-		       "\"compression_ratio\":%.2f,\"rounds\":%d,\"dump_s\":%.3f,\"send_s\":%.3f,\"restore_s\":%.3f}\n",
+		       "\"compression_ratio\":%.2f,\"rounds\":%d,\"dump_s\":%.3f,\"send_s\":%.3f,\"restore_s\":%.3f,"
+		       "\"streams\":%d}\n",
 		       o->pid, r->mode, r->target, r->new_pid, r->downtime_s, r->total_s,
 		       (unsigned long long)r->wire_bytes, (unsigned long long)r->final_bytes,
-		       (unsigned long long)r->state_bytes, ratio, r->rounds, r->dump_s, r->send_s, r->restore_s);
+		       (unsigned long long)r->state_bytes, ratio, r->rounds, r->dump_s, r->send_s, r->restore_s,
+		       r->streams);
 		return;
 	}
 	printf("gpu-migrate: process %d moved (%s) to %s%s: downtime %.3f s, total %.3f s, %.1f MiB moved, "

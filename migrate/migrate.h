@@ -24,7 +24,10 @@ struct migrate_opts {
 	int timeout_s;                       /* each of dump, transfer, restore */
 	int json;
 	int precopy;                         /* whole moves: pre-copy rounds (--no-precopy) */
+	int streams;                         /* whole moves: TCP connections for the images */
 };
+
+#define MIGRATE_STREAMS 4
 
 struct migrate_result {
 	const char *mode;                    /* "whole" or "gpu-only" */
@@ -35,6 +38,7 @@ struct migrate_result {
 	uint64_t final_bytes;                /* sent while the process was frozen */
 	double dump_s, send_s, restore_s;    /* whole: the downtime's parts */
 	int rounds;                          /* pre-copy rounds */
+	int streams;                         /* connections that carried the images */
 	int new_pid;                         /* whole: the pid on the target */
 	char target[300];
 };

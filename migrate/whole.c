@@ -1,7 +1,9 @@
 /*
  * whole.c: the whole application moves. The target's gpu-server is asked
  * first (hello OP_MIGRATE: token, --accept-migrations) and says it is
- * ready. While the process runs, pre-copy rounds send its device memory:
+ * ready, with a key that further connections join with: the images go
+ * over --streams connections at once. While the process runs, pre-copy
+ * rounds send its device memory (the worker hashes it on the GPU):
  * its worker writes it into the staging directory (precopy-K/), each
  * round keeping only the pieces changed since the one before, and each
  * round goes to the target at once; rounds stop when one stores little
@@ -9,8 +11,8 @@
  * Cicada's plugin writes its images and its GPU snapshot into a staging
  * directory (the GPU snapshot incremental on the last round: only what
  * changed since), and keeps the source GPU session paused. The images stream
- * to the target, whose server restores the process (GPU state into one
- * of its workers). On success the frozen source is killed and its
+ * to the target, whose server restores the process (GPU state into the
+ * worker that preloaded the rounds). On success the frozen source is killed and its
  * session ended; on any failure it gets SIGCONT and goes on where it
  * was, its GPU session resuming on the source (a guard process does
  * that if gpu-migrate itself dies).
@@ -50,13 +52,15 @@ static int target_answer(int fd, int timeout_s, const char *target, hello_res *r
 	return rc;
 }
 
-/* Connects to the target and asks it to take a migration. */
-static int target_open(const struct migrate_opts *o, char *err)
+/* Connects to the target and asks it to take a migration (join NULL),
+ * or joins one as a further stream of its images (join: the key the
+ * target's "ready" gave, into key on a new migration). */
+static int target_open(const struct migrate_opts *o, const char *join, char *key, char *err)
 {
 	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "";
 	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
-			 .op = OP_MIGRATE, .ticket = name, .snapshot = name, .stream = 1,
+			 .op = OP_MIGRATE, .ticket = join ? (char *)join : name, .snapshot = name, .stream = 1,
 			 .parent = name };
 	struct wire_addr addr;
 	struct wire_stream st;
@@ -80,12 +84,37 @@ static int target_open(const struct migrate_opts *o, char *err)
 	if (bad) {
 		snprintf(err, WIRE_ERRLEN, "cannot reach the target %s", o->target);
 	} else if (!(bad = target_answer(fd, 30, o->target, &r, err))) {
+		if (key)
+			snprintf(key, CICADA_TICKET_LEN + 1, "%s", r.ticket ? r.ticket : "");
 		xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
 		return fd;
 	}
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
 	close(fd);
 	return -1;
+}
+
+/* The further streams of the images (a target that gives no key takes
+ * one); their count goes first on the main connection. fds[0] is it. */
+static int streams_open(const struct migrate_opts *o, const char *key, int *fds, struct migrate_result *r,
+			char *err)
+{
+	uint32_t n = 1;
+
+	for (int k = 1; key[0] && k < o->streams; k++, n++)
+		if ((fds[k] = target_open(o, key, NULL, err)) < 0)
+			return -1;
+	r->streams = (int)n;
+	if (send(fds[0], &n, 4, MSG_NOSIGNAL) != 4)
+		return snprintf(err, WIRE_ERRLEN, "the link to the target broke"), -1;
+	return 0;
+}
+
+static void streams_close(int *fds, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
 }
 
 /* criu dump of the process into the staging directory, left stopped. */
@@ -138,16 +167,16 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 /* Sends a part of the staging directory (only, or all but skip) and its
  * mark; counts its bytes, and what they hold uncompressed (the GPU
  * snapshot in it is name, under sub if not NULL). */
-static int send_part(const struct staging *st, int fd, const char *only, const char *skip, char mark,
+static int send_part(const struct staging *st, const int *fds, const char *only, const char *skip, char mark,
 		     const char *sub, struct migrate_result *r, uint64_t *part, char *err)
 {
 	struct snap_progress pr = { progress_update, NULL, 0 };
 	char name[64];
 	uint64_t n = 0, device, stored;
-	int rc, sfd = sub ? openat(st->fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dup(st->fd);
+	int rc, fd = fds[0], sfd = sub ? openat(st->fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : dup(st->fd);
 
 	progress_start(0);
-	rc = snap_send_tree(st->fd, fd, only, skip, &pr, &n, err);
+	rc = snap_send_trees(st->fd, fds, (unsigned)r->streams, only, skip, &pr, &n, err);
 	progress_end();
 	snapshot_name(r->pid, name, sizeof(name));
 	snapshot_sizes(sfd, name, &device, &stored);
@@ -167,7 +196,7 @@ static int send_part(const struct staging *st, int fd, const char *only, const c
 /* Pre-copy rounds while the process runs; *last gets the last round's
  * directory ("" if none: a worker on another node, say, cannot). -1 only
  * if the link failed. */
-static int precopy(const struct migrate_opts *o, const struct staging *st, int fd, struct migrate_result *r,
+static int precopy(const struct migrate_opts *o, const struct staging *st, const int *fds, struct migrate_result *r,
 		   char *last, char *err)
 {
 	char round[32], name[64], parent[128], why[WIRE_ERRLEN];
@@ -192,7 +221,7 @@ static int precopy(const struct migrate_opts *o, const struct staging *st, int f
 				fprintf(stderr, "gpu-migrate: no pre-copy%s: %s\n", k > 1 ? " round" : "", why);
 			return 0;
 		}
-		if (send_part(st, fd, round, NULL, 'p', round, r, NULL, err))
+		if (send_part(st, fds, round, NULL, 'p', round, r, NULL, err))
 			return -1;
 		r->rounds = k;
 		snprintf(last, 32, "%s", round);
@@ -236,10 +265,10 @@ static int go(int fd, const struct migrate_opts *o)
 int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err)
 {
 	struct staging st = { .fd = -1 };
-	char last[32];
+	char last[32], key[CICADA_TICKET_LEN + 1] = "";
 	double t0 = migrate_now(), frozen;
 	hello_res res;
-	int fd, rc = -1, stopped = 0;
+	int fds[SNAP_STREAMS_MAX], fd, rc = -1, stopped = 0;
 
 	r->mode = "whole";
 	r->pid = o->pid;
@@ -248,10 +277,13 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 		snprintf(err, WIRE_ERRLEN, "no process %d here: %s", o->pid, strerror(errno));
 		return -1;
 	}
-	if ((fd = target_open(o, err)) < 0)
+	if ((fd = target_open(o, NULL, key, err)) < 0)
 		return -1;
-	if (staging_make(o->work_dir, &st, err) || precopy(o, &st, fd, r, last, err) ||
-	    guard_start(o->pid, err))
+	for (int k = 0; k < SNAP_STREAMS_MAX; k++)
+		fds[k] = -1;
+	fds[0] = fd;
+	if (streams_open(o, key, fds, r, err) || staging_make(o->work_dir, &st, err) ||
+	    precopy(o, &st, fds, r, last, err) || guard_start(o->pid, err))
 		goto out;
 	if (last[0])
 		setenv("CICADA_SNAPSHOT_PARENT", last, 1);      /* the plugin's parent: the last round */
@@ -262,7 +294,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	}
 	stopped = 1;
 	r->dump_s = migrate_now() - frozen;
-	rc = send_part(&st, fd, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err);
+	rc = send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err);
 	r->send_s = migrate_now() - frozen - r->dump_s;
 	if (rc || target_answer(fd, o->timeout_s + 30, o->target, &res, err)) {
 		rc = -1;
@@ -290,7 +322,7 @@ out:
 	if (stopped)
 		signal_tree(o->pid, SIGCONT);  /* it goes on where it was */
 	guard_disarm();
-	close(fd);
+	streams_close(fds, SNAP_STREAMS_MAX);
 	staging_remove(&st);
 	r->total_s = migrate_now() - t0;
 	return rc;

@@ -173,6 +173,8 @@ static int read_piece(struct pool *p, size_t i, struct bufs *b, ZSTD_DCtx *dctx)
 	ssize_t got;
 	size_t n;
 
+	if (p->ops->have && p->ops->have(p->ops->ctx, pc->va, pc->size, pc->checksum))
+		return 0;                    /* in place already (a preloaded migration) */
 	if (pc->in_parent) {                 /* found when the chain was opened */
 		st = r->src[i].pc;
 		r = r->src[i].r;

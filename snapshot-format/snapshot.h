@@ -56,6 +56,9 @@ struct snap_memory_ops {
 	 * the bytes are, or 0 for none; an incremental snapshot then reads
 	 * only the pieces whose hash differs from the parent's */
 	int (*hash)(void *ctx, const struct snap_range *ranges, size_t n, uint64_t *out);
+	/* optional, reading: whether the device holds these bytes already
+	 * (va, size, XXH3 checksum): such a piece is neither read nor written */
+	int (*have)(void *ctx, uint64_t va, uint64_t size, uint64_t checksum);
 };
 
 /* --- keyed snapshots (key.c) --- */
@@ -162,6 +165,15 @@ struct snap_progress {
 int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, struct snap_progress *p,
 		   uint64_t *bytes, char *err);
 int snap_recv_tree(int fd, int dirfd, struct snap_progress *p, uint64_t *bytes, char *err);
+/* The same over nfds connections at once (at most SNAP_STREAMS_MAX), so
+ * that one TCP stream's limit is not the transfer's: the files are shared
+ * out by size, each connection carrying a whole stream of its own (an
+ * empty one if no file falls to it); progress is told the sum. The
+ * receiver takes every stream at once, into one directory. */
+#define SNAP_STREAMS_MAX 16
+int snap_send_trees(int dirfd, const int *fds, unsigned nfds, const char *only, const char *skip,
+		    struct snap_progress *p, uint64_t *bytes, char *err);
+int snap_recv_trees(const int *fds, unsigned nfds, int dirfd, uint64_t *bytes, char *err);
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */
 int snap_remove_dir(int dirfd, const char *name, char *err);

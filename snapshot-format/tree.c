@@ -9,7 +9,9 @@
  * (mode 0), or (mode 1, CRIU's page images, where zstd pays) in chunks
  * of at most 4 MiB, each a u32 of its stored length (the top bit set if
  * it is a zstd frame) and its bytes. The stream ends with a zero name
- * length and the XXH3-64 of everything before it (little endian). The receiver accepts only plain
+ * length and the XXH3-64 of everything before it (little endian). Several
+ * such streams may carry one directory at once (snap_send_trees), its
+ * files shared out among them by size. The receiver accepts only plain
  * names (letters, digits, '.', '_', '-', '+', no part starting with '.',
  * at most two '/'), creates each file anew, and fails on a bad checksum;
  * the caller removes what a failed receive left.
@@ -17,6 +19,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,12 +191,14 @@ out:
 	return rc;
 }
 
-/* Sends the regular files of dirfd's directory prefix ("", "dir/" or
- * "dir/sub/") and those of its subdirectories, down to depth 2; at the
+typedef int (*file_fn)(void *ctx, int dirfd, const char *name, uint64_t size);
+
+/* Calls fn for the regular files of dirfd's directory prefix ("", "dir/"
+ * or "dir/sub/") and those of its subdirectories, down to depth 2; at the
  * top, only the entry named only (if not NULL) and none starting with
  * skip (if not NULL). */
-static int send_level(struct tree *t, int dirfd, const char *prefix, int depth, const char *only,
-		      const char *skip)
+static int walk(int dirfd, const char *prefix, int depth, const char *only, const char *skip, file_fn fn,
+		void *ctx, char *err)
 {
 	int scan = openat(dirfd, prefix[0] ? prefix : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
@@ -204,7 +210,7 @@ static int send_level(struct tree *t, int dirfd, const char *prefix, int depth, 
 	if (!d) {
 		if (scan >= 0)
 			close(scan);
-		return snap_fail(t->err, "cannot read the image directory: %s", strerror(errno));
+		return snap_fail(err, "cannot read the image directory: %s", strerror(errno));
 	}
 	while (!rc && (e = readdir(d))) {
 		if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp."))
@@ -215,20 +221,42 @@ static int send_level(struct tree *t, int dirfd, const char *prefix, int depth, 
 		if (!name_ok(name) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
 			continue;
 		if (S_ISREG(st.st_mode)) {
-			rc = send_one(t, dirfd, name);
+			rc = fn(ctx, dirfd, name, (uint64_t)st.st_size);
 		} else if (S_ISDIR(st.st_mode) && depth < 2) {
 			strcat(name, "/");
-			rc = send_level(t, dirfd, name, depth + 1, NULL, NULL);
+			rc = walk(dirfd, name, depth + 1, NULL, NULL, fn, ctx, err);
 		}
 	}
 	closedir(d);
 	return rc;
 }
 
+static int send_file(void *ctx, int dirfd, const char *name, uint64_t size)
+{
+	return send_one(ctx, dirfd, name);
+}
+
+static int stream_begin(struct tree *t)
+{
+	uint8_t hdr[16] = TREE_MAGIC;
+
+	snap_put_le(hdr + 8, TREE_VERSION, 4);
+	return tree_put(t, hdr, sizeof(hdr));
+}
+
+static int stream_end(struct tree *t)
+{
+	uint8_t end[8] = { 0 };
+
+	if (tree_put(t, end, 4))
+		return -1;
+	snap_put_le(end, XXH3_64bits_digest(t->sum), 8);
+	return tree_put(t, end, 8);
+}
+
 int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, struct snap_progress *p,
 		   uint64_t *bytes, char *err)
 {
-	uint8_t hdr[16] = TREE_MAGIC, end[8] = { 0 };
 	struct tree t;
 	int rc;
 
@@ -236,16 +264,212 @@ int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, struct
 		tree_free(&t);
 		return -1;
 	}
-	snap_put_le(hdr + 8, TREE_VERSION, 4);
-	rc = tree_put(&t, hdr, sizeof(hdr)) || send_level(&t, dirfd, "", 0, only, skip) || tree_put(&t, end, 4);
-	if (!rc) {
-		snap_put_le(end, XXH3_64bits_digest(t.sum), 8);
-		rc = tree_put(&t, end, 8);
-	}
+	rc = stream_begin(&t) || walk(dirfd, "", 0, only, skip, send_file, &t, err) || stream_end(&t);
 	if (bytes)
 		*bytes = t.moved;
 	tree_free(&t);
 	return rc ? -1 : 0;
+}
+
+/* --- several streams at once: the files shared out by size --- */
+
+struct file {
+	char name[TREE_NAME_MAX];
+	uint64_t size;
+	unsigned stream;
+};
+
+struct share {
+	int dirfd;
+	struct file *files;
+	size_t n, cap;
+	struct snap_progress *progress;   /* the caller's: told the sum of all */
+	_Atomic uint64_t moved, logical;
+	pthread_mutex_t lock;
+	_Atomic int failed;
+	char *err;
+};
+
+struct lane {
+	struct share *sh;
+	unsigned index;
+	int fd;
+	uint64_t moved, last;
+	struct snap_progress p;
+	char err[SNAP_ERRLEN];
+};
+
+static int add_file(void *ctx, int dirfd, const char *name, uint64_t size)
+{
+	struct share *sh = ctx;
+
+	if (sh->n == sh->cap) {
+		size_t cap = sh->cap ? 2 * sh->cap : 64;
+		struct file *f = cap <= TREE_FILES_MAX ? realloc(sh->files, cap * sizeof(*f)) : NULL;
+		if (!f)
+			return snap_fail(sh->err, "too many files to send");
+		sh->files = f;
+		sh->cap = cap;
+	}
+	snprintf(sh->files[sh->n].name, TREE_NAME_MAX, "%s", name);
+	sh->files[sh->n++].size = size;
+	return 0;
+}
+
+static int bigger_first(const void *a, const void *b)
+{
+	const struct file *x = a, *y = b;
+
+	return x->size < y->size ? 1 : x->size > y->size ? -1 : strcmp(x->name, y->name);
+}
+
+/* Each file to the stream with the fewest bytes so far, biggest first. */
+static void share_out(struct share *sh, unsigned n)
+{
+	uint64_t load[SNAP_STREAMS_MAX] = { 0 };
+
+	qsort(sh->files, sh->n, sizeof(*sh->files), bigger_first);
+	for (size_t i = 0; i < sh->n; i++) {
+		unsigned best = 0;
+		for (unsigned k = 1; k < n; k++)
+			if (load[k] < load[best])
+				best = k;
+		sh->files[i].stream = best;
+		load[best] += sh->files[i].size;
+	}
+}
+
+/* A lane's progress adds into the whole's, told to the caller in turn. */
+static int lane_progress(void *ctx, uint64_t bytes)
+{
+	struct lane *l = ctx;
+	struct snap_progress *p = l->sh->progress;
+	uint64_t total = atomic_fetch_add(&l->sh->moved, bytes - l->last) + bytes - l->last;
+	int rc = 0;
+
+	l->last = bytes;
+	if (atomic_load(&l->sh->failed))
+		return 1;                    /* another lane failed: this one stops too */
+	if (p && p->fn) {
+		pthread_mutex_lock(&l->sh->lock);
+		rc = p->fn(p->ctx, total);
+		pthread_mutex_unlock(&l->sh->lock);
+	}
+	return rc;
+}
+
+static void *lane_run(void *arg)
+{
+	struct lane *l = arg;
+	struct share *sh = l->sh;
+	struct tree t;
+	int rc;
+
+	l->p = (struct snap_progress){ lane_progress, l, 0 };
+	rc = tree_init(&t, l->fd, &l->p, l->err) || stream_begin(&t);
+	for (size_t i = 0; !rc && i < sh->n; i++)
+		if (sh->files[i].stream == l->index)
+			rc = send_one(&t, sh->dirfd, sh->files[i].name);
+	rc = rc || stream_end(&t);
+	l->moved = t.moved;
+	atomic_fetch_add(&sh->logical, l->p.logical);
+	tree_free(&t);
+	/* the first failure is the one told; the others stop at their next
+	 * progress call */
+	if (rc && !atomic_exchange(&sh->failed, 1)) {
+		pthread_mutex_lock(&sh->lock);
+		snprintf(sh->err, SNAP_ERRLEN, "%s", l->err);
+		pthread_mutex_unlock(&sh->lock);
+	}
+	return NULL;
+}
+
+int snap_send_trees(int dirfd, const int *fds, unsigned nfds, const char *only, const char *skip,
+		    struct snap_progress *p, uint64_t *bytes, char *err)
+{
+	struct share sh = { .dirfd = dirfd, .progress = p, .err = err };
+	struct lane lanes[SNAP_STREAMS_MAX];
+	pthread_t tids[SNAP_STREAMS_MAX];
+	unsigned started = 1;
+	uint64_t moved = 0;
+
+	if (!nfds || nfds > SNAP_STREAMS_MAX)
+		return snap_fail(err, "%u streams: 1 to %d may carry images", nfds, SNAP_STREAMS_MAX);
+	if (nfds == 1)
+		return snap_send_tree(dirfd, fds[0], only, skip, p, bytes, err);
+	if (walk(dirfd, "", 0, only, skip, add_file, &sh, err)) {
+		free(sh.files);
+		return -1;
+	}
+	share_out(&sh, nfds);
+	pthread_mutex_init(&sh.lock, NULL);
+	for (unsigned k = 0; k < nfds; k++)
+		lanes[k] = (struct lane){ .sh = &sh, .index = k, .fd = fds[k] };
+	for (; started < nfds; started++)
+		if (pthread_create(&tids[started], NULL, lane_run, &lanes[started]))
+			break;
+	if (started < nfds) {                /* a lane without a thread: its stream ends at once */
+		atomic_store(&sh.failed, 1);
+		snap_fail(err, "cannot start a thread for a stream");
+	}
+	lane_run(&lanes[0]);
+	for (unsigned k = 1; k < started; k++)
+		pthread_join(tids[k], NULL);
+	for (unsigned k = 0; k < nfds; k++)
+		moved += lanes[k].moved;
+	if (p)
+		p->logical += atomic_load(&sh.logical);
+	if (bytes)
+		*bytes = moved;
+	pthread_mutex_destroy(&sh.lock);
+	free(sh.files);
+	return atomic_load(&sh.failed) ? -1 : 0;
+}
+
+struct recv_lane {
+	int fd, dirfd, rc;
+	uint64_t moved;
+	char err[SNAP_ERRLEN];
+};
+
+static void *recv_lane(void *arg)
+{
+	struct recv_lane *l = arg;
+
+	l->rc = snap_recv_tree(l->fd, l->dirfd, NULL, &l->moved, l->err);
+	if (l->rc)
+		shutdown(l->fd, SHUT_RDWR);      /* (its sender stops too) */
+	return NULL;
+}
+
+int snap_recv_trees(const int *fds, unsigned nfds, int dirfd, uint64_t *bytes, char *err)
+{
+	struct recv_lane lanes[SNAP_STREAMS_MAX];
+	pthread_t tids[SNAP_STREAMS_MAX];
+	unsigned started = 1;
+	int rc = 0;
+
+	if (!nfds || nfds > SNAP_STREAMS_MAX)
+		return snap_fail(err, "%u streams: 1 to %d may carry images", nfds, SNAP_STREAMS_MAX);
+	for (unsigned k = 0; k < nfds; k++)
+		lanes[k] = (struct recv_lane){ .fd = fds[k], .dirfd = dirfd };
+	for (; started < nfds; started++)
+		if (pthread_create(&tids[started], NULL, recv_lane, &lanes[started]))
+			break;
+	recv_lane(&lanes[0]);
+	for (unsigned k = 1; k < started; k++)
+		pthread_join(tids[k], NULL);
+	if (bytes)
+		*bytes = 0;
+	for (unsigned k = 0; k < nfds; k++) {
+		if (bytes)
+			*bytes += lanes[k].moved;
+		if (!rc && (k >= started || lanes[k].rc)) {
+			snprintf(err, SNAP_ERRLEN, "%s", k >= started ? "cannot start a thread for a stream" : lanes[k].err);
+			rc = -1;
+		}
+	}
+	return rc;
 }
 
 /* The next n bytes of a mode-1 file into t->buf. */

@@ -110,9 +110,20 @@ mig_whole() {
 	total=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$MIG_LOG")
 	frozen=$(sed -n 's/.*"frozen_bytes":\([0-9]*\).*/\1/p' "$MIG_LOG")
 	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\).*"rounds":\([0-9]*\).*/downtime \1 s, \2 pre-copy rounds/p' "$MIG_LOG"), $frozen of $total bytes sent frozen"
-	grep -q '"ok":true,.*"mode":"whole".*"rounds":[1-9]' "$MIG_LOG" && [ "$frozen" -lt $((total / 3)) ] &&
+	grep -q '"ok":true,.*"mode":"whole".*"rounds":[1-9].*"streams":4' "$MIG_LOG" && [ "$frozen" -lt $((total / 3)) ] &&
 		mig_finished && mig_nothing_left &&
-		grep -q "migration from .*: restored as pid" "$T/mig-b.log" && grep -q "session .* released" "$T/main.log"
+		grep -q "migration from .*: restored as pid" "$T/mig-b.log" && grep -q "session .* released" "$T/main.log" &&
+		mig_preloaded
+}
+
+# The target's restore used the chunks its preloading worker wrote while
+# the program still ran, and wrote only what had changed since.
+mig_preloaded() {
+	local line
+	line=$(grep -h "preload: .* chunks were used as they were" "$T/mig-b.log" | tail -n 1)
+	echo "     target: ${line#*preload: }"
+	[[ $line =~ ([0-9]+)\ of\ ([0-9]+)\ chunks.*\ ([0-9]+)\ pieces\ were\ in\ place ]] &&
+		[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[3]}" -gt 0 ]
 }
 
 # Only the GPU state, A to B over TCP: the process stays, its session moves.
