@@ -65,6 +65,15 @@ done
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
 figure() { cat "$TMP/$1".[0-9]* 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }' | median; }
 
+# Why criu failed: the plugin's line, else criu's first error but its
+# harmless rlimit one; the whole log goes to $OUT when set.
+criu_why() {
+	{ grep -h "cicada:" "$@"; grep -h "Error" "$@" | grep -v RLIMIT_NOFILE; } 2>/dev/null | head -n 1
+}
+keep_log() {
+	[ -z "${OUT:-}" ] || cp "$1" "$OUT/bench-torch-$(basename "$1")" 2>/dev/null || true
+}
+
 # Checkpoint and restore of a training process (shm).
 ck="" rs="" size="" cr_note=""
 checkpoint() {
@@ -78,12 +87,12 @@ checkpoint() {
 	local t0 t1 t2 steps
 	t0=$(date +%s.%N)
 	timeout -k 5 600 "$CRIU" dump -t "$APP_PID" -D "$IMG" -L build/lib/criu -o dump.log -v4 2>"$TMP/dump.err" ||
-		{ cr_note="dump failed: $(grep -m1 "cicada:\|Error" "$IMG/dump.log" "$TMP/dump.err" | head -1)"; return 1; }
+		{ cr_note="dump failed: $(criu_why "$IMG/dump.log" "$TMP/dump.err")"; keep_log "$IMG/dump.log"; return 1; }
 	t1=$(date +%s.%N)
 	size=$(du -sm "$IMG" | cut -f1)
 	steps=$(grep -c "^step " "$TMP/train.out")
 	timeout -k 5 600 "$CRIU" restore -d -D "$IMG" -L build/lib/criu -o restore.log -v4 2>"$TMP/restore.err" ||
-		{ cr_note="restore failed: $(grep -m1 "cicada:\|Error" "$IMG/restore.log" "$TMP/restore.err" | head -1)"; return 1; }
+		{ cr_note="restore failed: $(criu_why "$IMG/restore.log" "$TMP/restore.err")"; keep_log "$IMG/restore.log"; return 1; }
 	t2=$(date +%s.%N)
 	for _ in $(seq 600); do [ "$(grep -c "^step " "$TMP/train.out")" -gt $((steps + 20)) ] && break; sleep 0.1; done
 	[ "$(grep -c "^step " "$TMP/train.out")" -gt $((steps + 20)) ] || { cr_note="restored process did not go on"; return 1; }

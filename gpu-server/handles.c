@@ -12,34 +12,72 @@ static int kind_matches(enum handle_kind want, enum handle_kind have)
 	return want == have || (want == H_FUNCTION && have == H_KERNEL);
 }
 
-/* Functions reach the client by enumeration (module_functions), which,
- * under lazy loading, leaves them unloaded, where the application's
- * cuModuleGetFunction would have loaded them: the first use loads one
- * (else attribute queries fail with CUDA_ERROR_FUNCTION_NOT_LOADED). */
+/* Functions and library kernels are loaded lazily: by the driver at
+ * their first launch, where the code it uploads takes device memory from
+ * the same places as module variables; a restore, which launches
+ * nothing, would place later modules' variables elsewhere. So the worker
+ * loads each itself at its first use (enumerated functions need that
+ * anyway: else attribute queries fail with CUDA_ERROR_FUNCTION_NOT_LOADED)
+ * and keeps the load in the replay log, where a restore makes it again. */
 static CUresult function_load(struct handle_entry *e)
 {
 	CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_LOADED;
-	CUresult err = cuFuncIsLoaded(&st, (CUfunction)e->real);
+	CUfunction f = (CUfunction)e->real;
+	CUresult err = CUDA_SUCCESS;
 
+	if (e->kind == H_KERNEL)
+		err = cuKernelGetFunction(&f, (CUkernel)e->real);
+	if (!err)
+		err = cuFuncIsLoaded(&st, f);
 	if (err == CUDA_SUCCESS && st != CU_FUNCTION_LOADING_STATE_LOADED)
-		err = cuFuncLoad((CUfunction)e->real);
+		err = cuFuncLoad(f);
 	e->loaded = err == CUDA_SUCCESS;
 	return err;
 }
 
+/* The load as the replay log keeps it (its parent: the function). */
+static void note_load(struct worker *w, uint64_t id)
+{
+	const struct proc_desc *d = worker_proc(P_func_load);
+	scalars a = { { 1, &id } };
+
+	if (d)
+		replay_note(w, d, &a, id);
+}
+
 CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void **real)
 {
+	struct handle_entry *e;
+	CUresult err;
+
 	if (id == 0 || (kind == H_STREAM && id <= 2)) {
 		*real = (void *)(uintptr_t)id;
 		return CUDA_SUCCESS;
 	}
 	if (id < HANDLE_BASE || id - HANDLE_BASE >= w->nhandles)
 		return CUDA_ERROR_INVALID_HANDLE;
-	struct handle_entry *e = &w->handles[id - HANDLE_BASE];
+	e = &w->handles[id - HANDLE_BASE];
 	if (!kind_matches(kind, e->kind))
 		return CUDA_ERROR_INVALID_HANDLE;
 	*real = e->real;
-	return e->kind == H_FUNCTION && !e->loaded ? function_load(e) : CUDA_SUCCESS;
+	if (kind != H_FUNCTION || e->loaded)
+		return CUDA_SUCCESS;
+	if (!(err = function_load(e)))
+		note_load(w, id);
+	return err;
+}
+
+/* A restore's replay of a first use (note_load): loads the function. */
+CUresult hand_func_load(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	struct handle_entry *e;
+
+	if (a->v.v_len != 1 || handle_kind_of(w, a->v.v_val[0]) == H_FREE ||
+	    !kind_matches(H_FUNCTION, handle_kind_of(w, a->v.v_val[0])))
+		return CUDA_ERROR_INVALID_HANDLE;
+	e = &w->handles[a->v.v_val[0] - HANDLE_BASE];
+	return e->loaded ? CUDA_SUCCESS : function_load(e);
 }
 
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id)

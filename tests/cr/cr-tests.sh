@@ -188,12 +188,25 @@ cr_refusals() {
 	local img=$dir.corrupt/$(basename "$snap")/device-memory.img
 	printf '\xff\xfe' | dd of="$img" bs=1 seek=$(($(stat -c %s "$img") / 2)) conv=notrunc 2>/dev/null
 	printf '\x09' | dd of="$dir.version/$(basename "$snap")/manifest" bs=1 seek=8 conv=notrunc 2>/dev/null
-	cr_restore "$dir.corrupt" && return 1
-	grep -q "^cicada: .*checksum" "$dir.corrupt/criu.err" || return 1
-	! kill -0 "$CR_PID" 2>/dev/null || return 1
-	cr_restore "$dir.version" && return 1
-	grep -q "^cicada: .*version 9 is not supported" "$dir.version/criu.err" || return 1
-	! kill -0 "$CR_PID" 2>/dev/null
+	cr_restore "$dir.corrupt" && { echo "     the corrupted snapshot was restored"; return 1; }
+	# (where the bytes fell: a raw piece or a compressed one)
+	grep -q "^cicada: .*\(checksum\|decompress\)" "$dir.corrupt/criu.err" ||
+		{ echo "     the corrupted snapshot's refusal:"; grep -v rlimit "$dir.corrupt/criu.err" | tail -3; return 1; }
+	cr_gone "$CR_PID" || { echo "     a process $CR_PID runs after the refused restore"; return 1; }
+	cr_restore "$dir.version" && { echo "     the wrong-version snapshot was restored"; return 1; }
+	grep -q "^cicada: .*version 9 is not supported" "$dir.version/criu.err" ||
+		{ echo "     the wrong-version snapshot's refusal:"; grep -v rlimit "$dir.version/criu.err" | tail -3; return 1; }
+	cr_gone "$CR_PID" || { echo "     a process $CR_PID runs after the refused restore"; return 1; }
+}
+
+# cr_gone PID: no such process within 5 s (a zombie not yet reaped counts
+# as gone: it runs no more).
+cr_gone() {
+	for _ in $(seq 100); do
+		[ -e "/proc/$1" ] && [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" != Z ] || return 0
+		sleep 0.05
+	done
+	return 1
 }
 
 # GPU only: a program holding GIB GiB of device memory with a known
