@@ -21,7 +21,7 @@ FUZZ_CFLAGS  := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -
 
 FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/main.c,$(SERVER_SRCS)) $(SERVER_SHARED)
 FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_OBJDIR)/%.o) \
-             $(FUZZ_OBJDIR)/gen/server_calls.o $(FUZZ_OBJDIR)/gen/cicada_xdr.o
+             $(FUZZ_OBJDIR)/gen/server_calls.o $(FUZZ_OBJDIR)/gen/cicada_xdr.o $(FUZZ_OBJDIR)/gen/devhash_image.o
 FUZZ_HDRS := wire/wire.h gpu-server/gpu-server.h $(GEN)/cicada.h $(GEN)/server_calls.h $(GEN)/manifest.pb-c.h
 
 $(FUZZ_OBJDIR)/%.o: %.c $(FUZZ_HDRS)
