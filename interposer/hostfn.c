@@ -214,14 +214,29 @@ static CUresult channel_ready(void)
 	return channel < 0 ? channel_open() : CUDA_SUCCESS;
 }
 
-static CUresult launch(CUstream stream, struct host_call c)
+/* What makes the worker call id: the launch of a host function, or a
+ * staged copy. */
+struct send {
+	CUstream stream;
+	CUdeviceptr dev;                     /* a staged copy's device side */
+};
+
+static CUresult send_call(const struct host_call *c, uint64_t id, const struct send *s)
+{
+	if (c->stage)
+		return rpc_capture_host_copy(s->stream, s->dev, c->stage_size, (unsigned)c->stage_in, id);
+	return rpc_host_func_launch(s->stream, id, (c->callback != NULL) | (c->persistent ? 2 : 0));
+}
+
+/* Registers c under a new id and sends it (the channel opened first);
+ * the id goes again if the worker refuses it. */
+static CUresult register_and_send(struct host_call c, const struct send *s)
 {
 	CUresult err = client_connect();
 	uint64_t id;
 
 	if (err)
 		return err;
-	c.persistent = graph_capturing();
 	client_lock();
 	if ((err = channel_ready()))
 		goto out;
@@ -229,11 +244,19 @@ static CUresult launch(CUstream stream, struct host_call c)
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	if ((err = rpc_host_func_launch(stream, id, (c.callback != NULL) | (c.persistent ? 2 : 0))))
+	if ((err = send_call(&c, id, s)))
 		calls_take(id, &c, 1);
 out:
 	client_unlock();
 	return err;
+}
+
+static CUresult launch(CUstream stream, struct host_call c)
+{
+	struct send s = { .stream = stream };
+
+	c.persistent = graph_capturing();
+	return register_and_send(c, &s);
 }
 
 /* A graph host node's function: a persistent id (0: failed, in *err). */
@@ -255,24 +278,10 @@ uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err)
  * cross this channel at every launch of the graph. */
 CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device)
 {
-	CUresult err;
 	struct host_call c = { .stage = host, .stage_size = n, .stage_in = to_device, .persistent = 1 };
-	uint64_t id;
+	struct send s = { .stream = stream, .dev = dev };
 
-	if ((err = client_connect()))
-		return err;
-	client_lock();
-	if ((err = channel_ready()))
-		goto out;
-	if (!(id = calls_add(c))) {
-		err = CUDA_ERROR_OUT_OF_MEMORY;
-		goto out;
-	}
-	if ((err = rpc_capture_host_copy(stream, dev, n, (unsigned)to_device, id)))
-		calls_take(id, &c, 1);
-out:
-	client_unlock();
-	return err;
+	return register_and_send(c, &s);
 }
 
 /* The function and data behind a persistent id. */
