@@ -98,11 +98,13 @@ static int mem_hash(void *ctx, const struct snap_range *ranges, size_t n, uint64
 	return devhash_ranges(ctx, ranges, n, out);
 }
 
+/* For checkpoints (the session quiesced: its memory holds still) and
+ * restores. */
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops)
 {
 	*ops = (struct snap_memory_ops){ .ctx = w, .alloc_host = mem_alloc_host, .free_host = mem_free_host,
 					 .read = mem_read, .write = mem_write, .thread_start = hostarea_thread,
-					 .thread_join = hostarea_join, .hash = mem_hash };
+					 .thread_join = hostarea_join, .hash = mem_hash, .stable = 1 };
 }
 
 /* --- the manifest --- */

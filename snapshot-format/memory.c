@@ -117,7 +117,7 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 	if (p->ops->read(p->ops->ctx, pc->va, b->raw, pc->size))
 		return pool_fail(p, pc, "reading device memory failed");
 	pc->checksum = XXH3_64bits(b->raw, pc->size);
-	if (p->ops->hash) {                  /* of exactly these bytes */
+	if (p->ops->hash && !(p->ops->stable && pc->has_device_hash)) {   /* of exactly these bytes */
 		pc->device_hash = devhash_bytes(b->raw, pc->size);
 		pc->has_device_hash = 1;
 	}
@@ -306,9 +306,13 @@ static void hash_pieces(struct snap_writer *w, Cicada__Piece *pieces, size_t n, 
 
 	for (size_t i = 0; h && i < n; i++)
 		r[i] = (struct snap_range){ pieces[i].va, pieces[i].size };
-	if (h && !ops->hash(ops->ctx, r, n, h) && w->parent)
+	if (h && !ops->hash(ops->ctx, r, n, h))
 		for (size_t i = 0; i < n; i++) {
-			par = h[i] ? snap_piece_at(w->parent, pieces[i].va, pieces[i].size) : NULL;
+			if (ops->stable && h[i]) {   /* the bytes to be read are these */
+				pieces[i].device_hash = h[i];
+				pieces[i].has_device_hash = 1;
+			}
+			par = h[i] && w->parent ? snap_piece_at(w->parent, pieces[i].va, pieces[i].size) : NULL;
 			if (!par || !par->has_device_hash || par->device_hash != h[i])
 				continue;
 			pieces[i].checksum = par->checksum;

@@ -56,6 +56,10 @@ struct snap_memory_ops {
 	 * the bytes are, or 0 for none; an incremental snapshot then reads
 	 * only the pieces whose hash differs from the parent's */
 	int (*hash)(void *ctx, const struct snap_range *ranges, size_t n, uint64_t *out);
+	/* with hash: the memory does not change while it is written (a
+	 * frozen checkpoint), so hash's results describe the bytes read and
+	 * need not be computed again on the host */
+	int stable;
 	/* optional, reading: whether the device holds these bytes already
 	 * (va, size, XXH3 checksum): such a piece is neither read nor written */
 	int (*have)(void *ctx, uint64_t va, uint64_t size, uint64_t checksum);
