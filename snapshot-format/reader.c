@@ -101,30 +101,30 @@ static int cmp_va(const void *key, const void *elem)
 	return va < pva ? -1 : va > pva;
 }
 
-/* The stored piece of the chain from r with this va, size and checksum
- * (following in_parent pieces down), and the reader holding its bytes. */
-const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
-				     struct snap_reader **owner)
-{
-	for (; r; r = r->parent) {
-		Cicada__Piece *const *p = bsearch(&va, r->m->pieces, r->m->n_pieces, sizeof(*r->m->pieces), cmp_va);
-
-		if (!p || (*p)->size != size || (*p)->checksum != sum)
-			return NULL;
-		if (!(*p)->in_parent) {
-			*owner = (struct snap_reader *)r;
-			return *p;
-		}
-	}
-	return NULL;
-}
-
 /* The piece of r's own manifest at va with this size, or NULL. */
 const Cicada__Piece *snap_piece_at(const struct snap_reader *r, uint64_t va, uint64_t size)
 {
 	Cicada__Piece *const *p = bsearch(&va, r->m->pieces, r->m->n_pieces, sizeof(*r->m->pieces), cmp_va);
 
 	return p && (*p)->size == size ? *p : NULL;
+}
+
+/* The stored piece of the chain from r with this va, size and checksum
+ * (following in_parent pieces down), and the reader holding its bytes. */
+const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
+				     struct snap_reader **owner)
+{
+	for (; r; r = r->parent) {
+		const Cicada__Piece *p = snap_piece_at(r, va, size);
+
+		if (!p || p->checksum != sum)
+			return NULL;
+		if (!p->in_parent) {
+			*owner = (struct snap_reader *)r;
+			return p;
+		}
+	}
+	return NULL;
 }
 
 static struct snap_reader *open_at(int dirfd, const char *name, int depth, char *err);
