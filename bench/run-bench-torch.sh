@@ -86,12 +86,12 @@ checkpoint() {
 	mkdir -p "$IMG"
 	local t0 t1 t2 steps
 	t0=$(date +%s.%N)
-	timeout -k 5 600 "$CRIU" dump -t "$APP_PID" -D "$IMG" -L build/lib/criu -o dump.log -v4 2>"$TMP/dump.err" ||
+	timeout -k 5 600 "$CRIU" dump -t "$APP_PID" -D "$IMG" -L "$ROOT/build/lib/criu" -o dump.log -v4 2>"$TMP/dump.err" ||
 		{ cr_note="dump failed: $(criu_why "$IMG/dump.log" "$TMP/dump.err")"; keep_log "$IMG/dump.log"; return 1; }
 	t1=$(date +%s.%N)
 	size=$(du -sm "$IMG" | cut -f1)
 	steps=$(grep -c "^step " "$TMP/train.out")
-	timeout -k 5 600 "$CRIU" restore -d -D "$IMG" -L build/lib/criu -o restore.log -v4 2>"$TMP/restore.err" ||
+	timeout -k 5 600 "$CRIU" restore -d -D "$IMG" -L "$ROOT/build/lib/criu" -o restore.log -v4 2>"$TMP/restore.err" ||
 		{ cr_note="restore failed: $(criu_why "$IMG/restore.log" "$TMP/restore.err")"; keep_log "$IMG/restore.log"; return 1; }
 	t2=$(date +%s.%N)
 	for _ in $(seq 600); do [ "$(grep -c "^step " "$TMP/train.out")" -gt $((steps + 20)) ] && break; sleep 0.1; done

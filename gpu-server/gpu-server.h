@@ -60,6 +60,7 @@ struct worker {
 	uint64_t *graph_mem;                 /* graph memory: allocated in captures */
 	unsigned ngraph_mem, cap_graph_mem;
 	int callback_fd;                     /* host functions: the client's channel */
+	struct lanes *lanes;                 /* a remote client's bulk lanes (lanes.c) */
 	unsigned tex_objects;                /* texture and surface objects alive */
 	unsigned captures;                   /* stream captures in progress */
 	struct replay_log *replay;
@@ -275,6 +276,7 @@ int worker_image_find(struct worker *w, const image_hash *hash, void **data, siz
 struct snap_memory_ops;
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
 void *worker_pinned(struct worker *w, size_t size);
+void lanes_close(struct worker *w);          /* lanes.c */
 void worker_pinned_free(void *p, size_t size);
 
 /* modcache.c */

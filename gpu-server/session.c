@@ -474,6 +474,7 @@ CUresult hand_detach(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	hostfn_close(w);
+	lanes_close(w);
 	/* The socket listens before the ticket leaves: the plugin's next
 	 * request may come at once. */
 	if (w->session_fd < 0 && session_listen(w, &w->session_fd))

@@ -154,7 +154,7 @@ int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_
 		xdr_destroy(&x);
 		return -1;
 	}
-	memset(args, 0, ARGS_MAX);
+	memset(args, 0, d->args_size);
 	prepare_args(w, hdr->proc, args);
 	if (!d->xargs(&x, args) || xdr_getpos(&x) != in->len) {
 		log_warn("client %s: malformed arguments for %s; dropping it", w->peer, d->name);
@@ -224,7 +224,7 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		send_reply(w, out, hdr.xid, WIRE_PROG_MISMATCH, NULL, NULL);
 	if (st)
 		return -1;
-	memset(&res, 0, sizeof(res));
+	memset(&res, 0, d->res_size > sizeof(int) ? d->res_size : sizeof(int));
 	log_debug("%s", d->name);
 	rc = worker_execute(w, d, &args, &res, scalar_out);
 	if (rc && (log_enabled(LOG_DEBUG) || ((d->flags & PROC_ASYNC) && !w->pending && log_enabled(LOG_INFO)))) {
@@ -290,7 +290,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 {
 	static struct worker w;
 	struct wire_buf hello = { 0 };
-	char ready = 'R';
+	char ready = 'R', go;
 	int fd;
 
 	hostarea_enable();                   /* before CUDA: see wire/hostarea.c */
@@ -302,7 +302,11 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	w.sock = -1;
 	w.session_fd = -1;
 	w.callback_fd = -1;
-	if (output_capture() || worker_prepare(&w))
+	if (output_capture())
+		return 1;
+	if (read(control_fd, &go, 1) != 1 || go != 'G')    /* the pool's word to start CUDA */
+		return 1;
+	if (worker_prepare(&w))
 		return 1;
 	if (write(control_fd, &ready, 1) != 1)
 		return 1;

@@ -40,6 +40,7 @@ struct client {
 	int use_shm;
 	struct wire_buf out, in;
 	uint32_t xid;
+	int wait_blocking;              /* replies are awaited asleep, not polled */
 	CUcontext server_ctx;
 	int server_ctx_known;
 	void *scratch;
@@ -283,7 +284,25 @@ static CUresult dial_locked(const char *text, hello_op op, const char *ticket, i
 	}
 	cl.state = ST_CONNECTED;
 	cl.server_ctx_known = 0;
+	cl.stream.poll_wait = !cl.wait_blocking;
 	return CUDA_SUCCESS;
+}
+
+/* How the application waits for the device, as the driver would: a
+ * context made with CU_CTX_SCHED_BLOCKING_SYNC sleeps until its reply
+ * comes, the others (spin, yield, auto) poll for it, yielding the CPU.
+ * CICADA_WAIT=block or poll overrides the contexts' flags. */
+void client_wait_mode(unsigned ctx_flags)
+{
+	const char *e = getenv("CICADA_WAIT");
+
+	if (e && !strcmp(e, "block"))
+		cl.wait_blocking = 1;
+	else if (e && !strcmp(e, "poll"))
+		cl.wait_blocking = 0;
+	else
+		cl.wait_blocking = (ctx_flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC;
+	cl.stream.poll_wait = !cl.wait_blocking;
 }
 
 static CUresult connect_locked(void)
@@ -292,6 +311,7 @@ static CUresult connect_locked(void)
 	int lost;
 
 	log_init("cicada");
+	client_wait_mode(0);
 	if (dial_locked(text ? text : "unix:/run/cicada/gpu.sock", OP_CONNECT, "", &lost))
 		return cl.fail_err;
 	control_start();
@@ -479,6 +499,16 @@ struct shm_segment *client_shm(void)
 	return cl.use_shm ? &cl.shm : NULL;
 }
 
+int client_wait_polls(void)
+{
+	return !cl.wait_blocking;
+}
+
+int client_connected(void)
+{
+	return cl.state == ST_CONNECTED;
+}
+
 int client_socket(void)
 {
 	return cl.stream.fd;
@@ -507,6 +537,8 @@ static CUresult sync_context(unsigned proc)
 	if (proc == P_cuCtxSetCurrent || proc == P_hello || (cl.server_ctx_known && cl.server_ctx == cur))
 		return CUDA_SUCCESS;
 	id = handle_id(cur);
+	if (stats_on)
+		stats_sent(P_cuCtxSetCurrent);
 	if (wire_encode_call(&cl.out, ++cl.xid, P_cuCtxSetCurrent, (xdrproc_t)xdr_scalars, &a) ||
 	    wire_send_record(&cl.stream, &cl.out))
 		return client_lost("write failed");
@@ -577,6 +609,8 @@ CUresult client_send_locked(unsigned proc, xdrproc_t xargs, void *args, int firs
 	if (first && (rc = sync_context(proc)))
 		return rc;
 	*xid = ++cl.xid;
+	if (stats_on)
+		stats_sent(proc);
 	if (wire_encode_call(&cl.out, *xid, proc, xargs, args))
 		return CUDA_ERROR_INVALID_VALUE;
 	if (wire_send_record(&cl.stream, &cl.out))
@@ -587,12 +621,15 @@ CUresult client_send_locked(unsigned proc, xdrproc_t xargs, void *args, int firs
 CUresult client_reply_locked(unsigned proc, uint32_t xid, xdrproc_t xres, void *res)
 {
 	char err[WIRE_ERRLEN];
+	uint64_t t0 = stats_on ? stats_now() : 0;
 	CUresult rc;
 
 	if (cl.state != ST_CONNECTED)
 		return cl.fail_err;
 	if ((rc = read_reply()))
 		return rc;
+	if (stats_on)
+		stats_waited(proc, stats_now() - t0);
 	if (wire_decode_reply(&cl.in, xid, xres, res, err))
 		return client_lost(err);
 	if ((rc = (CUresult) * (int *)res) && log_enabled(LOG_DEBUG))

@@ -1,7 +1,8 @@
 /*
  * context.c: each application thread's current context, kept here in the
  * application (as the driver keeps it per thread). The server's worker is
- * told which context to use only when a call needs it (client.c).
+ * told which context to use only when a call needs it (client.c). A
+ * context's scheduling flags say how the client waits for replies.
  */
 #include "interposer.h"
 
@@ -83,9 +84,11 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	err = client_scalar_call(P_ctx_create, 0, in, 2, out, 1);
+	answers_flush();
 	if (err)
 		return err;
 	*pctx = (CUcontext)(uintptr_t)out[0];
+	client_wait_mode(flags);
 	ctx_push(*pctx);
 	client_set_server_ctx(*pctx, 1);
 	return CUDA_SUCCESS;
@@ -115,6 +118,24 @@ CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
 		cls_forget(ctx);
 		client_set_server_ctx(NULL, 0);
 	}
+	return err;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+	CUresult err = rpc_cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+
+	if (!err)
+		client_wait_mode(flags);
+	return err;
+}
+
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
+{
+	CUresult err = rpc_cuCtxSetFlags(flags);
+
+	if (!err)
+		client_wait_mode(flags);
 	return err;
 }
 

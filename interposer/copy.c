@@ -26,7 +26,7 @@ static CUresult region_copy(CUdeviceptr dev, const struct host_range *hr, size_t
 
 static CUresult slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state)
 {
-	if (shm_slot_wait(seg, slot, state, client_socket()))
+	if (shm_slot_wait(seg, slot, state, client_socket(), client_wait_polls()))
 		return client_lost("the server stopped answering");
 	return CUDA_SUCCESS;
 }
@@ -121,7 +121,11 @@ static CUresult staged_dtoh(struct shm_segment *seg, char *dst, CUdeviceptr src,
 
 static CUresult inline_htod(CUdeviceptr dst, const char *src, size_t n, CUstream stream, int async)
 {
-	CUresult err = CUDA_SUCCESS;
+	CUresult err = lanes_copy((char *)src, dst, n, stream, async, 1);
+
+	if (err != LANES_UNUSED)
+		return err;
+	err = CUDA_SUCCESS;
 
 	for (size_t off = 0; off < n && !err; off += CICADA_CHUNK_MAX) {
 		size_t len = n - off < CICADA_CHUNK_MAX ? n - off : CICADA_CHUNK_MAX;
@@ -150,7 +154,11 @@ static CUresult inline_dtoh(char *dst, CUdeviceptr src, size_t n, CUstream strea
 	char *scratch = client_scratch();
 	unsigned head = 0, count = 0;
 	size_t sent = 0;
-	CUresult err = CUDA_SUCCESS, e;
+	CUresult err = lanes_copy(dst, src, n, stream, async, 0), e;
+
+	if (err != LANES_UNUSED)
+		return err;
+	err = CUDA_SUCCESS;
 
 	while (sent < n || count) {
 		while (!err && sent < n && count < DTOH_DEPTH) {

@@ -30,6 +30,9 @@ CUresult client_scalar_call(unsigned proc, int async, const uint64_t *in, unsign
 struct shm_segment *client_shm(void);
 int client_socket(void);
 CUresult client_lost(const char *why);
+int client_connected(void);
+void client_wait_mode(unsigned ctx_flags);
+int client_wait_polls(void);
 void *client_scratch(void);
 int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err);
 int client_resume(const char *server, const char *ticket, char *err);
@@ -42,6 +45,19 @@ struct client_hooks {
 	int (*resume)(int regions_lost);
 };
 void client_add_hooks(const struct client_hooks *h);
+/* lanes.c: large copies of a client without shared memory, over bulk lanes */
+#define LANES_UNUSED ((CUresult)0x7fffffff)
+CUresult lanes_copy(char *host, CUdeviceptr dev, size_t n, CUstream stream, int async, int to_device);
+/* answers.c: answers kept for queries marked "cache" in calls.tbl */
+CUresult client_cached_call(unsigned proc, const uint64_t *in, unsigned nin, uint64_t *out, unsigned nout);
+void answers_flush(void);
+void answers_error(CUresult err);
+/* stats.c: CICADA_STATS=1 counts calls and round trips, printed at exit */
+extern int stats_on;
+uint64_t stats_now(void);
+void stats_sent(unsigned proc);
+void stats_waited(unsigned proc, uint64_t ns);
+void stats_driver_call(unsigned i, const char *name);
 uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
 int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
 CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device);

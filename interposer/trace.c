@@ -6,7 +6,9 @@
  * failure is logged at info level the first time a function returns that
  * error, and every time at debug level; CUDA_ERROR_NOT_READY (a query's
  * ordinary answer) only at debug level. CICADA_TRACE=1 also logs every
- * call's result at info level. Successful calls cost one test.
+ * call's result at info level; a sticky error also stops the client
+ * keeping answers (answers.c). CICADA_STATS=1 counts every call (stats.c).
+ * Successful calls cost one test.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,6 +25,9 @@ __attribute__((constructor)) static void trace_init(void)
 	const char *e = getenv("CICADA_TRACE");
 
 	trace_every = e && *e && strcmp(e, "0");
+	e = getenv("CICADA_STATS");
+	if (e && *e && strcmp(e, "0"))
+		trace_every = 2; /* count every call for stats.c; log only failures */
 }
 
 /* Whether function i has returned r before (and remember it if not). */
@@ -49,13 +54,19 @@ void trace_result(unsigned i, CUresult r)
 	const char *name = i < trace_nfns ? trace_names[i] : "?";
 	const char *err = error_name(r);
 
-	if (trace_every) {
+	if (r)
+		answers_error(r);
+	if (trace_every == 2)
+		stats_driver_call(i, name);
+	if (trace_every == 1) {
 		if (r)
 			log_info("%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);
 		else
 			log_info("%s: CUDA_SUCCESS", name);
 		return;
 	}
+	if (!r)
+		return;
 	if (r == CUDA_ERROR_NOT_READY || seen_before(i, r))
 		log_debug("%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);
 	else

@@ -20,7 +20,7 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query
 context_ops errors_app zero_copy dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
@@ -170,7 +170,26 @@ run_programs() {
 	done
 	[ "$MODE" = gpu ] && want vecadd_cubin && run_same vecadd_cubin preload
 	want device_assert && run_device_assert
+	test_lanes
 	run_runtime_programs
+}
+
+# Bulk lanes: memcpy_all over TCP with 1, 3 and 4 lanes and with none
+# (one connection) prints what it prints natively, and said it used them.
+test_lanes() {
+	want lanes || return
+	[ -s "$T/memcpy_all.native" ] || env $DRIVER_ENV timeout 120 "$PROGS/memcpy_all" >"$T/memcpy_all.native" 2>/dev/null
+	for n in 1 3 4 0; do
+		deadline 120 env $(cicada_env tcp) CICADA_LANES=$n CICADA_LOG=info "$PROGS/memcpy_all" \
+			>"$T/lanes.$n" 2>"$T/lanes.$n.err"
+		local rc=$? what="memcpy_all over TCP with CICADA_LANES=$n: identical to native"
+		if [ $rc -eq 0 ] && cmp -s "$T/memcpy_all.native" "$T/lanes.$n" &&
+			{ [ $n = 0 ] && ! grep -q "bulk lanes" "$T/lanes.$n.err" || grep -q "bulk lanes: $n open" "$T/lanes.$n.err"; }; then
+			ok "$what"
+		else
+			bad "$what (exit $rc)"; tail -3 "$T/lanes.$n.err"
+		fi
+	done
 }
 
 # Failed device asserts: the driver's lines on stderr reach the program's

@@ -90,6 +90,8 @@ class Call:
         self.hand = "hand" in flags
         self.wrap = "wrap" in flags
         self.record = "record" in flags
+        self.cache = "cache" in flags
+        self.flush = "flush" in flags
         if self.hand:
             self.args, self.res = [s.strip() for s in self.sig.split("->")]
             self.async_ = self.res == "void"
@@ -195,8 +197,13 @@ def gen_client(calls):
                 out.append("\tmemcpy(&in[%s], %s, sizeof(*%s));\n" % (off, p.name, p.name))
             else:
                 out.append("\tin[%s] = %s;\n" % (off, to_u64(p)))
-        out.append("\terr = client_scalar_call(%s, %d, in, %s, out, %s);\n"
-                   % (c.proc_macro, int(c.async_), c.nin, c.nout))
+        if c.cache:
+            out.append("\terr = client_cached_call(%s, in, %s, out, %s);\n" % (c.proc_macro, c.nin, c.nout))
+        else:
+            out.append("\terr = client_scalar_call(%s, %d, in, %s, out, %s);\n"
+                       % (c.proc_macro, int(c.async_), c.nin, c.nout))
+        if c.flush:
+            out.append("\tanswers_flush();\n")
         if c.outs:
             out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
             for i, p in zip(c.out_offsets, c.outs):

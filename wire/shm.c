@@ -4,12 +4,17 @@
  * carry the same ONC RPC records as a socket would, and a staging area of
  * slots for pageable copies. Waiting spins briefly, then sleeps on a futex;
  * a sleeper wakes every 50 ms to check that its peer's socket is still open.
+ * A stream in poll_wait mode (a client waiting for a reply, as the driver
+ * spins waiting for the GPU) keeps polling instead, yielding the CPU
+ * between polls: a sleeping thread on a virtual machine can take a
+ * millisecond to wake. Socket reads spin the same way (MSG_DONTWAIT).
  */
 #include <errno.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -123,20 +128,28 @@ char *shm_slot(struct shm_segment *seg, unsigned slot)
 	return (char *)seg->hdr + seg->hdr->staging_offset + (size_t)slot * seg->hdr->slot_size;
 }
 
-int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd)
+int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd, int poll)
 {
 	_Atomic uint32_t *word = &seg->hdr->slot_state[slot];
-	uint64_t start = wire_now_ns();
+	uint64_t start = wire_now_ns(), checked = start;
 	uint32_t now;
 
 	while ((now = atomic_load(word)) != state) {
-		if (wire_now_ns() - start < 200000) {
+		uint64_t t = wire_now_ns();
+
+		if (t - start < 200000) {
 			cpu_relax();
 			continue;
 		}
+		if (poll && t - checked < SLEEP_CHECK_NS) {
+			sched_yield();
+			continue;
+		}
+		checked = t;
 		if (!wire_peer_alive(peer_fd))
 			return -1;
-		futex_wait(word, now);
+		if (!poll)
+			futex_wait(word, now);
 	}
 	return 0;
 }
@@ -163,17 +176,33 @@ void wire_stream_use_shm(struct wire_stream *s, struct shm_segment *seg, int ser
 	s->rx = server_side ? &h->to_server : &h->to_client;
 	s->tx_data = (char *)h + s->tx->data_offset;
 	s->rx_data = (char *)h + s->rx->data_offset;
+	s->rx_head = s->rx_tail = atomic_load(&s->rx->head);
+	s->tx_head = atomic_load(&s->tx->head);
 }
 
 /* Waits until cond() holds, spinning first; -1 if the peer went away. */
 static int pipe_wait(struct wire_stream *s, _Atomic uint32_t *sleeping, _Atomic uint32_t *seq,
 		     int (*cond)(struct shm_pipe *, size_t), struct shm_pipe *p, size_t want)
 {
-	uint64_t start = wire_now_ns(), spin = (uint64_t)s->spin_us * 1000;
+	uint64_t start, checked, spin = (uint64_t)s->spin_us * 1000;
 
+	if (cond(p, want))
+		return 0;
+	start = checked = wire_now_ns();
 	while (!cond(p, want)) {
-		if (wire_now_ns() - start < spin) {
+		uint64_t now = wire_now_ns();
+
+		if (now - start < spin) {
 			cpu_relax();
+			continue;
+		}
+		if (s->poll_wait) {
+			if (now - checked > SLEEP_CHECK_NS) {
+				if (!wire_peer_alive(s->fd))
+					return -1;
+				checked = now;
+			}
+			sched_yield();
 			continue;
 		}
 		uint32_t seen = atomic_load(seq);
@@ -187,9 +216,10 @@ static int pipe_wait(struct wire_stream *s, _Atomic uint32_t *sleeping, _Atomic 
 	return 0;
 }
 
+/* The pipe's size is the protocol's constant, never the peer's word. */
 static int has_space(struct shm_pipe *p, size_t want)
 {
-	return p->size - (atomic_load(&p->tail) - atomic_load(&p->head)) >= want;
+	return SHM_PIPE_SIZE - (atomic_load(&p->tail) - atomic_load(&p->head)) >= want;
 }
 
 static int has_data(struct shm_pipe *p, size_t want)
@@ -197,16 +227,25 @@ static int has_data(struct shm_pipe *p, size_t want)
 	return atomic_load(&p->tail) - atomic_load(&p->head) >= want;
 }
 
+/* The writer publishes its tail at once (the reader waits for it), and
+ * reads the reader's head only when the head it saw leaves too little
+ * room: each read of a line the peer writes is a cache miss. */
 static int shm_write(struct wire_stream *s, const char *buf, size_t len)
 {
 	struct shm_pipe *p = s->tx;
 
 	while (len) {
-		size_t n = len < p->size / 2 ? len : p->size / 2;
-		if (pipe_wait(s, &p->writer_sleeping, &p->space_seq, has_space, p, n))
-			return -1;
-		uint64_t tail = atomic_load(&p->tail);
-		size_t off = tail % p->size, first = p->size - off < n ? p->size - off : n;
+		size_t n = len < SHM_PIPE_SIZE / 2 ? len : SHM_PIPE_SIZE / 2;
+		uint64_t tail = atomic_load_explicit(&p->tail, memory_order_relaxed);
+
+		if (SHM_PIPE_SIZE - (tail - s->tx_head) < n) {
+			if (pipe_wait(s, &p->writer_sleeping, &p->space_seq, has_space, p, n))
+				return -1;
+			s->tx_head = atomic_load(&p->head);
+			if (tail - s->tx_head > SHM_PIPE_SIZE)
+				return -1;
+		}
+		size_t off = tail % SHM_PIPE_SIZE, first = SHM_PIPE_SIZE - off < n ? SHM_PIPE_SIZE - off : n;
 		memcpy(s->tx_data + off, buf, first);
 		memcpy(s->tx_data, buf + first, n - first);
 		atomic_store(&p->tail, tail + n);
@@ -220,29 +259,48 @@ static int shm_write(struct wire_stream *s, const char *buf, size_t len)
 	return 0;
 }
 
+/* Tells the writer how far the reader has read. */
+static void publish_head(struct wire_stream *s)
+{
+	struct shm_pipe *p = s->rx;
+
+	atomic_store(&p->head, s->rx_head);
+	if (atomic_load(&p->writer_sleeping)) {
+		atomic_fetch_add(&p->space_seq, 1);
+		futex_wake(&p->space_seq);
+	}
+}
+
+/* The reader reads the writer's tail only when what it saw is used up,
+ * and publishes its head before it waits and when it returns (a store to
+ * a line the writer seldom reads stays in the reader's cache). */
 static int shm_read(struct wire_stream *s, char *buf, size_t len)
 {
 	struct shm_pipe *p = s->rx;
 
 	while (len) {
-		if (pipe_wait(s, &p->reader_sleeping, &p->data_seq, has_data, p, 1))
-			return -1;
-		uint64_t head = atomic_load(&p->head), avail = atomic_load(&p->tail) - head;
-		/* The peer may be hostile: never trust avail beyond the pipe. */
-		if (avail > p->size)
-			return -1;
+		if (s->rx_tail == s->rx_head) {
+			s->rx_tail = atomic_load(&p->tail);
+			if (s->rx_tail == s->rx_head) {
+				publish_head(s);
+				if (pipe_wait(s, &p->reader_sleeping, &p->data_seq, has_data, p, 1))
+					return -1;
+				s->rx_tail = atomic_load(&p->tail);
+			}
+			/* The peer may be hostile: never trust it beyond the pipe. */
+			if (s->rx_tail - s->rx_head > SHM_PIPE_SIZE)
+				return -1;
+		}
+		uint64_t avail = s->rx_tail - s->rx_head;
 		size_t n = len < avail ? len : avail;
-		size_t off = head % p->size, first = p->size - off < n ? p->size - off : n;
+		size_t off = s->rx_head % SHM_PIPE_SIZE, first = SHM_PIPE_SIZE - off < n ? SHM_PIPE_SIZE - off : n;
 		memcpy(buf, s->rx_data + off, first);
 		memcpy(buf + first, s->rx_data, n - first);
-		atomic_store(&p->head, head + n);
-		if (atomic_load(&p->writer_sleeping)) {
-			atomic_fetch_add(&p->space_seq, 1);
-			futex_wake(&p->space_seq);
-		}
+		s->rx_head += n;
 		buf += n;
 		len -= n;
 	}
+	publish_head(s);
 	return 0;
 }
 
@@ -266,14 +324,29 @@ int wire_write(struct wire_stream *s, const void *buf, size_t len)
 
 int wire_read(struct wire_stream *s, void *buf, size_t len)
 {
+	int flags = s->spin_us || s->poll_wait ? MSG_DONTWAIT : 0;
+	uint64_t start = 0;
 	char *p = buf;
 
 	if (s->shm)
 		return shm_read(s, p, len);
 	while (len) {
-		ssize_t n = recv(s->fd, p, len, 0);
+		ssize_t n = recv(s->fd, p, len, flags);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && flags && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			uint64_t now = wire_now_ns();
+
+			if (!start)
+				start = now;
+			if (now - start < (uint64_t)s->spin_us * 1000)
+				cpu_relax();
+			else if (s->poll_wait)
+				sched_yield();
+			else
+				flags = 0;
+			continue;
+		}
 		if (n <= 0)
 			return -1;
 		p += n;

@@ -91,7 +91,7 @@ int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_s
 int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err);
 void shm_segment_detach(struct shm_segment *seg);
 char *shm_slot(struct shm_segment *seg, unsigned slot);
-int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd);
+int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd, int poll);
 void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state);
 
 /* ---- a worker's own host mappings, away from the driver's (hostarea.c) ---- */
@@ -110,7 +110,10 @@ struct wire_stream {
 	struct shm_segment *shm;             /* NULL: data on the socket */
 	struct shm_pipe *tx, *rx;
 	char *tx_data, *rx_data;
-	unsigned spin_us;
+	uint64_t rx_head, rx_tail;           /* shm reader: read, and the tail seen */
+	uint64_t tx_head;                    /* shm writer: the reader's head as last seen */
+	unsigned spin_us;                    /* a read spins this long before it sleeps */
+	int poll_wait;                       /* then keeps polling (yielding), never sleeps */
 };
 
 void wire_stream_init(struct wire_stream *s, int fd);
@@ -145,6 +148,18 @@ int wire_decode_call(const struct wire_buf *b, struct wire_call_hdr *hdr, XDR *x
 int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, xdrproc_t xres, void *res);
 int wire_record_is_call(const struct wire_buf *b);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
+
+/* Bulk lanes (interposer/lanes.c, gpu-server/lanes.c): each chunk of a
+ * lane copy crosses its lane behind this header, in network order. */
+#define LANE_MAGIC 0x4c414e45u           /* "LANE" */
+#define LANE_MAX 16
+#define LANE_CHUNK_MIN (64u << 10)
+#define LANE_CHUNK_MAX (16u << 20)
+struct lane_frame {
+	uint32_t magic;
+	uint32_t len;
+	uint64_t offset;
+};
 
 /* The host function channel's status word: this call is the id's last
  * (the worker ran it once, not from a graph); a staged copy's bytes

@@ -132,6 +132,7 @@ adm_hello_deadline() {
 adm_log_abuse() {
 	adm_server logs $((PORT + 14)) || return 1
 	"$TOOLS/wire_abuse" forge "tcp:127.0.0.1:$((PORT + 14))" >/dev/null || return 1
+	local t0=$SECONDS
 	for _ in $(seq 300); do
 		"$TOOLS/wire_abuse" token "tcp:127.0.0.1:$((PORT + 14))" not-the-token-at-all >/dev/null &
 	done
@@ -139,10 +140,13 @@ adm_log_abuse() {
 	sleep 0.3
 	"$TOOLS/wire_abuse" token "tcp:127.0.0.1:$((PORT + 14))" not-the-token-at-all >/dev/null
 	adm_stop logs
-	local n
+	# The log admits a burst of 20 lines, then 10 a second: a loaded
+	# machine takes longer to make the 301 refusals, and may log more.
+	local n secs=$((SECONDS - t0 + 1))
 	n=$(grep -c "wrong token" "$T/logs.log")
-	echo "     301 refusals in about a second: $n lines logged"
+	echo "     301 refusals in about $secs s: $n lines logged (at most $((25 + 10 * secs)) allowed)"
 	grep -qF 'on wire_abuse\ngpu-server[1]: info: FORGED line\x0d\x1b[2J): wrong token' "$T/logs.log" &&
-		! grep -q "^gpu-server\[1\]: info: FORGED" "$T/logs.log" && [ "$n" -lt 100 ] &&
+		! grep -q "^gpu-server\[1\]: info: FORGED" "$T/logs.log" && [ "$n" -lt 200 ] &&
+		[ "$n" -le $((25 + 10 * secs)) ] &&
 		grep -q "similar lines suppressed" "$T/logs.log"
 }

@@ -1,6 +1,7 @@
 /*
  * memcpy_all: every memcpy and memset flavour the interposer forwards.
- * Sync and async copies (H2D, D2H, D2D) from 1 byte to 64 MiB with
+ * Sync and async copies (H2D, D2H, D2D) from 1 byte to 64 MiB (over
+ * TCP, those of 8 MiB and more take the bulk lanes) with
  * pageable, pinned (cuMemAllocHost) and registered (cuMemHostRegister)
  * host memory; cuMemcpy/cuMemcpyAsync on unified addresses; D8/D16/D32
  * memsets and their async forms at odd offsets and counts; and the memory
@@ -16,7 +17,7 @@
 #define MAX_SIZE ((size_t)64 << 20)
 
 static const size_t sizes[] = {
-	1, 3, 4, 255, 4096, 65537, (1 << 20) + 7, (size_t)16 << 20, MAX_SIZE,
+	1, 3, 4, 255, 4096, 65537, (1 << 20) + 7, ((size_t)12 << 20) + 5, (size_t)16 << 20, MAX_SIZE,
 };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
