@@ -8,7 +8,7 @@ CC       ?= cc
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
             -I$(CUDA)/include -I/usr/include/tirpc -I$(BUILD)/gen -Iwire
-LDLIBS_RPC := -ltirpc -lcrypto
+LDLIBS_RPC := -ltirpc -lssl -lcrypto
 CUDA_STUBS := $(CUDA)/lib64/stubs
 # Kernels for the tests: sm_90 for the H100, PTX for JIT on anything else.
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90

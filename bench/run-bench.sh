@@ -48,8 +48,17 @@ start_server() {
 	PORT=$(free_port)
 	head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/token"
 	chmod 600 "$TMP/token"
+	TLS_PORT=$(free_port) TLS_ARGS=()
+	# TLS needs a certificate: a self-signed one for 127.0.0.1, made here.
+	if command -v openssl >/dev/null && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$TMP/tls.key" -out "$TMP/tls.crt" -days 2 -subj /CN=cicada-bench \
+		-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
+		TLS_ARGS=(--listen "tls:127.0.0.1:$TLS_PORT" --tls-cert "$TMP/tls.crt" --tls-key "$TMP/tls.key")
+	else
+		echo "bench: no openssl command to make a certificate: the TLS figures are left out" >&2
+	fi
 	LD_LIBRARY_PATH=$DRIVER_LIBS timeout -k 5 3600 "$SERVER" --listen "unix:$TMP/gpu.sock" \
-		--listen "tcp:127.0.0.1:$PORT" --token-file "$TMP/token" \
+		--listen "tcp:127.0.0.1:$PORT" "${TLS_ARGS[@]}" --token-file "$TMP/token" \
 		--cache-dir "$TMP/cache" >"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
 	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench || exit 1
@@ -63,6 +72,8 @@ mode_env() {
 	shm) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="unix:$TMP/gpu.sock") ;;
 	tcp) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="tcp:127.0.0.1:$PORT"
 		CICADA_TOKEN_FILE="$TMP/token") ;;
+	tls) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="tls:127.0.0.1:$TLS_PORT"
+		CICADA_TOKEN_FILE="$TMP/token" CICADA_TLS_CA="$TMP/tls.crt") ;;
 	esac
 }
 
@@ -74,6 +85,7 @@ run_mode() {
 	for cmd in latency launch "bandwidth $MIB" init; do
 		echo "## $mode: cicada-bench $cmd" >>"$TMP/raw.txt"
 		# shellcheck disable=SC2086
+		[ "$mode" = tls ] && [ "$cmd" = init ] && continue
 		if ! env -u LD_PRELOAD -u CICADA_SERVER -u CICADA_TOKEN_FILE -u CICADA_SHM \
 			CICADA_KERNELS="$KDIR" CUDA_KERNELS="$KDIR" "$@" timeout -k 5 600 "$BIN" $cmd \
 			>"$TMP/out" 2>"$TMP/err"; then
@@ -133,12 +145,12 @@ check_checksums() {
 }
 
 start_server
-for s in 1 4; do
+for s in 1 4 rtt; do
 	timeout 120 build/bench/linkspeed $s "$MIB" | awk '$1 == "metric" { print "link", $2, $3, $4 }' >>"$TMP/metrics"
 done
 echo "bench: gpu-server pid $SERVER_PID, unix:$TMP/gpu.sock, tcp:127.0.0.1:$PORT$([ $CPU = 1 ] && echo ' (CPU stand-in)')"
 touch "$TMP/raw.txt" "$TMP/metrics" "$TMP/workloads"
-for mode in native shm tcp; do
+for mode in native shm tcp $([ ${#TLS_ARGS[@]} -gt 0 ] && echo tls); do
 	mode_env $mode
 	run_mode $mode "${MODE_ENV[@]}"
 done
@@ -247,6 +259,23 @@ END {
 	linkrow("pinned d2h", "pinned_d2h_gbs")
 	linkrow("pageable h2d", "pageable_h2d_gbs")
 	linkrow("pageable d2h", "pageable_d2h_gbs")
+	if ("link_tcp_rtt_us" in link && ("tcp", "h2d_4b_us") in v) {
+		printf "\nthe TCP round trip: the loopback ping-pong of the kernel takes %.3g µs; a synchronous 4-byte copy takes\n", link["link_tcp_rtt_us"]
+		for (k = 1; k <= 2; k++) {
+			m = k == 1 ? "h2d_4b_us" : "d2h_4b_us"
+			printf "  %-6s  tcp %s %.3g µs: native %.3g + kernel %.3g + Cicada %.3g (over native %+.2f µs, target <= 15)\n",
+				v["tcp", m] - v["native", m] <= 15 ? "MET" : "MISSED", substr(m, 1, 3), v["tcp", m], v["native", m],
+				link["link_tcp_rtt_us"], v["tcp", m] - v["native", m] - link["link_tcp_rtt_us"], v["tcp", m] - v["native", m]
+		}
+	}
+	if (("tls", "pinned_h2d_gbs") in v) {
+		print "\nthe cost of TLS (tls: against tcp:, the same server, this run):"
+		split("h2d_4b_us d2h_4b_us launches_per_s pinned_h2d_gbs pinned_d2h_gbs pageable_h2d_gbs pageable_d2h_gbs", tl, " ")
+		for (k = 1; k <= 7; k++)
+			if ((("tls", tl[k]) in v) && (("tcp", tl[k]) in v))
+				printf "  %-18s tcp %-12s tls %-12s (%.2fx)\n", tl[k], val(tl[k], "tcp"), val(tl[k], "tls"),
+					v["tcp", tl[k]] > 0 ? v["tls", tl[k]] / v["tcp", tl[k]] : 0
+	}
 	if (cpu) exit
 	n = split(workloads, names, " ")
 	for (i = 1; i <= n; i++) target(names[i] " local time", names[i] "_s", "slower", 3)

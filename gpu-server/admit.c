@@ -12,7 +12,11 @@
  * long as its worker: the pool's reaper frees the place.
  *
  * Handing a connection over can wait (for a worker's CUDA start, or a
- * paused worker's accept), so a few handover threads do it.
+ * paused worker's accept), so a few handover threads do it. A TLS
+ * listener's connections have their handshake in a thread each, then come
+ * in through their relay (wire/tls.c) as TCP peers; the worker is told
+ * that such a connection is remote, since its socket's credentials are
+ * the server's own.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,6 +38,7 @@ enum { C_HELLO, C_QUEUED };
 
 struct conn {
 	int fd, is_tcp, state;
+	int relayed;                         /* a TLS relay's inner end (wire/tls.c) */
 	uint64_t deadline_ns, seq;
 	char peer[80], ident[IDENT_LEN];
 	unsigned char mark[4];               /* record marking: this fragment's header */
@@ -52,6 +57,7 @@ struct session {
 struct job {
 	struct job *next;
 	int fd, slot;                        /* slot < 0: pass to a paused worker */
+	int relayed;
 	hello_op op;
 	pid_t bound;                         /* the worker bound to the slot */
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
@@ -66,6 +72,7 @@ static struct {
 	struct session *sessions;            /* cfg->max_sessions places */
 	int nsessions;
 	struct job *jobs, **jobs_tail;
+	struct tls_conn *tls_ready;          /* TLS connections past their handshake */
 	pthread_mutex_t lock;
 	pthread_cond_t more_jobs;
 	int wake[2];
@@ -166,7 +173,7 @@ static int restore_preloaded(struct job *j)
 	if (pid <= 0)
 		return 0;
 	session_bound(pid, j);
-	if (!session_pass(adm.cfg->run_dir, j->ticket, j->fd, &j->b))
+	if (!session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed, &j->b))
 		return 1;
 	log_warn("the worker that preloaded session %.8s is gone; restoring into a fresh one", j->ticket);
 	pthread_mutex_lock(&adm.lock);
@@ -178,7 +185,7 @@ static int restore_preloaded(struct job *j)
 static void run_job(struct job *j)
 {
 	if (j->slot < 0) {
-		if (session_pass(adm.cfg->run_dir, j->ticket, j->fd, &j->b)) {
+		if (session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed, &j->b)) {
 			log_warn("refused connection from %s: no session %.8s here", j->peer, j->ticket);
 			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
 		}
@@ -186,7 +193,7 @@ static void run_job(struct job *j)
 	}
 	if (j->op == OP_RESTORE && j->ticket[0] && restore_preloaded(j)) {
 		;                            /* into the worker that holds its memory */
-	} else if (pool_hand_over(j->fd, &j->b, session_bound, j) < 0) {
+	} else if (pool_hand_over(j->fd, j->relayed, &j->b, session_bound, j) < 0) {
 		log_error("no worker available for %s", j->peer);
 		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
 	}
@@ -236,6 +243,7 @@ static void queue_job(struct conn *c, int slot)
 	}
 	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
 	j->fd = c->fd;
+	j->relayed = c->relayed;
 	j->slot = slot;
 	j->op = c->h.op;
 	j->b = c->b;
@@ -302,17 +310,15 @@ static void describe_peer(int fd, const struct wire_addr *addr, struct conn *c)
 		else if (ss.ss_family == AF_INET6)
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host, sizeof(host));
 	}
-	snprintf(c->peer, sizeof(c->peer), "tcp:%s", host);
+	snprintf(c->peer, sizeof(c->peer), "%s:%s", addr->tls ? "tls" : "tcp", host);
 	snprintf(c->ident, IDENT_LEN, "%s", host);
 }
 
-static void accept_one(const struct listener *l)
+/* A new connection (its hello to come); fd is consumed. */
+static void admit_conn(int fd, int is_tcp, int relayed, const char *peer, const char *ident)
 {
 	struct conn *c;
-	int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-	if (fd < 0)
-		return;
 	if (adm.npending >= adm.cfg->max_pending || adm.nconns == adm.cap_conns || !(c = calloc(1, sizeof(*c)))) {
 		log_warn("too many connections waiting for their hello (%d, --max-pending); closed a new one",
 			 adm.npending);
@@ -325,12 +331,86 @@ static void accept_one(const struct listener *l)
 		return;
 	}
 	c->fd = fd;
-	c->is_tcp = l->addr.kind == WIRE_TCP;
+	c->is_tcp = is_tcp;
+	c->relayed = relayed;
 	c->state = C_HELLO;
 	c->deadline_ns = wire_now_ns() + (uint64_t)adm.cfg->hello_timeout_ms * 1000000u;
-	describe_peer(fd, &l->addr, c);
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->ident, IDENT_LEN, "%s", ident);
 	adm.conns[adm.nconns++] = c;
 	adm.npending++;
+}
+
+/* --- TLS: each connection's handshake runs in a thread of its own, then
+ * its relay's inner end joins the others here, as a TCP peer. */
+struct tls_conn {
+	struct tls_conn *next;
+	int fd;
+	struct conn who;                     /* peer and ident only */
+};
+
+static void *tls_accept(void *arg)
+{
+	struct tls_conn *t = arg;
+	char err[WIRE_ERRLEN];
+
+	t->fd = wire_tls_server(t->fd, err);
+	if (t->fd < 0) {
+		log_info("refused connection from %s: %s", t->who.peer, err);
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_lock(&adm.lock);
+	t->next = adm.tls_ready;
+	adm.tls_ready = t;
+	pthread_mutex_unlock(&adm.lock);
+	wake_loop();
+	return NULL;
+}
+
+/* With adm.lock held. */
+static void tls_take_ready(void)
+{
+	while (adm.tls_ready) {
+		struct tls_conn *t = adm.tls_ready;
+
+		adm.tls_ready = t->next;
+		admit_conn(t->fd, 1, 1, t->who.peer, t->who.ident);
+		free(t);
+	}
+}
+
+static void accept_one(const struct listener *l)
+{
+	struct conn who = { 0 };
+	int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+	if (fd < 0)
+		return;
+	describe_peer(fd, &l->addr, &who);
+	if (l->addr.tls) {
+		struct tls_conn *t = calloc(1, sizeof(*t));
+		pthread_attr_t a;
+		pthread_t th;
+		int ok;
+
+		if (!t) {
+			close(fd);
+			return;
+		}
+		t->fd = fd;
+		t->who = who;
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		ok = !pthread_create(&th, &a, tls_accept, t);
+		pthread_attr_destroy(&a);
+		if (!ok) {
+			close(fd);
+			free(t);
+		}
+		return;
+	}
+	admit_conn(fd, l->addr.kind == WIRE_TCP, 0, who.peer, who.ident);
 }
 
 /* Reads what has come of c's hello, never past its record (a shared
@@ -624,6 +704,7 @@ int admit_serve(const struct admit_config *cfg, const struct listener *ls, int n
 		}
 		pthread_mutex_lock(&adm.lock);
 		poll_conns(p, n);
+		tls_take_ready();
 		for (int i = 0; i < nls; i++)
 			if (p[n + i].revents & POLLIN)
 				accept_one(&ls[i]);

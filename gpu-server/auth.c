@@ -37,12 +37,41 @@ int token_load(const char *path, char *token, size_t len, char *err)
 	return 0;
 }
 
+/* Descriptors handed over as remote (a TLS relay's inner end, whose
+ * credentials are the server's own): they have no local peer. A number
+ * handed again without the mark loses it; a stale mark only refuses. */
+#define REMOTE_MAX 64
+static int remote_fds[REMOTE_MAX];
+static unsigned nremote;
+
+void peer_mark_remote(int fd, int remote)
+{
+	for (unsigned i = 0; i < nremote; i++)
+		if (remote_fds[i] == fd) {
+			if (!remote)
+				remote_fds[i] = remote_fds[--nremote];
+			return;
+		}
+	if (remote && nremote < REMOTE_MAX)
+		remote_fds[nremote++] = fd;
+}
+
+static int marked_remote(int fd)
+{
+	for (unsigned i = 0; i < nremote; i++)
+		if (remote_fds[i] == fd)
+			return 1;
+	return 0;
+}
+
 /* The credentials of fd's peer, if fd is a unix socket's (a process on
  * this node; TCP sockets answer with no pid); -1 otherwise. */
 int peer_cred(int fd, struct ucred *out)
 {
 	socklen_t len = sizeof(*out);
 
+	if (marked_remote(fd))
+		return -1;
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len) && len == sizeof(*out) && out->pid ? 0 : -1;
 }
 

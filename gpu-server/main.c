@@ -29,6 +29,7 @@ struct server {
 	struct migrate_config migrate;
 	struct allow_list allow;
 	const char *key_file;                /* keyed snapshots */
+	const char *tls_cert, *tls_key;      /* for tls: listeners */
 	struct admit_config admit;
 };
 
@@ -71,9 +72,10 @@ static void usage(void)
 		"                  [--queue-timeout MS] [--max-pending N] [--hello-timeout MS]\n"
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
 		"                  [--allow-users U,...] [--allow-groups G,...] [--snapshot-key-file FILE]\n"
-		"                  [--cache-quota SIZE] [--shared-module-cache]\n"
-		"  ADDR is unix:/path or tcp:host:port (tcp:port binds 127.0.0.1).\n"
-		"  TCP listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
+		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
+		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
+		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
+		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
 		"  Unix clients: the server's own user, and with --allow-users/--allow-groups\n"
 		"  only those users and members of those groups (names or numbers).\n"
 		"  --snapshot-key-file: snapshots are signed with this secret, and only signed\n"
@@ -91,8 +93,8 @@ static int add_listener(struct server *s, const char *text, char *err)
 		snprintf(err, WIRE_ERRLEN, "too many listeners");
 		return -1;
 	}
-	if (!strncmp(text, "tcp:", 4) && !strchr(text + 4, ':')) {
-		snprintf(buf, sizeof(buf), "tcp:127.0.0.1:%s", text + 4);
+	if ((!strncmp(text, "tcp:", 4) || !strncmp(text, "tls:", 4)) && !strchr(text + 4, ':')) {
+		snprintf(buf, sizeof(buf), "%.3s:127.0.0.1:%s", text, text + 4);
 		text = buf;
 	}
 	return wire_parse_addr(text, &s->listeners[s->nlisteners++].addr, err);
@@ -189,6 +191,8 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
+	case 'x': s->tls_cert = arg; return 0;
+	case 'y': s->tls_key = arg; return 0;
 	}
 	usage();
 	return 1;
@@ -208,9 +212,10 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "criu-plugins", required_argument, 0, 'L' }, { "migrate-timeout", required_argument, 0, 'm' },
 		{ "allow-users", required_argument, 0, 'U' }, { "allow-groups", required_argument, 0, 'G' },
 		{ "snapshot-key-file", required_argument, 0, 'K' }, { "cache-quota", required_argument, 0, 'q' },
-		{ "shared-module-cache", no_argument, 0, 's' }, { 0 } };
+		{ "shared-module-cache", no_argument, 0, 's' }, { "tls-cert", required_argument, 0, 'x' },
+		{ "tls-key", required_argument, 0, 'y' }, { 0 } };
 	char err[WIRE_ERRLEN];
-	int c, has_tcp = 0, rc;
+	int c, has_tcp = 0, has_tls = 0, rc;
 
 	snprintf(s->cache_dir, sizeof(s->cache_dir), "/var/tmp/cicada-modules");
 	while ((c = getopt_long(argc, argv, "l:t:w:c:h", opts, NULL)) != -1)
@@ -220,14 +225,25 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		return 0;
 	if (!s->admit.max_per_client || s->admit.max_per_client > s->admit.max_sessions)
 		s->admit.max_per_client = s->admit.max_sessions;
-	for (int i = 0; i < s->nlisteners; i++)
+	for (int i = 0; i < s->nlisteners; i++) {
 		has_tcp |= s->listeners[i].addr.kind == WIRE_TCP;
+		has_tls |= s->listeners[i].addr.tls;
+	}
 	if (!s->nlisteners) {
 		usage();
 		return -1;
 	}
 	if (has_tcp && !s->token[0]) {
 		snprintf(err, sizeof(err), "a TCP listener requires --token-file");
+		rc = -1;
+		goto bad;
+	}
+	if (has_tls && (!s->tls_cert || !s->tls_key)) {
+		snprintf(err, sizeof(err), "a tls: listener requires --tls-cert and --tls-key");
+		rc = -1;
+		goto bad;
+	}
+	if (has_tls && wire_tls_server_init(s->tls_cert, s->tls_key, err)) {
 		rc = -1;
 		goto bad;
 	}

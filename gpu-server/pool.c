@@ -215,17 +215,18 @@ static int take_worker(struct pool_worker *out)
 /* Hands connection fd and its hello to a ready worker. taken (if set) is
  * called with the worker's pid before the worker can see the connection.
  * Returns the pid, or -1. */
-pid_t pool_hand_over(int fd, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg), void *arg)
+pid_t pool_hand_over(int fd, int remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
+		     void *arg)
 {
 	struct pool_worker w;
-	uint32_t len = (uint32_t)hello->len;
+	uint32_t len = (uint32_t)hello->len, flag = (uint32_t)remote;
 	pid_t rc = -1;
 
 	if (take_worker(&w))
 		return -1;
 	if (taken)
 		taken(w.pid, arg);
-	if (!wire_send_fd(w.control_fd, fd) && write(w.control_fd, &len, 4) == 4 &&
+	if (!wire_send_fd(w.control_fd, fd) && write(w.control_fd, &flag, 4) == 4 && write(w.control_fd, &len, 4) == 4 &&
 	    write(w.control_fd, hello->data, len) == (ssize_t)len)
 		rc = w.pid;
 	else

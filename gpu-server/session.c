@@ -49,12 +49,12 @@ static void session_path(const char *run_dir, const char *ticket, struct sockadd
 /* Reads a passed connection: its fd, then the length and bytes of its hello. */
 int session_receive(int from, struct wire_buf *hello)
 {
-	uint32_t len;
+	uint32_t len, remote;
 	int fd = wire_recv_fd(from);
 
 	if (fd < 0)
 		return -1;
-	if (read(from, &len, 4) != 4 || len > 65536 || wire_buf_reserve(hello, len + 8)) {
+	if (read(from, &remote, 4) != 4 || read(from, &len, 4) != 4 || len > 65536 || wire_buf_reserve(hello, len + 8)) {
 		close(fd);
 		return -1;
 	}
@@ -67,19 +67,20 @@ int session_receive(int from, struct wire_buf *hello)
 		got += n;
 	}
 	hello->len = len;
+	peer_mark_remote(fd, remote != 0);
 	return fd;
 }
 
 /* The gpu-server's side: passes a connection to the detached worker. */
-int session_pass(const char *run_dir, const char *ticket, int fd, const struct wire_buf *hello)
+int session_pass(const char *run_dir, const char *ticket, int fd, int remote, const struct wire_buf *hello)
 {
 	struct sockaddr_un sa;
-	uint32_t len = (uint32_t)hello->len;
+	uint32_t len = (uint32_t)hello->len, flag = (uint32_t)remote;
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
 
 	session_path(run_dir, ticket, &sa);
 	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)) && !wire_send_fd(s, fd) &&
-	    write(s, &len, 4) == 4 && write(s, hello->data, len) == (ssize_t)len)
+	    write(s, &flag, 4) == 4 && write(s, &len, 4) == 4 && write(s, hello->data, len) == (ssize_t)len)
 		rc = 0;
 	if (s >= 0)
 		close(s);

@@ -6,7 +6,7 @@ set -euo pipefail
 
 APT_PKGS="build-essential pkg-config libtirpc-dev rpcsvc-proto libprotobuf-c-dev libssl-dev
  protobuf-c-compiler libzstd-dev libxxhash-dev libibverbs-dev clang
- libclang-rt-14-dev iproute2 dpkg-dev
+ libclang-rt-14-dev iproute2 dpkg-dev openssl
  libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev libcap-dev libaio-dev
  libbsd-dev libgnutls28-dev libnftables-dev python3-protobuf python3"
 CRIU_MIN=4

@@ -24,7 +24,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace handshake allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
@@ -113,13 +113,16 @@ for f in "$B/bin/gpu-server" "$B/lib/libcicada.so" "$B/lib/libnvidia-ml.so.1" "$
 done
 head -c 24 /dev/urandom | base64 > "$T/token"
 
-# start_server NAME PORT [ENV]: starts a gpu-server on $T/NAME.sock and tcp
-# PORT (ENV: more variables for it, after the driver's).
+# start_server NAME PORT [ENV [ARG...]]: starts a gpu-server on
+# $T/NAME.sock and tcp PORT (ENV: more variables for it, after the
+# driver's; ARGs: more options).
 # PID_NAME is the server's own pid (the deadline's timeout is its parent).
 start_server() {
-	local name=$1 port=$2 pid
-	env $DRIVER_ENV ${3:-} timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/$name.sock" \
-		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-$name" --workers 2 \
+	local name=$1 port=$2 extra=${3:-} pid
+	shift 2
+	[ $# -gt 0 ] && shift
+	env $DRIVER_ENV $extra timeout -k 5 "$SERVER_DEADLINE" "$B/bin/gpu-server" --listen "unix:$T/$name.sock" \
+		--listen "tcp:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-$name" --workers 2 "$@" \
 		>>"$T/$name.log" 2>&1 &
 	pid=$!
 	SERVERS="$SERVERS $pid"
@@ -466,8 +469,50 @@ test_handshake() {
 		CICADA_TOKEN_FILE='$T/token' LD_LIBRARY_PATH='$B/lib' timeout 60 '$PROGS/vecadd_cubin' >/dev/null 2>&1"
 	kill "$rec" 2>/dev/null
 	wait "$rec" 2>/dev/null
-	check "the capture holds a hello but not the token" sh -c "grep -q CICADACH '$cap' && ! grep -qF \"\$(cat '$T/token')\" '$cap'"
+	check "the capture holds a hello but not the token" sh -c "grep -q CICADACH '$cap' && grep -q vec_add '$cap' && ! grep -qF \"\$(cat '$T/token')\" '$cap'"
 	check "the captured hello, replayed, is refused" deadline 30 python3 tests/tools/wire_record.py replay "$PORT" "$cap"
+}
+
+# TLS (tls:host:port): a server with a self-signed certificate for
+# 127.0.0.1. Programs over TLS print what they print natively (memcpy_all
+# with its bulk lanes), a client that does not trust the certificate is
+# refused with one line, a plain TCP client at the TLS port fails
+# cleanly, and a capture of a TLS session holds no plaintext: neither the
+# challenge nor the kernel names of the module it loaded.
+test_tls() {
+	local port=$((PORT + 40)) tport=$((PORT + 41)) cap=$T/tls-capture rec p
+	want tls || return
+	if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/tls.key" \
+		-out "$T/tls.crt" -days 2 -subj /CN=cicada-test -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
+		bad "TLS: cannot make a test certificate (the openssl command; make deps installs it)"
+		return
+	fi
+	start_server tls "$tport" "" --listen "tls:127.0.0.1:$port" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" ||
+		{ bad "TLS: the server did not start"; tail -3 "$T/tls.log"; return; }
+	for p in vecadd_cubin memcpy_all streams_events; do
+		[ -s "$T/$p.native" ] || env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>/dev/null
+		deadline 120 env CICADA_SERVER=tls:127.0.0.1:$port CICADA_TLS_CA="$T/tls.crt" CICADA_TOKEN_FILE="$T/token" \
+			LD_LIBRARY_PATH="$B/lib" "$PROGS/$p" >"$T/$p.tls" 2>"$T/$p.tls.err"
+		check "$p over TLS: identical to native" cmp -s "$T/$p.native" "$T/$p.tls"
+	done
+	deadline 60 env CICADA_SERVER=tls:127.0.0.1:$port CICADA_TOKEN_FILE="$T/token" LD_LIBRARY_PATH="$B/lib" \
+		"$PROGS/vecadd_cubin" >/dev/null 2>"$T/tls-untrusted.err"
+	check "a client that does not trust the certificate is refused, with one line" \
+		grep -q "certificate is not trusted" "$T/tls-untrusted.err"
+	deadline 60 env CICADA_SERVER=tcp:127.0.0.1:$port CICADA_TOKEN_FILE="$T/token" LD_LIBRARY_PATH="$B/lib" \
+		CICADA_CONNECT_TIMEOUT=5 "$PROGS/vecadd_cubin" >/dev/null 2>"$T/tls-plain.err"
+	check "a plain TCP client at the TLS port fails cleanly" grep -q "cicada:" "$T/tls-plain.err"
+	timeout 60 python3 tests/tools/wire_record.py proxy "$((PORT + 42))" "$port" "$cap" 30 &
+	rec=$!
+	for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$((PORT + 42))") 2>/dev/null && break; sleep 0.1; done
+	: >"$cap"
+	check "a TLS session through a recording proxy works" sh -c "env CICADA_SERVER=tls:127.0.0.1:$((PORT + 42)) \
+		CICADA_TLS_CA='$T/tls.crt' CICADA_TOKEN_FILE='$T/token' LD_LIBRARY_PATH='$B/lib' \
+		timeout 60 '$PROGS/vecadd_cubin' >/dev/null 2>&1"
+	kill "$rec" 2>/dev/null
+	wait "$rec" 2>/dev/null
+	check "the TLS capture holds no plaintext (no challenge, no kernel name, no token)" sh -c "[ -s '$cap' ] &&
+		! grep -q CICADACH '$cap' && ! grep -q vec_add '$cap' && ! grep -q shstrtab '$cap' && ! grep -qF \"\$(cat '$T/token')\" '$cap'"
 }
 
 # Unix clients: an allow list keeps out a user not on it (nobody, here)
@@ -673,6 +718,7 @@ run_programs
 run_nvml
 test_trace
 test_handshake
+test_tls
 test_allow_list
 test_session_owner
 test_server_dirs

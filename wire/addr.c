@@ -1,6 +1,7 @@
 /*
- * addr.c: parsing addresses ("unix:/path", "tcp:host:port"), listening,
- * dialing, and passing file descriptors over unix sockets.
+ * addr.c: parsing addresses ("unix:/path", "tcp:host:port", and
+ * "tls:host:port", TCP with TLS: tls.c), listening, dialing, and passing
+ * file descriptors over unix sockets.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -24,7 +25,7 @@ int wire_parse_addr(const char *text, struct wire_addr *addr, char *err)
 		strcpy(addr->path, text + 5);
 		return 0;
 	}
-	if (!strncmp(text, "tcp:", 4)) {
+	if (!strncmp(text, "tcp:", 4) || !strncmp(text, "tls:", 4)) {
 		const char *colon = strrchr(text + 4, ':');
 		size_t hlen;
 
@@ -34,6 +35,7 @@ int wire_parse_addr(const char *text, struct wire_addr *addr, char *err)
 		if (hlen >= sizeof(addr->host))
 			goto bad;
 		addr->kind = WIRE_TCP;
+		addr->tls = text[1] == 'l';
 		memcpy(addr->host, text + 4, hlen);
 		if (addr->host[0] == '[' && addr->host[hlen - 1] == ']') {
 			memmove(addr->host, addr->host + 1, hlen - 2);
@@ -43,7 +45,7 @@ int wire_parse_addr(const char *text, struct wire_addr *addr, char *err)
 		return 0;
 	}
 bad:
-	snprintf(err, WIRE_ERRLEN, "bad address '%s' (expected unix:/path or tcp:host:port)", text);
+	snprintf(err, WIRE_ERRLEN, "bad address '%s' (expected unix:/path, tcp:host:port or tls:host:port)", text);
 	return -1;
 }
 
@@ -52,7 +54,7 @@ void wire_format_addr(const struct wire_addr *addr, char *out, size_t len)
 	if (addr->kind == WIRE_UNIX)
 		snprintf(out, len, "unix:%s", addr->path);
 	else
-		snprintf(out, len, "tcp:%s:%s", addr->host, addr->port);
+		snprintf(out, len, "%s:%s:%s", addr->tls ? "tls" : "tcp", addr->host, addr->port);
 }
 
 static void tune_tcp(int fd)
@@ -123,6 +125,7 @@ static int listen_tcp(const struct wire_addr *addr, char *err)
 		if (fd < 0)
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		tune_tcp(fd);                /* accepted connections inherit it */
 		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 128))
 			break;
 		saved = errno;
@@ -182,9 +185,15 @@ static int dial_tcp(const struct wire_addr *addr, char *err)
 	return fd;
 }
 
+/* A tls: address gives the inner end of a TLS relay (tls.c). */
 int wire_dial(const struct wire_addr *addr, char *err)
 {
-	return addr->kind == WIRE_UNIX ? dial_unix(addr, err) : dial_tcp(addr, err);
+	int fd;
+
+	if (addr->kind == WIRE_UNIX)
+		return dial_unix(addr, err);
+	fd = dial_tcp(addr, err);
+	return fd >= 0 && addr->tls ? wire_tls_client(fd, addr->host, err) : fd;
 }
 
 int wire_send_fd(int sock, int fd)

@@ -22,12 +22,18 @@ enum wire_kind { WIRE_UNIX, WIRE_TCP };
 
 struct wire_addr {
 	enum wire_kind kind;
+	int tls;                             /* tls:host:port */
 	char path[108];
 	char host[256];
 	char port[16];
 };
 
 int wire_parse_addr(const char *text, struct wire_addr *addr, char *err);
+/* tls.c: TLS connections end in a relay; these return its inner end */
+int wire_tls_server_init(const char *cert, const char *key, char *err);
+int wire_tls_server_ready(void);
+int wire_tls_client(int fd, const char *host, char *err);
+int wire_tls_server(int fd, char *err);
 void wire_format_addr(const struct wire_addr *addr, char *out, size_t len);
 int wire_listen(const struct wire_addr *addr, char *err);
 int wire_dial(const struct wire_addr *addr, char *err);

@@ -220,7 +220,7 @@ mig_big() {
 	env $DRIVER_ENV timeout 300 "$PROGS/cr_pattern" $args >"$T/mig.big.native" 2>/dev/null || return 1
 	cr_launch shm main "$PROGS/cr_pattern" $args || return 1
 	MIG_DEADLINE=320 migrate "$CR_PID" --to "$MIG_ADDR_b" --json --timeout 300 || return 1
-	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\),"total_s":\([0-9.]*\),"bytes":\([0-9]*\),"frozen_bytes":\([0-9]*\).*"rounds":\([0-9]*\).*/downtime \1 s, total \2 s, \3 bytes (\4 frozen), \5 rounds/p' "$MIG_LOG")"
+	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\),"total_s":\([0-9.]*\),"bytes":\([0-9]*\),"frozen_bytes":\([0-9]*\).*"rounds":\([0-9]*\),"dump_s":\([0-9.]*\),"send_s":\([0-9.]*\),"restore_s":\([0-9.]*\).*/downtime \1 s (dump \6, send \7, restore \8), total \2 s, \3 bytes (\4 frozen), \5 rounds/p' "$MIG_LOG")"
 	CR_REF=$T/mig.big.native cr_finished
 }
 

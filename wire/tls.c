@@ -1,0 +1,308 @@
+/*
+ * tls.c: TLS for "tls:host:port" addresses, through OpenSSL. The TLS
+ * session ends in a relay: a thread that moves plaintext between the TLS
+ * connection and one end of a socketpair, whose other end the caller gets
+ * as if it were the TCP connection itself. So every user of a connection
+ * (the challenge and hello, the host-function channel, the bulk lanes, a
+ * descriptor handed to a worker) works the same over TLS, and the TLS
+ * state never has to leave the process that made it.
+ *
+ * The client verifies the server's certificate against CICADA_TLS_CA (a
+ * PEM file: a CA, or the server's self-signed certificate), else the
+ * system's trust store, and checks the host name or address it dialled.
+ * The server's certificate and key are set with wire_tls_server_init.
+ * Inside TLS the usual challenge and token proof still run.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include "wire.h"
+
+#define RELAY_BUF (256u << 10)
+#define HANDSHAKE_MS 10000
+
+static SSL_CTX *server_ctx;
+
+static void tls_error(char *err, const char *what)
+{
+	unsigned long e = ERR_get_error();
+	char text[256] = "";
+
+	if (e)
+		ERR_error_string_n(e, text, sizeof(text));
+	snprintf(err, WIRE_ERRLEN, "%s%s%s", what, e ? ": " : "", text);
+	ERR_clear_error();
+}
+
+int wire_tls_server_init(const char *cert, const char *key, char *err)
+{
+	SSL_CTX *c = SSL_CTX_new(TLS_server_method());
+
+	if (!c) {
+		tls_error(err, "cannot make a TLS context");
+		return -1;
+	}
+	SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
+	if (SSL_CTX_use_certificate_chain_file(c, cert) != 1) {
+		tls_error(err, "cannot load the TLS certificate");
+		SSL_CTX_free(c);
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(c, key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(c) != 1) {
+		tls_error(err, "cannot load the TLS key (or it does not fit the certificate)");
+		SSL_CTX_free(c);
+		return -1;
+	}
+	server_ctx = c;
+	return 0;
+}
+
+int wire_tls_server_ready(void)
+{
+	return server_ctx != NULL;
+}
+
+/* Runs the handshake on a blocking socket within HANDSHAKE_MS. */
+static int handshake(SSL *ssl, int server, char *err)
+{
+	struct timeval tv = { HANDSHAKE_MS / 1000, 0 }, none = { 0, 0 };
+	int fd = SSL_get_fd(ssl), rc;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	rc = server ? SSL_accept(ssl) : SSL_connect(ssl);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	if (rc != 1) {
+		long v = server ? X509_V_OK : SSL_get_verify_result(ssl);
+
+		if (v != X509_V_OK)
+			snprintf(err, WIRE_ERRLEN, "TLS: the server's certificate is not trusted (%s); "
+				 "CICADA_TLS_CA names the file of its CA", X509_verify_cert_error_string(v));
+		else
+			tls_error(err, "TLS handshake failed");
+		return -1;
+	}
+	return 0;
+}
+
+static SSL_CTX *client_ctx(char *err)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static SSL_CTX *ctx;
+	const char *ca = getenv("CICADA_TLS_CA");
+
+	pthread_mutex_lock(&lock);
+	if (!ctx && (ctx = SSL_CTX_new(TLS_client_method()))) {
+		SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		if ((ca && *ca ? SSL_CTX_load_verify_locations(ctx, ca, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1) {
+			tls_error(err, ca && *ca ? "cannot load CICADA_TLS_CA" : "cannot load the system's trust store");
+			SSL_CTX_free(ctx);
+			ctx = NULL;
+		}
+	} else if (!ctx) {
+		tls_error(err, "cannot make a TLS context");
+	}
+	pthread_mutex_unlock(&lock);
+	return ctx;
+}
+
+/* --- the relay ----------------------------------------------------------- */
+
+struct relay {
+	SSL *ssl;
+	int net, inner;
+	char *to_inner, *to_net;             /* plaintext waiting to be written */
+	size_t in_len, in_off, net_len, net_off;
+};
+
+static void relay_free(struct relay *r)
+{
+	SSL_free(r->ssl);
+	close(r->net);
+	close(r->inner);
+	free(r->to_inner);
+	free(r->to_net);
+	free(r);
+}
+
+/* Moves what can move without blocking; -1 when either side has ended. */
+static int relay_step(struct relay *r, int *want_net_write)
+{
+	int progress = 1;
+
+	*want_net_write = 0;
+	while (progress) {
+		progress = 0;
+		if (r->in_len == r->in_off) {
+			int n = SSL_read(r->ssl, r->to_inner, RELAY_BUF);
+
+			if (n > 0) {
+				r->in_len = (size_t)n, r->in_off = 0, progress = 1;
+			} else {
+				int e = SSL_get_error(r->ssl, n);
+				if (e == SSL_ERROR_WANT_WRITE)
+					*want_net_write = 1;
+				else if (e != SSL_ERROR_WANT_READ)
+					return -1;
+			}
+		}
+		if (r->in_off < r->in_len) {
+			ssize_t n = send(r->inner, r->to_inner + r->in_off, r->in_len - r->in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n > 0)
+				r->in_off += (size_t)n, progress = 1;
+			else if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return -1;
+		}
+		if (r->net_len == r->net_off) {
+			ssize_t n = recv(r->inner, r->to_net, RELAY_BUF, MSG_DONTWAIT);
+
+			if (n > 0)
+				r->net_len = (size_t)n, r->net_off = 0, progress = 1;
+			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+				return -1;
+		}
+		if (r->net_off < r->net_len) {
+			int n = SSL_write(r->ssl, r->to_net + r->net_off, (int)(r->net_len - r->net_off));
+
+			if (n > 0) {
+				r->net_off += (size_t)n, progress = 1;
+			} else {
+				int e = SSL_get_error(r->ssl, n);
+				if (e == SSL_ERROR_WANT_WRITE)
+					*want_net_write = 1;
+				else if (e != SSL_ERROR_WANT_READ)
+					return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+
+	for (;;) {
+		int want_write;
+		struct pollfd p[2];
+
+		if (relay_step(r, &want_write))
+			break;
+		if (SSL_pending(r->ssl) && r->in_len == r->in_off)
+			continue;
+		p[0] = (struct pollfd){ .fd = r->net, .events = (short)((r->in_len == r->in_off ? POLLIN : 0) |
+									 (want_write || r->net_off < r->net_len ? POLLOUT : 0)) };
+		p[1] = (struct pollfd){ .fd = r->inner, .events = (short)((r->net_len == r->net_off ? POLLIN : 0) |
+									   (r->in_off < r->in_len ? POLLOUT : 0)) };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if ((p[0].revents | p[1].revents) & (POLLERR | POLLNVAL))
+			break;
+		if ((p[1].revents & POLLHUP) && r->net_len == r->net_off && !(p[1].revents & POLLIN))
+			break;
+	}
+	SSL_shutdown(r->ssl);
+	relay_free(r);
+	return NULL;
+}
+
+/* Starts the relay of an established TLS connection; returns the inner
+ * end, or -1 (the connection is closed). */
+static int relay_start(SSL *ssl, int net, char *err)
+{
+	struct relay *r = calloc(1, sizeof(*r));
+	int sv[2] = { -1, -1 };
+	pthread_attr_t a;
+	pthread_t t;
+
+	if (!r || !(r->to_inner = malloc(RELAY_BUF)) || !(r->to_net = malloc(RELAY_BUF)) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		snprintf(err, WIRE_ERRLEN, "cannot start a TLS relay: %s", strerror(errno));
+		goto fail;
+	}
+	r->ssl = ssl, r->net = net, r->inner = sv[0];
+	fcntl(net, F_SETFL, fcntl(net, F_GETFL) | O_NONBLOCK);
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, relay_main, r)) {
+		pthread_attr_destroy(&a);
+		snprintf(err, WIRE_ERRLEN, "cannot start a TLS relay thread");
+		goto fail;
+	}
+	pthread_attr_destroy(&a);
+	return sv[1];
+fail:
+	if (sv[0] >= 0)
+		close(sv[0]), close(sv[1]);
+	if (r) {
+		free(r->to_inner);
+		free(r->to_net);
+		free(r);
+	}
+	SSL_free(ssl);
+	close(net);
+	return -1;
+}
+
+/* The client's side: TLS over a dialled TCP socket fd (consumed). */
+int wire_tls_client(int fd, const char *host, char *err)
+{
+	SSL_CTX *ctx = client_ctx(err);
+	unsigned char ip[16];
+	SSL *ssl;
+
+	if (!ctx || !(ssl = SSL_new(ctx))) {
+		if (ctx)
+			tls_error(err, "cannot start TLS");
+		close(fd);
+		return -1;
+	}
+	SSL_set_fd(ssl, fd);
+	if (inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1)
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host);
+	else {
+		SSL_set_tlsext_host_name(ssl, host);
+		SSL_set1_host(ssl, host);
+	}
+	if (handshake(ssl, 0, err)) {
+		SSL_free(ssl);
+		close(fd);
+		return -1;
+	}
+	return relay_start(ssl, fd, err);
+}
+
+/* The server's side: TLS over an accepted socket fd (consumed). */
+int wire_tls_server(int fd, char *err)
+{
+	SSL *ssl;
+
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	if (!server_ctx || !(ssl = SSL_new(server_ctx))) {
+		tls_error(err, "cannot start TLS");
+		close(fd);
+		return -1;
+	}
+	SSL_set_fd(ssl, fd);
+	if (handshake(ssl, 1, err)) {
+		SSL_free(ssl);
+		close(fd);
+		return -1;
+	}
+	return relay_start(ssl, fd, err);
+}
