@@ -271,10 +271,12 @@ END {
 	if (("tls", "pinned_h2d_gbs") in v) {
 		print "\nthe cost of TLS (tls: against tcp:, the same server, this run):"
 		split("h2d_4b_us d2h_4b_us launches_per_s pinned_h2d_gbs pinned_d2h_gbs pageable_h2d_gbs pageable_d2h_gbs", tl, " ")
-		for (k = 1; k <= 7; k++)
-			if ((("tls", tl[k]) in v) && (("tcp", tl[k]) in v))
-				printf "  %-18s tcp %-12s tls %-12s (%.2fx)\n", tl[k], val(tl[k], "tcp"), val(tl[k], "tls"),
-					v["tcp", tl[k]] > 0 ? v["tls", tl[k]] / v["tcp", tl[k]] : 0
+		for (k = 1; k <= 7; k++) {
+			m = tl[k]
+			if (val(m, "tls") != "-" && val(m, "tcp") != "-")
+				printf "  %-18s tcp %-12s tls %-12s (%.2fx)\n", m, val(m, "tcp"), val(m, "tls"),
+					(v["tcp", m] > 0 ? v["tls", m] / v["tcp", m] : 0)
+		}
 	}
 	if (cpu) exit
 	n = split(workloads, names, " ")
