@@ -86,7 +86,8 @@ stop_program() {
 field() { sed -n "s/.*\"$1\":\\([0-9.]*\\).*/\\1/p" "$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
-printf '\n%-9s %-6s %-13s %10s %10s %12s %12s %7s\n' "state" "dirty" "mode" "downtime" "total" "wire MiB" "frozen MiB" "rounds"
+printf '\n%-9s %-6s %-13s %10s %10s %12s %12s %7s   %s\n' "state" "dirty" "mode" "downtime" "total" "wire MiB" "frozen MiB" "rounds" \
+	"downtime = dump + send + restore"
 for size in $SIZES; do
 	for d in $DIRTY; do
 		for mode in precopy stop-and-copy; do
@@ -95,10 +96,11 @@ for size in $SIZES; do
 			CICADA_TOKEN_FILE=$T/token timeout -k 5 900 "$B/bin/gpu-migrate" "$APP" --to "$ip:$((PORT + 1))" --json \
 				--timeout 600 --work-dir "$T" $opt >"$T/m.json" 2>"$T/m.err"
 			if grep -q '"ok":true' "$T/m.json"; then
-				printf '%-9s %-6s %-13s %9.3fs %9.3fs %12s %12s %7s\n' "$size MiB" "$d%" "$mode" \
+				printf '%-9s %-6s %-13s %9.3fs %9.3fs %12s %12s %7s   %s + %s + %s s\n' "$size MiB" "$d%" "$mode" \
 					"$(field downtime_s "$T/m.json")" "$(field total_s "$T/m.json")" \
 					"$(mib "$(field bytes "$T/m.json")")" "$(mib "$(field frozen_bytes "$T/m.json")")" \
-					"$(field rounds "$T/m.json")"
+					"$(field rounds "$T/m.json")" "$(field dump_s "$T/m.json")" "$(field send_s "$T/m.json")" \
+					"$(field restore_s "$T/m.json")"
 			else
 				printf '%-9s %-6s %-13s failed: %s\n' "$size MiB" "$d%" "$mode" "$(head -c 200 "$T/m.err")"
 			fi

@@ -201,6 +201,7 @@ static int command(struct preload *p)
 {
 	char err[SNAP_ERRLEN];
 	int dirfd = wire_recv_fd(p->ctl);
+	uint64_t t0 = wire_now_ns();
 
 	if (dirfd < 0)
 		return 0;
@@ -211,6 +212,9 @@ static int command(struct preload *p)
 	if (load_round(p, dirfd, err)) {
 		log_warn("preload: a pre-copy round was not loaded (%s); the restore writes it all", err);
 		p->broken = 1;
+	} else {
+		log_info("preload: a pre-copy round loaded in %.3f s (%llu bytes stored)", (wire_now_ns() - t0) / 1e9,
+			 (unsigned long long)p->bytes);
 	}
 	close(dirfd);
 	return 1;

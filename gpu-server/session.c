@@ -296,6 +296,7 @@ static int preload(struct worker *w, struct handed *c, int *lfd)
 static int restore(struct worker *w, struct handed *c, int *lfd)
 {
 	char tmp[PATH_MAX], err[SNAP_ERRLEN];
+	uint64_t t0 = wire_now_ns();
 	int dirfd = -1, rc = -1;
 
 	if (!name_valid(c->h.snapshot) || (dirfd = snapshot_dir(w, c, tmp, sizeof(tmp))) < 0) {
@@ -311,7 +312,8 @@ static int restore(struct worker *w, struct handed *c, int *lfd)
 	else {
 		c->r.ticket = w->ticket;
 		rc = reply(c);
-		log_info("restored snapshot %s as session %.8s", c->h.snapshot, w->ticket);
+		log_info("restored snapshot %s as session %.8s in %.3f s", c->h.snapshot, w->ticket,
+			 (wire_now_ns() - t0) / 1e9);
 	}
 	snapshot_dir_done(dirfd, tmp, c->h.snapshot);
 	return rc;

@@ -20,6 +20,7 @@
 static int log_level = LOG_WARN;
 static char log_prog[32] = "cicada";
 static int log_fd = -1;                  /* -1: stderr */
+static int log_time;                     /* CICADA_LOG_TIME=1: lines start with the time */
 
 /* Lines go to fd from now on (a worker's stderr carries device output). */
 void log_set_fd(int fd)
@@ -33,6 +34,7 @@ void log_init(const char *prog)
 	static const char *names[] = { "error", "warn", "info", "debug" };
 
 	snprintf(log_prog, sizeof(log_prog), "%s", prog);
+	log_time = getenv("CICADA_LOG_TIME") && !strcmp(getenv("CICADA_LOG_TIME"), "1");
 	if (!env)
 		return;
 	for (int i = 0; i < 4; i++)
@@ -127,7 +129,14 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	n = snprintf(line, sizeof(line), "%s[%d]: %s: ", log_prog, (int)getpid(), tags[level]);
+	n = 0;
+	if (log_time) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		n = snprintf(line, sizeof(line), "%lld.%03ld ", (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+	}
+	n += snprintf(line + n, sizeof(line) - (size_t)n, "%s[%d]: %s: ", log_prog, (int)getpid(), tags[level]);
 	log_escape(text, line + n, sizeof(line) - (size_t)n - 64);
 	if (dropped)
 		snprintf(line + strlen(line), 64, " (%lu similar lines suppressed)", dropped);
