@@ -74,7 +74,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/migrate/migrate-tests.sh
 . tests/load/admission-tests.sh
 . tests/torch/torch-tests.sh
-T=$(mktemp -d /tmp/cicada-test.XXXXXX)
+T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
 	mkdir -p "$T/bin" && ln -s "$ROOT/tests/tools/ip" "$T/bin/ip" && PATH=$T/bin:$PATH
