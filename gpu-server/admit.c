@@ -58,6 +58,7 @@ struct job {
 	struct job *next;
 	int fd, slot;                        /* slot < 0: pass to a paused worker */
 	int relayed;
+	char ident[IDENT_LEN];
 	hello_op op;
 	pid_t bound;                         /* the worker bound to the slot */
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
@@ -73,6 +74,7 @@ static struct {
 	int nsessions;
 	struct job *jobs, **jobs_tail;
 	struct tls_conn *tls_ready;          /* TLS connections past their handshake */
+	int tls_shaking;                     /* TLS handshakes running (count as pending) */
 	pthread_mutex_t lock;
 	pthread_cond_t more_jobs;
 	int wake[2];
@@ -173,7 +175,7 @@ static int restore_preloaded(struct job *j)
 	if (pid <= 0)
 		return 0;
 	session_bound(pid, j);
-	if (!session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed, &j->b))
+	if (!session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b))
 		return 1;
 	log_warn("the worker that preloaded session %.8s is gone; restoring into a fresh one", j->ticket);
 	pthread_mutex_lock(&adm.lock);
@@ -185,7 +187,7 @@ static int restore_preloaded(struct job *j)
 static void run_job(struct job *j)
 {
 	if (j->slot < 0) {
-		if (session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed, &j->b)) {
+		if (session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b)) {
 			log_warn("refused connection from %s: no session %.8s here", j->peer, j->ticket);
 			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
 		}
@@ -193,7 +195,7 @@ static void run_job(struct job *j)
 	}
 	if (j->op == OP_RESTORE && j->ticket[0] && restore_preloaded(j)) {
 		;                            /* into the worker that holds its memory */
-	} else if (pool_hand_over(j->fd, j->relayed, &j->b, session_bound, j) < 0) {
+	} else if (pool_hand_over(j->fd, j->relayed ? j->ident : NULL, &j->b, session_bound, j) < 0) {
 		log_error("no worker available for %s", j->peer);
 		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
 	}
@@ -244,6 +246,7 @@ static void queue_job(struct conn *c, int slot)
 	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
 	j->fd = c->fd;
 	j->relayed = c->relayed;
+	snprintf(j->ident, sizeof(j->ident), "%s", c->ident);
 	j->slot = slot;
 	j->op = c->h.op;
 	j->b = c->b;
@@ -349,21 +352,25 @@ struct tls_conn {
 	struct conn who;                     /* peer and ident only */
 };
 
+/* (the handshake's thread; adm.tls_shaking counted it, under adm.lock) */
 static void *tls_accept(void *arg)
 {
 	struct tls_conn *t = arg;
 	char err[WIRE_ERRLEN];
 
-	t->fd = wire_tls_server(t->fd, err);
+	t->fd = wire_tls_server(t->fd, adm.cfg->hello_timeout_ms, err);
+	pthread_mutex_lock(&adm.lock);
+	adm.tls_shaking--;
+	if (t->fd >= 0) {
+		t->next = adm.tls_ready;
+		adm.tls_ready = t;
+	}
+	pthread_mutex_unlock(&adm.lock);
 	if (t->fd < 0) {
 		log_info("refused connection from %s: %s", t->who.peer, err);
 		free(t);
 		return NULL;
 	}
-	pthread_mutex_lock(&adm.lock);
-	t->next = adm.tls_ready;
-	adm.tls_ready = t;
-	pthread_mutex_unlock(&adm.lock);
 	wake_loop();
 	return NULL;
 }
@@ -389,12 +396,14 @@ static void accept_one(const struct listener *l)
 		return;
 	describe_peer(fd, &l->addr, &who);
 	if (l->addr.tls) {
-		struct tls_conn *t = calloc(1, sizeof(*t));
+		struct tls_conn *t = NULL;
 		pthread_attr_t a;
 		pthread_t th;
 		int ok;
 
-		if (!t) {
+		/* A handshake is a hello not yet read: the same cap. */
+		if (adm.npending + adm.tls_shaking >= adm.cfg->max_pending || !(t = calloc(1, sizeof(*t)))) {
+			log_warn("too many connections waiting for their hello (--max-pending); closed a new TLS one");
 			close(fd);
 			return;
 		}
@@ -407,7 +416,9 @@ static void accept_one(const struct listener *l)
 		if (!ok) {
 			close(fd);
 			free(t);
+			return;
 		}
+		adm.tls_shaking++;
 		return;
 	}
 	admit_conn(fd, l->addr.kind == WIRE_TCP, 0, who.peer, who.ident);

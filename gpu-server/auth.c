@@ -38,30 +38,47 @@ int token_load(const char *path, char *token, size_t len, char *err)
 }
 
 /* Descriptors handed over as remote (a TLS relay's inner end, whose
- * credentials are the server's own): they have no local peer. A number
- * handed again without the mark loses it; a stale mark only refuses. */
+ * credentials are the server's own): they have no local peer, and their
+ * client is the host the relay serves. A number handed again without
+ * the mark loses it; a stale mark only refuses. */
 #define REMOTE_MAX 64
-static int remote_fds[REMOTE_MAX];
+static struct { int fd; char host[REMOTE_HOST_MAX]; } remote[REMOTE_MAX];
 static unsigned nremote;
 
-void peer_mark_remote(int fd, int remote)
+static int remote_index(int fd)
 {
 	for (unsigned i = 0; i < nremote; i++)
-		if (remote_fds[i] == fd) {
-			if (!remote)
-				remote_fds[i] = remote_fds[--nremote];
-			return;
-		}
-	if (remote && nremote < REMOTE_MAX)
-		remote_fds[nremote++] = fd;
+		if (remote[i].fd == fd)
+			return (int)i;
+	return -1;
 }
 
-static int marked_remote(int fd)
+/* Marks fd remote (host: its client) or local (host NULL); -1 if it
+ * cannot be marked (the caller must not use the connection then). */
+int peer_mark_remote(int fd, const char *host)
 {
-	for (unsigned i = 0; i < nremote; i++)
-		if (remote_fds[i] == fd)
-			return 1;
+	int i = remote_index(fd);
+
+	if (!host) {
+		if (i >= 0)
+			remote[i] = remote[--nremote];
+		return 0;
+	}
+	if (i < 0 && nremote == REMOTE_MAX)
+		return -1;
+	if (i < 0)
+		i = (int)nremote++;
+	remote[i].fd = fd;
+	snprintf(remote[i].host, sizeof(remote[i].host), "%s", host);
 	return 0;
+}
+
+/* The client host of a remote-marked fd, or NULL. */
+const char *peer_remote_host(int fd)
+{
+	int i = remote_index(fd);
+
+	return i < 0 ? NULL : remote[i].host;
 }
 
 /* The credentials of fd's peer, if fd is a unix socket's (a process on
@@ -70,7 +87,7 @@ int peer_cred(int fd, struct ucred *out)
 {
 	socklen_t len = sizeof(*out);
 
-	if (marked_remote(fd))
+	if (remote_index(fd) >= 0)
 		return -1;
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len) && len == sizeof(*out) && out->pid ? 0 : -1;
 }

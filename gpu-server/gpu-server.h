@@ -257,7 +257,7 @@ CUresult one_scalar(scalar_res *r, uint64_t v);
 int session_receive(int from, struct wire_buf *hello);
 int session_open_channel(struct worker *w, int prepare);
 void session_run(struct worker *w, int fd, struct wire_buf *hello);
-int session_pass(const char *run_dir, const char *ticket, int fd, int remote, const struct wire_buf *hello);
+int session_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
 int ticket_valid(const char *ticket);
 
 /* preload.c: a migration's device memory, loaded before its restore */
@@ -313,8 +313,9 @@ struct listener {
 /* The pool of pre-initialised workers (pool.c). */
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
 	       void (*exit_hook)(pid_t pid));
-pid_t pool_hand_over(int fd, int remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
 		     void *arg);
+int handoff_send(int sock, int fd, const char *remote, const struct wire_buf *hello);   /* session.c */
 int pool_max(void);
 void pool_key_file(const char *path);
 
@@ -356,7 +357,9 @@ int allow_peer(const struct allow_list *a, uid_t uid, gid_t gid);
 int dir_check(const char *path, const char *what, char *err);
 struct ucred;
 int peer_cred(int fd, struct ucred *out);
-void peer_mark_remote(int fd, int remote);   /* handed as remote: no local peer */
+#define REMOTE_HOST_MAX 64
+int peer_mark_remote(int fd, const char *host);  /* handed as remote (host) or local (NULL) */
+const char *peer_remote_host(int fd);
 int peer_privileged(int fd);
 
 #endif

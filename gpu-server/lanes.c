@@ -251,9 +251,17 @@ CUresult hand_memcpy_lanes(struct worker *w, void *args, void *res)
 			 .to_device = !!a->to_device };
 	CUresult err;
 
-	/* What the client cannot keep in step with is refused before any byte moves. */
-	if (!ls || !a->lanes || a->lanes > ls->n || a->chunk < LANE_CHUNK_MIN || a->chunk > LANE_CHUNK_MAX)
+	/* A request the lanes cannot carry: the client's lanes may already be
+	 * moving its bytes, so they are shut (its session is lost) rather than
+	 * left to wait for a peer that never reads or writes. */
+	if (!ls || !a->lanes || a->lanes > ls->n || a->chunk < LANE_CHUNK_MIN || a->chunk > LANE_CHUNK_MAX ||
+	    a->size > LANE_COPY_MAX) {
+		log_warn("client %s: a lane copy it cannot have been sent (%u lanes, chunk %u); its lanes are shut",
+			 w->peer, a->lanes, a->chunk);
+		for (unsigned i = 0; ls && i < ls->n; i++)
+			shutdown(ls->lane[i].fd, SHUT_RDWR);
 		return CUDA_ERROR_INVALID_VALUE;
+	}
 	j.err = handle_get(w, H_STREAM, a->async ? a->stream : 0, (void **)&j.stream);
 	cuCtxGetCurrent(&j.ctx);
 	pthread_mutex_lock(&ls->lock);

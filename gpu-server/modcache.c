@@ -62,6 +62,12 @@ void modcache_identify(struct worker *w)
 
 	if (shared && !strcmp(shared, "1")) {
 		snprintf(w->cache_part, sizeof(w->cache_part), "shared");
+	} else if (peer_remote_host(w->sock)) {       /* through a TLS relay: its client's address */
+		snprintf(host, sizeof(host), "%s", peer_remote_host(w->sock));
+		for (char *p = host; *p; p++)
+			if (*p == ':')
+				*p = '_';
+		snprintf(w->cache_part, sizeof(w->cache_part), "ip-%s", host);
 	} else if (!peer_cred(w->sock, &cred)) {
 		snprintf(w->cache_part, sizeof(w->cache_part), "uid-%u", (unsigned)cred.uid);
 	} else if (!getpeername(w->sock, (struct sockaddr *)&ss, &sl)) {

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
@@ -34,7 +35,8 @@ static struct {
 	uint64_t last_take_ns;
 	struct pool_worker idle[MAX_POOL];
 	int nidle;
-	int active;                          /* taken workers still running */
+	pid_t *taken;                        /* taken workers still running */
+	unsigned active, cap_taken;
 	void (*exit_hook)(pid_t pid);
 	pthread_mutex_t lock;
 } pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -148,8 +150,11 @@ static void *reap_loop(void *arg)
 				was_idle = 1;
 				break;
 			}
-		if (!was_idle && pool.active > 0)
-			pool.active--;
+		for (unsigned i = 0; !was_idle && i < pool.active; i++)
+			if (pool.taken[i] == pid) {
+				pool.taken[i] = pool.taken[--pool.active];
+				break;
+			}
 		pthread_mutex_unlock(&pool.lock);
 		if (was_idle)
 			log_warn("idle worker %d ended (status %d)", (int)pid, status);
@@ -183,6 +188,22 @@ int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_
 	return 0;
 }
 
+/* A taken worker runs a session until the reaper sees it end. */
+static void note_taken(pid_t pid)
+{
+	pthread_mutex_lock(&pool.lock);
+	if (pool.active == pool.cap_taken) {
+		unsigned cap = pool.cap_taken ? 2 * pool.cap_taken : 64;
+		pid_t *t = realloc(pool.taken, cap * sizeof(*t));
+
+		if (t)
+			pool.taken = t, pool.cap_taken = cap;
+	}
+	if (pool.active < pool.cap_taken)
+		pool.taken[pool.active++] = pid;
+	pthread_mutex_unlock(&pool.lock);
+}
+
 /* Takes a ready worker, waiting for one that is still initialising. */
 static int take_worker(struct pool_worker *out)
 {
@@ -200,9 +221,7 @@ static int take_worker(struct pool_worker *out)
 		pool.last_take_ns = wire_now_ns();
 		pthread_mutex_unlock(&pool.lock);
 		if (read(out->control_fd, &ready, 1) == 1 && ready == 'R') {
-			pthread_mutex_lock(&pool.lock);
-			pool.active++;
-			pthread_mutex_unlock(&pool.lock);
+			note_taken(out->pid);
 			return 0;
 		}
 		log_error("worker %d failed to initialise", (int)out->pid);
@@ -215,19 +234,17 @@ static int take_worker(struct pool_worker *out)
 /* Hands connection fd and its hello to a ready worker. taken (if set) is
  * called with the worker's pid before the worker can see the connection.
  * Returns the pid, or -1. */
-pid_t pool_hand_over(int fd, int remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
 		     void *arg)
 {
 	struct pool_worker w;
-	uint32_t len = (uint32_t)hello->len, flag = (uint32_t)remote;
 	pid_t rc = -1;
 
 	if (take_worker(&w))
 		return -1;
 	if (taken)
 		taken(w.pid, arg);
-	if (!wire_send_fd(w.control_fd, fd) && write(w.control_fd, &flag, 4) == 4 && write(w.control_fd, &len, 4) == 4 &&
-	    write(w.control_fd, hello->data, len) == (ssize_t)len)
+	if (!handoff_send(w.control_fd, fd, remote, hello))
 		rc = w.pid;
 	else
 		kill(w.pid, SIGKILL);

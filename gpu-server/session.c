@@ -47,41 +47,56 @@ static void session_path(const char *run_dir, const char *ticket, struct sockadd
 }
 
 /* Reads a passed connection: its fd, then the length and bytes of its hello. */
+/* A handed connection: the descriptor, then a u32 that is 0 for a local
+ * or plain TCP one, or 1 + the length of the client host a TLS relay
+ * serves (that many bytes follow), then the hello's length and bytes. */
+int handoff_send(int sock, int fd, const char *remote, const struct wire_buf *hello)
+{
+	uint32_t len = (uint32_t)hello->len, rlen = remote ? 1 + (uint32_t)strnlen(remote, REMOTE_HOST_MAX - 1) : 0;
+
+	return !wire_send_fd(sock, fd) && write(sock, &rlen, 4) == 4 &&
+	       (!rlen || write(sock, remote, rlen - 1) == (ssize_t)(rlen - 1)) && write(sock, &len, 4) == 4 &&
+	       write(sock, hello->data, len) == (ssize_t)len ? 0 : -1;
+}
+
+static int read_all(int from, void *buf, size_t len)
+{
+	for (size_t got = 0; got < len;) {
+		ssize_t n = read(from, (char *)buf + got, len - got);
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
 int session_receive(int from, struct wire_buf *hello)
 {
-	uint32_t len, remote;
+	char host[REMOTE_HOST_MAX] = "";
+	uint32_t len, rlen;
 	int fd = wire_recv_fd(from);
 
 	if (fd < 0)
 		return -1;
-	if (read(from, &remote, 4) != 4 || read(from, &len, 4) != 4 || len > 65536 || wire_buf_reserve(hello, len + 8)) {
+	if (read_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && read_all(from, host, rlen - 1)) ||
+	    read_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
+	    read_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
 		close(fd);
 		return -1;
 	}
-	for (size_t got = 0; got < len;) {
-		ssize_t n = read(from, hello->data + got, len - got);
-		if (n <= 0) {
-			close(fd);
-			return -1;
-		}
-		got += n;
-	}
 	hello->len = len;
-	peer_mark_remote(fd, remote != 0);
 	return fd;
 }
 
 /* The gpu-server's side: passes a connection to the detached worker. */
-int session_pass(const char *run_dir, const char *ticket, int fd, int remote, const struct wire_buf *hello)
+int session_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello)
 {
 	struct sockaddr_un sa;
-	uint32_t len = (uint32_t)hello->len, flag = (uint32_t)remote;
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
 
 	session_path(run_dir, ticket, &sa);
-	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)) && !wire_send_fd(s, fd) &&
-	    write(s, &flag, 4) == 4 && write(s, &len, 4) == 4 && write(s, hello->data, len) == (ssize_t)len)
-		rc = 0;
+	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+		rc = handoff_send(s, fd, remote, hello);
 	if (s >= 0)
 		close(s);
 	return rc;

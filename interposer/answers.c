@@ -30,7 +30,8 @@ struct answer {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct answer table[ANSWERS_SLOTS];
-static unsigned used;
+static unsigned used_slot[ANSWERS_FULL], used;  /* a flush clears only these */
+static uint64_t generation;                     /* flushes so far */
 static int answers_off;
 
 static uint64_t hash(unsigned proc, const uint64_t *key, unsigned n)
@@ -57,12 +58,19 @@ static struct answer *slot_of(unsigned proc, const uint64_t *key, unsigned n)
 	}
 }
 
+/* With the lock held. */
+static void clear(void)
+{
+	for (unsigned i = 0; i < used; i++)
+		table[used_slot[i]].proc = 0;
+	used = 0;
+	generation++;
+}
+
 void answers_flush(void)
 {
 	pthread_mutex_lock(&lock);
-	if (used)
-		memset(table, 0, sizeof(table));
-	used = 0;
+	clear();
 	pthread_mutex_unlock(&lock);
 }
 
@@ -70,8 +78,16 @@ void answers_flush(void)
  * every query goes to the server, which reports it. */
 void answers_error(CUresult err)
 {
-	if (answers_off || !((err >= 700 && err < 800) || err == CUDA_ERROR_ECC_UNCORRECTABLE ||
-			     err == CUDA_ERROR_DEVICE_UNAVAILABLE))
+	switch (err) {
+	case CUDA_ERROR_ILLEGAL_ADDRESS: case CUDA_ERROR_LAUNCH_TIMEOUT: case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR: case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_MISALIGNED_ADDRESS: case CUDA_ERROR_INVALID_ADDRESS_SPACE: case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_LAUNCH_FAILED: case CUDA_ERROR_ECC_UNCORRECTABLE: case CUDA_ERROR_DEVICE_UNAVAILABLE:
+		break;
+	default:
+		return;
+	}
+	if (answers_off)
 		return;
 	answers_off = 1;
 	answers_flush();
@@ -80,7 +96,7 @@ void answers_error(CUresult err)
 /* client_scalar_call, answered from the kept answers when it can be. */
 CUresult client_cached_call(unsigned proc, const uint64_t *in, unsigned nin, uint64_t *out, unsigned nout)
 {
-	uint64_t key[KEY_MAX];
+	uint64_t key[KEY_MAX], gen;
 	struct answer *a;
 	CUresult err;
 	int hit = 0;
@@ -95,6 +111,7 @@ CUresult client_cached_call(unsigned proc, const uint64_t *in, unsigned nin, uin
 		memcpy(out, a->value, nout * sizeof(*out));
 		hit = 1;
 	}
+	gen = generation;
 	pthread_mutex_unlock(&lock);
 	if (hit)
 		return CUDA_SUCCESS;
@@ -102,17 +119,17 @@ CUresult client_cached_call(unsigned proc, const uint64_t *in, unsigned nin, uin
 	if (err)
 		return err;
 	pthread_mutex_lock(&lock);
-	if (used >= ANSWERS_FULL) {
-		memset(table, 0, sizeof(table));
-		used = 0;
-	}
-	a = slot_of(proc, key, nin + 1);
-	if (!a->proc) {
+	if (used >= ANSWERS_FULL)
+		clear();
+	/* A flush while the call ran (another thread set an attribute, a
+	 * resume) may have made this answer stale: it is not kept. */
+	a = gen == generation ? slot_of(proc, key, nin + 1) : NULL;
+	if (a && !a->proc) {
 		a->proc = proc;
 		a->nkey = nin + 1;
 		memcpy(a->key, key, (nin + 1) * sizeof(*key));
 		memcpy(a->value, out, nout * sizeof(*out));
-		used++;
+		used_slot[used++] = (unsigned)(a - table);
 	}
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;

@@ -189,8 +189,11 @@ CUresult lanes_copy(char *host, CUdeviceptr dev, size_t n, CUstream stream, int 
 		pthread_cond_wait(&L.done, &L.lock);
 	broke = L.broke;
 	pthread_mutex_unlock(&L.lock);
-	if (broke)
+	if (broke) {
+		for (unsigned i = 0; i < L.n; i++)      /* the worker's side must not wait on them */
+			shutdown(L.lane[i].fd, SHUT_RDWR);
 		return client_lost("a bulk lane broke");
+	}
 	rc = client_reply_locked(P_memcpy_lanes, xid, (xdrproc_t)xdr_scalar_res, &r);
 	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
 	return rc;
@@ -213,13 +216,7 @@ static void lanes_close(void)
 	L.tried = 0;
 }
 
-static int lanes_resume(int regions_lost)
-{
-	(void)regions_lost;
-	return 0;
-}
-
-static const struct client_hooks lanes_hooks = { .pause = lanes_close, .resume = lanes_resume };
+static const struct client_hooks lanes_hooks = { .pause = lanes_close };
 
 __attribute__((constructor)) static void lanes_init(void)
 {

@@ -24,10 +24,10 @@ __attribute__((constructor)) static void trace_init(void)
 {
 	const char *e = getenv("CICADA_TRACE");
 
-	trace_every = e && *e && strcmp(e, "0");
+	trace_every = e && *e && strcmp(e, "0") ? TRACE_LOG : 0;
 	e = getenv("CICADA_STATS");
 	if (e && *e && strcmp(e, "0"))
-		trace_every = 2; /* count every call for stats.c; log only failures */
+		trace_every |= TRACE_COUNT;
 }
 
 /* Whether function i has returned r before (and remember it if not). */
@@ -56,9 +56,9 @@ void trace_result(unsigned i, CUresult r)
 
 	if (r)
 		answers_error(r);
-	if (trace_every == 2)
+	if (trace_every & TRACE_COUNT)
 		stats_driver_call(i, name);
-	if (trace_every == 1) {
+	if (trace_every & TRACE_LOG) {
 		if (r)
 			log_info("%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);
 		else

@@ -10,7 +10,8 @@
 
 extern const char *const trace_names[];   /* the exported names, by index */
 extern const unsigned trace_nfns;
-extern int trace_every;                    /* CICADA_TRACE=1: every call, not only failures */
+extern int trace_every;                    /* every call, not only failures: */
+enum { TRACE_LOG = 1, TRACE_COUNT = 2 };   /* CICADA_TRACE=1 logs it, CICADA_STATS=1 counts it */
 
 void trace_result(unsigned i, CUresult r);
 

@@ -18,10 +18,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -29,7 +31,7 @@
 #include "wire.h"
 
 #define RELAY_BUF (256u << 10)
-#define HANDSHAKE_MS 10000
+#define HANDSHAKE_MS 10000                 /* the client's */
 
 static SSL_CTX *server_ctx;
 
@@ -72,17 +74,36 @@ int wire_tls_server_ready(void)
 	return server_ctx != NULL;
 }
 
-/* Runs the handshake on a blocking socket within HANDSHAKE_MS. */
-static int handshake(SSL *ssl, int server, char *err)
+/* Runs the handshake within ms milliseconds in all, however the peer
+ * trickles it (the socket is non-blocking meanwhile). */
+static int handshake(SSL *ssl, int server, int ms, char *err)
 {
-	struct timeval tv = { HANDSHAKE_MS / 1000, 0 }, none = { 0, 0 };
-	int fd = SSL_get_fd(ssl), rc;
+	int fd = SSL_get_fd(ssl), flags = fcntl(fd, F_GETFL), rc;
+	struct timespec t0, now;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	rc = server ? SSL_accept(ssl) : SSL_connect(ssl);
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof(none));
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = { .fd = fd };
+		long left;
+		int e;
+
+		rc = server ? SSL_accept(ssl) : SSL_connect(ssl);
+		if (rc == 1)
+			break;
+		e = SSL_get_error(ssl, rc);
+		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+		p.events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+			snprintf(err, WIRE_ERRLEN, "TLS handshake: nothing within %d ms", ms);
+			fcntl(fd, F_SETFL, flags);
+			return -1;
+		}
+	}
+	fcntl(fd, F_SETFL, flags);
 	if (rc != 1) {
 		long v = server ? X509_V_OK : SSL_get_verify_result(ssl);
 
@@ -94,6 +115,31 @@ static int handshake(SSL *ssl, int server, char *err)
 		return -1;
 	}
 	return 0;
+}
+
+/* OpenSSL writes with write(): a peer gone would raise SIGPIPE in the
+ * application. The calling thread blocks it meanwhile, and a SIGPIPE
+ * that came of it is taken before the old mask returns. */
+static void sigpipe_hold(sigset_t *old)
+{
+	sigset_t pipe;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, old);
+}
+
+static void sigpipe_release(const sigset_t *old)
+{
+	struct timespec zero = { 0, 0 };
+	sigset_t pipe, pending;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	sigpending(&pending);
+	if (sigismember(&pending, SIGPIPE) && !sigismember(old, SIGPIPE))
+		sigtimedwait(&pipe, NULL, &zero);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
 static SSL_CTX *client_ctx(char *err)
@@ -194,7 +240,9 @@ static int relay_step(struct relay *r, int *want_net_write)
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
+	sigset_t old;
 
+	sigpipe_hold(&old);                  /* this thread's for good: a write to a peer gone fails */
 	for (;;) {
 		int want_write;
 		struct pollfd p[2];
@@ -264,7 +312,9 @@ int wire_tls_client(int fd, const char *host, char *err)
 {
 	SSL_CTX *ctx = client_ctx(err);
 	unsigned char ip[16];
+	sigset_t old;
 	SSL *ssl;
+	int bad;
 
 	if (!ctx || !(ssl = SSL_new(ctx))) {
 		if (ctx)
@@ -279,7 +329,10 @@ int wire_tls_client(int fd, const char *host, char *err)
 		SSL_set_tlsext_host_name(ssl, host);
 		SSL_set1_host(ssl, host);
 	}
-	if (handshake(ssl, 0, err)) {
+	sigpipe_hold(&old);
+	bad = handshake(ssl, 0, HANDSHAKE_MS, err);
+	sigpipe_release(&old);
+	if (bad) {
 		SSL_free(ssl);
 		close(fd);
 		return -1;
@@ -287,11 +340,14 @@ int wire_tls_client(int fd, const char *host, char *err)
 	return relay_start(ssl, fd, err);
 }
 
-/* The server's side: TLS over an accepted socket fd (consumed). */
-int wire_tls_server(int fd, char *err)
+/* The server's side: TLS over an accepted socket fd (consumed), its
+ * handshake within ms milliseconds. */
+int wire_tls_server(int fd, int ms, char *err)
 {
+	sigset_t old;
 	SSL *ssl;
 
+	sigpipe_hold(&old);                  /* the server ignores SIGPIPE; held all the same */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	if (!server_ctx || !(ssl = SSL_new(server_ctx))) {
 		tls_error(err, "cannot start TLS");
@@ -299,7 +355,7 @@ int wire_tls_server(int fd, char *err)
 		return -1;
 	}
 	SSL_set_fd(ssl, fd);
-	if (handshake(ssl, 1, err)) {
+	if (handshake(ssl, 1, ms, err)) {
 		SSL_free(ssl);
 		close(fd);
 		return -1;

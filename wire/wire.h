@@ -33,7 +33,7 @@ int wire_parse_addr(const char *text, struct wire_addr *addr, char *err);
 int wire_tls_server_init(const char *cert, const char *key, char *err);
 int wire_tls_server_ready(void);
 int wire_tls_client(int fd, const char *host, char *err);
-int wire_tls_server(int fd, char *err);
+int wire_tls_server(int fd, int ms, char *err);
 void wire_format_addr(const struct wire_addr *addr, char *out, size_t len);
 int wire_listen(const struct wire_addr *addr, char *err);
 int wire_dial(const struct wire_addr *addr, char *err);
@@ -160,7 +160,8 @@ int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, vo
 #define LANE_MAGIC 0x4c414e45u           /* "LANE" */
 #define LANE_MAX 16
 #define LANE_CHUNK_MIN (64u << 10)
-#define LANE_CHUNK_MAX (16u << 20)
+#define LANE_CHUNK_MAX (4u << 20)           /* each lane pins two buffers of it */
+#define LANE_COPY_MAX (1ull << 48)
 struct lane_frame {
 	uint32_t magic;
 	uint32_t len;
