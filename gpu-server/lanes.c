@@ -17,7 +17,6 @@
  */
 #include <arpa/inet.h>
 #include <endian.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -53,38 +52,6 @@ struct lanes {
 	struct lane lane[LANE_MAX];
 };
 
-static int recv_all(int fd, void *buf, size_t len)
-{
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = recv(fd, p, len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int send_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static uint64_t chunk_len(const struct job *j, uint64_t k)
 {
 	uint64_t off = k * j->chunk;
@@ -104,8 +71,8 @@ static int lane_in(struct lane *l, const struct job *j, CUresult *err)
 		if (issued == 2 && !*err)
 			*err = cuStreamSynchronize(j->stream);     /* this buffer's last copy is done */
 		issued = issued == 2 ? 0 : issued;
-		if (recv_all(l->fd, &f, sizeof(f)) || ntohl(f.magic) != LANE_MAGIC || ntohl(f.len) != len ||
-		    be64toh(f.offset) != off || recv_all(l->fd, l->buf[b], len))
+		if (wire_recv_all(l->fd, &f, sizeof(f)) || ntohl(f.magic) != LANE_MAGIC || ntohl(f.len) != len ||
+		    be64toh(f.offset) != off || wire_recv_all(l->fd, l->buf[b], len))
 			return -1;
 		if (!*err)
 			*err = cuMemcpyHtoDAsync(j->device + off, l->buf[b], len, j->stream);
@@ -127,7 +94,7 @@ static int lane_out(struct lane *l, const struct job *j, CUresult *err)
 			*err = cuMemcpyDtoHAsync(l->buf[0], j->device + off, len, j->stream);
 		if (!*err)
 			*err = cuStreamSynchronize(j->stream);
-		if (send_all(l->fd, &f, sizeof(f)) || send_all(l->fd, l->buf[0], len))
+		if (wire_send_all(l->fd, &f, sizeof(f)) || wire_send_all(l->fd, l->buf[0], len))
 			return -1;
 	}
 	return 0;

@@ -59,17 +59,6 @@ int handoff_send(int sock, int fd, const char *remote, const struct wire_buf *he
 	       write(sock, hello->data, len) == (ssize_t)len ? 0 : -1;
 }
 
-static int read_all(int from, void *buf, size_t len)
-{
-	for (size_t got = 0; got < len;) {
-		ssize_t n = read(from, (char *)buf + got, len - got);
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
 int session_receive(int from, struct wire_buf *hello)
 {
 	char host[REMOTE_HOST_MAX] = "";
@@ -78,9 +67,9 @@ int session_receive(int from, struct wire_buf *hello)
 
 	if (fd < 0)
 		return -1;
-	if (read_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && read_all(from, host, rlen - 1)) ||
-	    read_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
-	    read_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
+	if (wire_recv_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && wire_recv_all(from, host, rlen - 1)) ||
+	    wire_recv_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
+	    wire_recv_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
 		close(fd);
 		return -1;
 	}

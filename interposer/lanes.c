@@ -11,7 +11,6 @@
  */
 #include <arpa/inet.h>
 #include <endian.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -42,20 +41,6 @@ static struct {
 	struct lane lane[LANE_MAX];
 } L = { .lock = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER };
 
-static int io_all(int fd, char *p, size_t len, int out)
-{
-	while (len) {
-		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* One lane's share of the copy: -1 if the lane broke. */
 static int lane_move(struct lane *l, char *host, uint64_t size, int to_device, unsigned nlanes)
 {
@@ -64,10 +49,10 @@ static int lane_move(struct lane *l, char *host, uint64_t size, int to_device, u
 		struct lane_frame f = { htonl(LANE_MAGIC), htonl((uint32_t)len), htobe64(off) };
 
 		if (to_device) {
-			if (io_all(l->fd, (char *)&f, sizeof(f), 1) || io_all(l->fd, host + off, len, 1))
+			if (wire_send_all(l->fd, &f, sizeof(f)) || wire_send_all(l->fd, host + off, len))
 				return -1;
-		} else if (io_all(l->fd, (char *)&f, sizeof(f), 0) || ntohl(f.magic) != LANE_MAGIC ||
-			   ntohl(f.len) != len || be64toh(f.offset) != off || io_all(l->fd, host + off, len, 0)) {
+		} else if (wire_recv_all(l->fd, &f, sizeof(f)) || ntohl(f.magic) != LANE_MAGIC ||
+			   ntohl(f.len) != len || be64toh(f.offset) != off || wire_recv_all(l->fd, host + off, len)) {
 			return -1;
 		}
 	}

@@ -228,6 +228,40 @@ int wire_recv_fd(int sock)
 	return fd;
 }
 
+/* Sends or receives exactly len bytes on a blocking socket (no SIGPIPE);
+ * -1 if the peer went away or the socket failed. */
+int wire_send_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int wire_recv_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 /* Reads one text line (without its newline) from a socket; -1 at its end. */
 int wire_read_line(int fd, char *buf, size_t len)
 {

@@ -40,6 +40,8 @@ int wire_dial(const struct wire_addr *addr, char *err);
 int wire_send_fd(int sock, int fd);
 int wire_recv_fd(int sock);
 int wire_read_line(int fd, char *buf, size_t len);
+int wire_send_all(int fd, const void *buf, size_t len);
+int wire_recv_all(int fd, void *buf, size_t len);
 
 /* ---- the token, proven without sending it (auth.c) ---- */
 #define WIRE_NONCE_LEN 32
