@@ -50,7 +50,7 @@ start_server() {
 	chmod 600 "$TMP/token"
 	TLS_PORT=$(free_port) TLS_ARGS=()
 	# TLS needs a certificate: a self-signed one for 127.0.0.1, made here.
-	if command -v openssl >/dev/null && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	if command -v openssl >/dev/null && timeout 60 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
 		-keyout "$TMP/tls.key" -out "$TMP/tls.crt" -days 2 -subj /CN=cicada-bench \
 		-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
 		TLS_ARGS=(--listen "tls:127.0.0.1:$TLS_PORT" --tls-cert "$TMP/tls.crt" --tls-key "$TMP/tls.key")

@@ -256,6 +256,7 @@ CUresult one_scalar(scalar_res *r, uint64_t v);
 /* session.c: what a handed-over connection is for, and detached life */
 int session_receive(int from, struct wire_buf *hello);
 int session_open_channel(struct worker *w, int prepare);
+CUresult session_channel_call(struct worker *w, const scalars *a, name_res *r, int *fd);
 void session_run(struct worker *w, int fd, struct wire_buf *hello);
 int session_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
 int ticket_valid(const char *ticket);

@@ -177,24 +177,14 @@ uint64_t hostfn_node_id(CUhostFn fn, void *data)
 	return fn == run_host_func && data ? ((struct host_call *)data)->id : 0;
 }
 
-/* v[0] = 0: make ready (the session socket listens; the reply names the
- * ticket to dial with); v[0] = 1: take the connection the client made. */
+/* The host-function channel: session_channel_call says how it opens. */
 CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
 {
-	scalars *a = args;
-	name_res *r = res;
+	CUresult err;
 	int fd;
 
-	if (a->v.v_len != 1 || a->v.v_val[0] > 1)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (a->v.v_val[0] == 0 && session_open_channel(w, 1))
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	if (!(r->name = strdup(w->ticket)))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (a->v.v_val[0] == 0)
-		return CUDA_SUCCESS;
-	if ((fd = session_open_channel(w, 0)) < 0)
-		return CUDA_ERROR_OPERATING_SYSTEM;
+	if ((err = session_channel_call(w, args, res, &fd)) || fd < 0)
+		return err;
 	pthread_mutex_lock(&channel_lock);
 	if (w->callback_fd >= 0)
 		close(w->callback_fd);

@@ -183,25 +183,14 @@ static CUresult lane_add(struct worker *w, int fd)
 	return CUDA_SUCCESS;
 }
 
-/* lane_open(0): get ready for a lane, answer the ticket it must name;
- * lane_open(1): take the lane the client dialled meanwhile. */
+/* A bulk lane: session_channel_call says how it opens. */
 CUresult hand_lane_open(struct worker *w, void *args, void *res)
 {
-	scalars *a = args;
-	name_res *r = res;
 	CUresult err;
 	int fd;
 
-	if (a->v.v_len != 1 || a->v.v_val[0] > 1)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (a->v.v_val[0] == 0 && session_open_channel(w, 1))
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	if (!(r->name = strdup(w->ticket)))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (a->v.v_val[0] == 0)
-		return CUDA_SUCCESS;
-	if ((fd = session_open_channel(w, 0)) < 0)
-		return CUDA_ERROR_OPERATING_SYSTEM;
+	if ((err = session_channel_call(w, args, res, &fd)) || fd < 0)
+		return err;
 	if ((err = lane_add(w, fd))) {
 		close(fd);
 		return err;

@@ -385,6 +385,24 @@ int session_open_channel(struct worker *w, int prepare)
 	return fd;
 }
 
+/* A channel procedure's call (host_func_channel, lane_open): v[0] = 0
+ * makes the worker ready (the session socket listens; the reply names the
+ * ticket to dial with), v[0] = 1 takes the connection the client dialled
+ * meanwhile into *fd. *fd is -1 after a v[0] = 0 call. */
+CUresult session_channel_call(struct worker *w, const scalars *a, name_res *r, int *fd)
+{
+	*fd = -1;
+	if (a->v.v_len != 1 || a->v.v_val[0] > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (a->v.v_val[0] == 0 && session_open_channel(w, 1))
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	if (!(r->name = strdup(w->ticket)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (a->v.v_val[0] == 1 && (*fd = session_open_channel(w, 0)) < 0)
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	return CUDA_SUCCESS;
+}
+
 /* A paused session's ticket is not enough over a unix socket (it lies in
  * image directories): the peer must also be the session's user (the
  * first unix client it served), root or the server's user. TCP peers

@@ -204,11 +204,21 @@ static CUresult say_hello(hello_op op, const char *ticket, int *regions_lost)
 	return CUDA_SUCCESS;
 }
 
-/* A second connection to the session's worker, for what the server calls
- * in the client (hostfn.c). The worker answers its hello only when told
- * to take it, by the call accept makes. The caller holds the client lock.
+/* Calls a channel procedure (host_func_channel, lane_open): take 0 makes
+ * the worker ready and answers the ticket to dial with, take 1 has it
+ * take the connection dialled meanwhile. */
+static CUresult channel_call(unsigned proc, uint64_t take, name_res *r)
+{
+	scalars a = { { 1, &take } };
+
+	return client_call_locked(proc, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, r);
+}
+
+/* A further connection to the session's worker, for what the channel
+ * procedure proc serves (hostfn.c, lanes.c). The worker answers its hello
+ * only once proc tells it to take it. The caller holds the client lock.
  * Returns the socket, or -1 with err set. */
-int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
+int client_open_channel(unsigned proc, char *err)
 {
 	uint8_t nonce[WIRE_NONCE_LEN];
 	struct wire_addr addr;
@@ -216,24 +226,29 @@ int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
 	struct hello_buf hb;
 	hello_args h;
 	hello_res r = { 0 };
+	name_res ticket = { 0 }, taken = { 0 };
 	uint32_t xid;
 	CUresult rc;
-	int fd;
+	int fd = -1;
 
-	if (wire_parse_addr(cl.addr_text, &addr, err) || (fd = wire_dial(&addr, err)) < 0)
-		return -1;
-	if (wire_recv_challenge(fd, nonce, 10000, err)) {
-		close(fd);
+	if ((rc = channel_call(proc, 0, &ticket)) || !ticket.name) {
+		snprintf(err, WIRE_ERRLEN, "the worker offers no such channel (error %d)", (int)rc);
+		xdr_free((xdrproc_t)xdr_name_res, (char *)&ticket);
 		return -1;
 	}
+	if (wire_parse_addr(cl.addr_text, &addr, err) || (fd = wire_dial(&addr, err)) < 0 ||
+	    wire_recv_challenge(fd, nonce, 10000, err))
+		goto fail;
 	wire_stream_init(&st, fd);
-	hello_fill(&h, &hb, OP_CALLBACK, ticket, nonce);
+	hello_fill(&h, &hb, OP_CALLBACK, ticket.name, nonce);
 	if (hello_send(&st, &h, -1)) {
 		snprintf(err, WIRE_ERRLEN, "the server closed the connection");
 		goto fail;
 	}
 	xid = cl.xid;
-	if ((rc = accept())) {
+	rc = channel_call(proc, 1, &taken);
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&taken);
+	if (rc) {
 		snprintf(err, WIRE_ERRLEN, "the worker did not take the connection (error %d)", (int)rc);
 		goto fail;
 	}
@@ -246,10 +261,13 @@ int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err)
 		goto fail;
 	}
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&ticket);
 	return fd;
 fail:
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
-	close(fd);
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&ticket);
+	if (fd >= 0)
+		close(fd);
 	return -1;
 }
 

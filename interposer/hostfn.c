@@ -124,35 +124,15 @@ static void *serve_channel(void *arg)
 	return NULL;
 }
 
-static CUresult channel_accept(void)
-{
-	uint64_t take = 1;
-	scalars a = { { 1, &take } };
-	name_res r = { 0 };
-	CUresult rc = client_call_locked(P_host_func_channel, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
-
-	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
-	return rc;
-}
-
 /* Opens the channel (the caller holds the client lock). */
 static CUresult channel_open(void)
 {
-	uint64_t ready = 0;
-	scalars a = { { 1, &ready } };
-	name_res r = { 0 };
 	char err[WIRE_ERRLEN] = "";
-	CUresult rc;
-	int fd;
+	int fd = client_open_channel(P_host_func_channel, err);
 
-	rc = client_call_locked(P_host_func_channel, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
-	if (rc || !r.name) {
-		xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
-		return rc ? rc : CUDA_ERROR_OPERATING_SYSTEM;
-	}
-	fd = client_dial_channel(r.name, channel_accept, err);
-	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
 	if (fd < 0) {
+		if (!client_connected())
+			return client_lost(err);
 		log_error("cannot open the host function channel: %s", err);
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}

@@ -36,7 +36,7 @@ int client_wait_polls(void);
 void *client_scratch(void);
 int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err);
 int client_resume(const char *server, const char *ticket, char *err);
-int client_dial_channel(const char *ticket, CUresult (*accept)(void), char *err);
+int client_open_channel(unsigned proc, char *err);
 /* What the connection's users do when a session pauses and resumes (with
  * the client lock held); resume returns nonzero if the session cannot go
  * on. Registered from constructors, so client.c calls none of them by name. */

@@ -88,17 +88,6 @@ static void *lane_main(void *arg)
 	}
 }
 
-static CUresult lane_accept(void)
-{
-	uint64_t take = 1;
-	scalars a = { { 1, &take } };
-	name_res r = { 0 };
-	CUresult rc = client_call_locked(P_lane_open, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
-
-	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
-	return rc;
-}
-
 static unsigned lanes_wanted(void)
 {
 	const char *e = getenv("CICADA_LANES");
@@ -111,9 +100,6 @@ static unsigned lanes_wanted(void)
  * caller holds the client lock. */
 static unsigned lanes_open(void)
 {
-	uint64_t ready = 0;
-	scalars a = { { 1, &ready } };
-	name_res r = { 0 };
 	char err[WIRE_ERRLEN] = "";
 	unsigned want = lanes_wanted();
 
@@ -122,15 +108,10 @@ static unsigned lanes_open(void)
 	L.tried = 1;
 	if (!want || client_shm())
 		return 0;
-	if (client_call_locked(P_lane_open, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r) || !r.name) {
-		xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
-		log_info("bulk lanes: the server offers none; copies use the one connection");
-		return 0;
-	}
 	L.stop = 0;
 	while (L.n < want) {
 		struct lane *l = &L.lane[L.n];
-		int fd = client_dial_channel(r.name, lane_accept, err);
+		int fd = client_open_channel(P_lane_open, err);
 
 		if (fd < 0)
 			break;
@@ -141,7 +122,6 @@ static unsigned lanes_open(void)
 		}
 		L.n++;
 	}
-	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
 	if (L.n < want)
 		log_info("bulk lanes: %u of %u opened%s%s", L.n, want, err[0] ? ": " : "", err);
 	else

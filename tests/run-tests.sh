@@ -482,7 +482,7 @@ test_handshake() {
 test_tls() {
 	local port=$((PORT + 40)) tport=$((PORT + 41)) cap=$T/tls-capture rec p
 	want tls || return
-	if ! openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/tls.key" \
+	if ! timeout 60 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/tls.key" \
 		-out "$T/tls.crt" -days 2 -subj /CN=cicada-test -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1; then
 		bad "TLS: cannot make a test certificate (the openssl command; make deps installs it)"
 		return

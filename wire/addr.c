@@ -230,12 +230,10 @@ int wire_recv_fd(int sock)
 
 /* Sends or receives exactly len bytes on a blocking socket (no SIGPIPE);
  * -1 if the peer went away or the socket failed. */
-int wire_send_all(int fd, const void *buf, size_t len)
+static int move_all(int fd, char *p, size_t len, int out)
 {
-	const char *p = buf;
-
 	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		ssize_t n = out ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -246,20 +244,14 @@ int wire_send_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int wire_send_all(int fd, const void *buf, size_t len)
+{
+	return move_all(fd, (char *)buf, len, 1);
+}
+
 int wire_recv_all(int fd, void *buf, size_t len)
 {
-	char *p = buf;
-
-	while (len) {
-		ssize_t n = recv(fd, p, len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return move_all(fd, buf, len, 0);
 }
 
 /* Reads one text line (without its newline) from a socket; -1 at its end. */
