@@ -19,6 +19,7 @@ static const struct {
 	{ "launch", bench_launch, "empty kernel launch rate" },
 	{ "bandwidth", bench_bandwidth, "[MiB] pageable and pinned copy bandwidth" },
 	{ "init", bench_init, "time to cuInit, context and first cuMemAlloc" },
+	{ "peer", bench_peer, "[MiB] copy bandwidth between GPU 0 and GPU 1" },
 };
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 

@@ -26,6 +26,7 @@ void *bench_load_kernel(const char *name);
 int bench_latency(int argc, char **argv);
 int bench_launch(int argc, char **argv);
 int bench_bandwidth(int argc, char **argv);
+int bench_peer(int argc, char **argv);
 int bench_init(int argc, char **argv);
 
 #endif

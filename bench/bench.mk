@@ -2,7 +2,7 @@
 # runs them). Links the stub libcuda so it NEEDS libcuda.so.1.
 
 BENCH_SRCS := bench/bench.c bench/latency.c bench/launch.c \
-	bench/bandwidth.c bench/init.c
+	bench/bandwidth.c bench/init.c bench/peer.c
 BENCH_OBJS := $(patsubst bench/%.c,$(BUILD)/bench/%.o,$(BENCH_SRCS))
 BENCH_BIN := $(BUILD)/bench/cicada-bench
 

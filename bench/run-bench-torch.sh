@@ -6,8 +6,12 @@
 #   batch 128, SGD) and greedy-decode tokens per second (a randomly
 #   initialised 6-layer GPT-2 from transformers, 64 new tokens a call),
 #   each measured for BENCH_TORCH_SECONDS (default 10) after a warm-up,
-#   BENCH_ROUNDS rounds (default 3) with the order of the modes rotating,
-#   the median shown;
+#   BENCH_ROUNDS rounds (default 5) with the order of the modes rotating,
+#   the median shown, and the ratios as the median of each round's own
+#   ratio (a round's three runs are next to each other in time, so a
+#   drift of the machine's speed cancels); with 8 cores or more, the
+#   programs run on the first half of the cores and the gpu-server on the
+#   other half, natively too, so no run competes with a worker's polling;
 #   then a CNN training process checkpointed mid-way with criu and
 #   Cicada's plugin (images on /dev/shm) and restored (criu restore of the
 #   python process, and its GPU state), with the image size; the restored
@@ -20,7 +24,7 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 . scripts/lib.sh
 PY=${TORCH_PYTHON:-python3} W=$ROOT/tests/torch/workloads.py SERVER=$ROOT/build/bin/gpu-server
-SECS=${BENCH_TORCH_SECONDS:-10} ROUNDS=${BENCH_ROUNDS:-3}
+SECS=${BENCH_TORCH_SECONDS:-10} ROUNDS=${BENCH_ROUNDS:-5}
 CRIU=$(command -v criu || echo /usr/local/sbin/criu)
 [ -x build/bin/criu ] && CRIU=$ROOT/build/bin/criu
 TMP=$(mktemp -d /tmp/cicada-bench-torch.XXXXXX) IMG=/dev/shm/cicada-bench-torch-$$ SERVER_PID="" APP_PID=""
@@ -35,9 +39,15 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 timeout 120 "$PY" -c "import torch, transformers" ||
 	{ echo "bench-torch: $PY cannot import torch and transformers" >&2; exit 1; }
+# CPU sets: the programs on the first half of the cores, the server on the rest.
+APP_CPUS=() SRV_CPUS=()
+NCPU=$(nproc 2>/dev/null || echo 1)
+if command -v taskset >/dev/null && [ "$NCPU" -ge 8 ]; then
+	APP_CPUS=(taskset -c "0-$((NCPU / 2 - 1))") SRV_CPUS=(taskset -c "$((NCPU / 2))-$((NCPU - 1))")
+fi
 PORT=$((20000 + RANDOM % 30000))
 head -c 24 /dev/urandom | base64 >"$TMP/token"
-timeout -k 5 3600 "$SERVER" --listen "unix:$TMP/gpu.sock" --listen "tcp:127.0.0.1:$PORT" \
+timeout -k 5 3600 "${SRV_CPUS[@]}" "$SERVER" --listen "unix:$TMP/gpu.sock" --listen "tcp:127.0.0.1:$PORT" \
 	--token-file "$TMP/token" --cache-dir "$TMP/cache" >"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
 wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench-torch || exit 1
@@ -56,7 +66,7 @@ for r in $(seq "$ROUNDS"); do
 	for i in 0 1 2; do
 		m=${modes[$(((i + r) % 3))]}
 		# shellcheck disable=SC2046
-		if ! env $(mode_env "$m") timeout -k 5 $((SECS * 4 + 240)) "$PY" "$W" bench "$SECS" \
+		if ! env $(mode_env "$m") timeout -k 5 $((SECS * 4 + 240)) "${APP_CPUS[@]}" "$PY" "$W" bench "$SECS" \
 			>"$TMP/$m.$r" 2>"$TMP/$m.$r.err"; then
 			echo "bench-torch: $m round $r failed: $(tail -n 1 "$TMP/$m.$r.err")" >&2
 		fi
@@ -64,6 +74,13 @@ for r in $(seq "$ROUNDS"); do
 done
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
 figure() { cat "$TMP/$1".[0-9]* 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }' | median; }
+# ratio MODE KEY: the median over rounds of MODE's figure / native's, same round.
+ratio() {
+	for r in $(seq "$ROUNDS"); do
+		awk -v k="$2" '$1 == k { print $2 }' "$TMP/$1.$r" "$TMP/native.$r" 2>/dev/null | paste -sd' ' |
+			awk 'NF == 2 && $2 > 0 { printf "%.4f\n", $1 / $2 }'
+	done | median | awk '{ if ($1 == "nan") print "-"; else printf "%.3f", $1 }'
+}
 
 # Why criu failed: the plugin's line, else criu's first error but its
 # harmless rlimit one; the whole log goes to $OUT when set.
@@ -106,10 +123,10 @@ kill -9 "$APP_PID" 2>/dev/null || true
 	printf '%-26s %12s %12s %12s %9s %9s\n' measure native shm tcp shm/nat tcp/nat
 	for k in cnn-steps-per-s decode-tokens-per-s; do
 		n=$(figure native "$k") s=$(figure shm "$k") t=$(figure tcp "$k")
-		printf '%-26s %12s %12s %12s %9s %9s\n' "$k" "$n" "$s" "$t" \
-			"$(awk -v a="$s" -v b="$n" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')" \
-			"$(awk -v a="$t" -v b="$n" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "-" }')"
+		printf '%-26s %12s %12s %12s %9s %9s\n' "$k" "$n" "$s" "$t" "$(ratio shm "$k")" "$(ratio tcp "$k")"
 	done
+	echo "(rates: median of the rounds; ratios: median of each round's ratio to its native run)"
+	[ ${#APP_CPUS[@]} -gt 0 ] && echo "(programs on CPUs ${APP_CPUS[2]}, the gpu-server on ${SRV_CPUS[2]})"
 	if [ -n "$ck" ]; then
 		echo "checkpoint of the training process (criu + GPU state, shm, /dev/shm): $ck s, image $size MiB; restore $rs s; training went on"
 	else

@@ -82,10 +82,10 @@ FAILED=0
 run_mode() {
 	local mode=$1 cmd
 	shift
-	for cmd in latency launch "bandwidth $MIB" init; do
+	for cmd in latency launch "bandwidth $MIB" init "peer $MIB"; do
 		echo "## $mode: cicada-bench $cmd" >>"$TMP/raw.txt"
 		# shellcheck disable=SC2086
-		[ "$mode" = tls ] && [ "$cmd" = init ] && continue
+		[ "$mode" = tls ] && { [ "$cmd" = init ] || [ "${cmd% *}" = peer ]; } && continue
 		if ! env -u LD_PRELOAD -u CICADA_SERVER -u CICADA_TOKEN_FILE -u CICADA_SHM \
 			CICADA_KERNELS="$KDIR" CUDA_KERNELS="$KDIR" "$@" timeout -k 5 600 "$BIN" $cmd \
 			>"$TMP/out" 2>"$TMP/err"; then
@@ -253,6 +253,8 @@ END {
 	target("pinned bandwidth d2h", "pinned_d2h_gbs", "pct", 90)
 	target("pageable bandwidth h2d", "pageable_h2d_gbs", "pct", 80)
 	target("pageable bandwidth d2h", "pageable_d2h_gbs", "pct", 80)
+	if (("native", "peer_gpus") in v && v["native", "peer_gpus"] < 2)
+		print "\npeer copies between two GPUs: not measured (this node has one GPU)"
 	printf "\nthe TCP path against the link itself (loopback, this run): %.3g GB/s on one stream, %.3g GB/s on four\n",
 		link["link_tcp_1s_gbs"], link["link_tcp_4s_gbs"]
 	linkrow("pinned h2d", "pinned_h2d_gbs")

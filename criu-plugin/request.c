@@ -6,6 +6,7 @@
  * (TCP) sends or receives the snapshot over the connection.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cicada-criu.h"
@@ -19,12 +20,18 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)s->pid, .host = host,
 			 .op = op, .ticket = (char *)s->ticket, .snapshot = name, .stream = (unsigned)stream,
 			 .parent = (char *)s->parent };
+	char devices[CICADA_NAME_MAX] = "";
+	const char *gpus = getenv("CICADA_RESTORE_GPUS");
 	hello_res r;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };
 	int rc = -1;
 
 	memset(&r, 0, sizeof(r));
+	/* a restore onto these of the server's GPUs first (ordinals or UUIDs) */
+	if (op == OP_RESTORE && gpus && *gpus)
+		snprintf(devices, sizeof(devices), ">%s", gpus);
+	h.devices = devices;
 	snapshot_name(s->pid, name, sizeof(name));
 	if (wire_recv_challenge(fd, nonce, 30000, err))
 		return -1;

@@ -60,6 +60,7 @@ struct job {
 	int relayed;
 	char ident[IDENT_LEN];
 	hello_op op;
+	unsigned gpus;                       /* GPUs the client asked for (0: default) */
 	pid_t bound;                         /* the worker bound to the slot */
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
 	struct wire_buf b;
@@ -195,7 +196,7 @@ static void run_job(struct job *j)
 	}
 	if (j->op == OP_RESTORE && j->ticket[0] && restore_preloaded(j)) {
 		;                            /* into the worker that holds its memory */
-	} else if (pool_hand_over(j->fd, j->relayed ? j->ident : NULL, &j->b, session_bound, j) < 0) {
+	} else if (pool_hand_over(j->fd, j->relayed ? j->ident : NULL, &j->b, j->gpus, session_bound, j) < 0) {
 		log_error("no worker available for %s", j->peer);
 		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
 	}
@@ -249,6 +250,7 @@ static void queue_job(struct conn *c, int slot)
 	snprintf(j->ident, sizeof(j->ident), "%s", c->ident);
 	j->slot = slot;
 	j->op = c->h.op;
+	j->gpus = c->h.gpus;
 	j->b = c->b;
 	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
 	if (c->h.ticket)

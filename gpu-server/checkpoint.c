@@ -23,6 +23,11 @@ int worker_quiesce(struct worker *w, char *err)
 		snprintf(err, WIRE_ERRLEN, "a CUDA graph capture is in progress; try again when it has ended");
 		return -1;
 	}
+	if (ipc_busy()) {
+		snprintf(err, WIRE_ERRLEN, "the application maps another process's device memory (CUDA IPC); "
+			 "close those handles first");
+		return -1;
+	}
 	for (unsigned i = 0; i < w->nhandles; i++) {
 		if (w->handles[i].kind != H_CTX)
 			continue;
@@ -164,9 +169,10 @@ static int add_record(void *ctx, const struct replay_entry *e)
 	return e->proc == P_module_load ? add_image(b, e) : 0;
 }
 
-static void gpu_info(Cicada__Gpu *g, char *name, size_t len, CUuuid *uuid)
+/* The client's GPU 0, as the snapshot describes it. */
+static void gpu_info(const struct worker *w, Cicada__Gpu *g, char *name, size_t len, CUuuid *uuid)
 {
-	CUdevice dev = 0;
+	CUdevice dev = w->ngpus ? w->gpu[0] : 0;
 	size_t total = 0;
 
 	cicada__gpu__init(g);
@@ -304,8 +310,10 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 		snprintf(err, SNAP_ERRLEN, "out of memory");
 		goto out;
 	}
-	gpu_info(&p.gpu, p.gpu_name, sizeof(p.gpu_name), &p.uuid);
+	gpu_info(w, &p.gpu, p.gpu_name, sizeof(p.gpu_name), &p.uuid);
 	p.m.gpu = &p.gpu;
+	p.m.gpu_count = (uint32_t)w->ngpus;
+	p.m.has_gpu_count = 1;
 	devmem_arena(w, &p.m.arena_va, &p.m.arena_size);
 	p.m.current_ctx = w->current_ctx;
 	p.m.has_arena_va = p.m.has_arena_size = p.m.has_current_ctx = 1;

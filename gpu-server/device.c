@@ -48,26 +48,51 @@ CUresult hand_get_error_string(struct worker *w, void *args, void *res)
 	return name_reply(args, res, error_string);
 }
 
-CUresult hand_device_get_name(struct worker *w, void *args, void *res)
-{
-	return name_reply(args, res, device_name);
-}
-
-CUresult hand_device_get_pci_bus_id(struct worker *w, void *args, void *res)
-{
-	return name_reply(args, res, device_pci_bus_id);
-}
-
-CUresult hand_device_get_uuid(struct worker *w, void *args, void *res)
+/* A device query's one scalar, the client's ordinal, as the real device. */
+static CUresult device_arg(struct worker *w, void *args, uint64_t *real)
 {
 	scalars *a = args;
-	bytes_res *r = res;
-	CUuuid uuid;
+	CUdevice dev;
 	CUresult err;
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = cuDeviceGetUuid(&uuid, (CUdevice)a->v.v_val[0]);
+	if ((err = device_in(w, a->v.v_val[0], &dev)))
+		return err;
+	if (dev < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*real = (uint64_t)dev;
+	return CUDA_SUCCESS;
+}
+
+static CUresult device_name_reply(struct worker *w, void *args, void *res, name_query query)
+{
+	uint64_t dev;
+	scalars one = { { 1, &dev } };
+	CUresult err = device_arg(w, args, &dev);
+
+	return err ? err : name_reply(&one, res, query);
+}
+
+CUresult hand_device_get_name(struct worker *w, void *args, void *res)
+{
+	return device_name_reply(w, args, res, device_name);
+}
+
+CUresult hand_device_get_pci_bus_id(struct worker *w, void *args, void *res)
+{
+	return device_name_reply(w, args, res, device_pci_bus_id);
+}
+
+CUresult hand_device_get_uuid(struct worker *w, void *args, void *res)
+{
+	bytes_res *r = res;
+	uint64_t dev;
+	CUuuid uuid;
+	CUresult err = device_arg(w, args, &dev);
+
+	if (!err)
+		err = cuDeviceGetUuid(&uuid, (CUdevice)dev);
 	if (err)
 		return err;
 	r->data.data_val = malloc(sizeof(uuid.bytes));
@@ -84,11 +109,16 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 	scalars *a = args;
 	scalar_res *r = res;
 	CUcontext ctx;
+	CUdevice dev;
 	CUresult err;
 
 	if (a->v.v_len != 2)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = cuCtxCreate(&ctx, NULL, (unsigned)a->v.v_val[0], (CUdevice)a->v.v_val[1]);
+	if ((err = device_in(w, a->v.v_val[1], &dev)))
+		return err;
+	if (!primary_ctx(w, dev))            /* held: see wrap_cuDevicePrimaryCtxRetain */
+		return CUDA_ERROR_INVALID_DEVICE;
+	err = cuCtxCreate(&ctx, NULL, (unsigned)a->v.v_val[0], dev);
 	if (err)
 		return err;
 	w->current_ctx = handle_put(w, H_CTX, ctx);  /* cuCtxCreate makes it current */
@@ -131,6 +161,8 @@ CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
 		return err;
 	if (a->attr == CU_POINTER_ATTRIBUTE_CONTEXT)
 		value = handle_put(w, H_CTX, (void *)(uintptr_t)value);
+	if (a->attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+		value = (uint32_t)device_out(w, (CUdevice)(int)value);
 	r->data.data_val = malloc(size);
 	if (!r->data.data_val)
 		return CUDA_ERROR_OUT_OF_MEMORY;

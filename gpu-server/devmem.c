@@ -6,6 +6,13 @@
  * chunks, so every allocation comes back at its old address and pointers
  * stored anywhere stay valid.
  *
+ * Each GPU the client sees has a slice of ARENA_SIZE in the arena, in the
+ * order of the client's ordinals: an allocation lands in the slice of the
+ * current context's device, and a restore onto other GPUs keeps every
+ * address, each slice backed by the GPU that now has that ordinal. A
+ * chunk is mapped for its own GPU and for every GPU of the client that
+ * can reach it (peer access), so unified addressing holds across them.
+ *
  * A chunk is one physical allocation. Requests of half a granule or more
  * get a chunk of their own; smaller ones share granule-sized chunks,
  * carved in 256-byte units (the driver's own alignment).
@@ -36,7 +43,7 @@ struct alloc {
 
 struct devmem {
 	uint64_t base, size, gran;
-	CUdevice dev;
+	struct worker *w;                    /* its GPUs (gpus.c) */
 	struct chunk *chunks;                /* sorted by va */
 	unsigned nchunks, cap_chunks;
 	struct alloc *allocs;                /* sorted by va */
@@ -45,6 +52,7 @@ struct devmem {
 	/* a restore's source of physical memory already written (preload.c) */
 	int (*take)(void *ctx, uint64_t va, uint64_t size, CUmemGenericAllocationHandle *h);
 	void *take_ctx;
+	void (*unmapped)(struct worker *w, uint64_t va);   /* a chunk went (ipc.c's hook) */
 };
 
 /* Makes room for element n of an array of *cap (doubling, from 64). */
@@ -62,6 +70,20 @@ int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem)
 	return 0;
 }
 
+/* The slice of va, the client's ordinal of its GPU. */
+static unsigned slot_of(const struct devmem *m, uint64_t va)
+{
+	return (unsigned)((va - m->base) / ARENA_SIZE);
+}
+
+/* The real GPU of the slice of va, or -1. */
+static CUdevice device_of(const struct devmem *m, uint64_t va)
+{
+	unsigned s = slot_of(m, va);
+
+	return s < (unsigned)m->w->ngpus ? m->w->gpu[s] : -1;
+}
+
 static CUmemAllocationProp chunk_prop(CUdevice dev)
 {
 	CUmemAllocationProp p = { 0 };
@@ -69,10 +91,12 @@ static CUmemAllocationProp chunk_prop(CUdevice dev)
 	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	p.location.id = dev;
+	p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;   /* IPC (ipc.c) */
 	return p;
 }
 
-/* Reserves the arena at base (0: the default address). */
+/* Reserves the arena at base (0: the default address, with a slice for
+ * each GPU of the node). */
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size)
 {
 	struct devmem *m = w->devmem;
@@ -90,7 +114,10 @@ CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size)
 		pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 		pthread_rwlock_init(&m->lock, &attr);
 		pthread_rwlockattr_destroy(&attr);
+		m->w = w;
 	}
+	base = base ? base : ARENA_BASE;
+	size = size ? size : ARENA_SIZE * (uint64_t)(w->nreal > 1 ? w->nreal : 1);
 	if (m->base) {
 		if (m->base == base && m->size == size)
 			return CUDA_SUCCESS;
@@ -99,13 +126,9 @@ CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size)
 		cuMemAddressFree(m->base, m->size);
 		m->base = 0;
 	}
-	if ((err = cuCtxGetDevice(&m->dev)))
-		return err;
-	prop = chunk_prop(m->dev);
+	prop = chunk_prop(w->ngpus ? w->gpu[0] : 0);
 	if ((err = cuMemGetAllocationGranularity(&m->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
 		return err;
-	base = base ? base : ARENA_BASE;
-	size = size ? size : ARENA_SIZE;
 	if ((err = cuMemAddressReserve(&got, size, m->gran, base, 0)))
 		return err;
 	if (got != base) {
@@ -125,12 +148,38 @@ void devmem_arena(const struct worker *w, uint64_t *base, uint64_t *size)
 	*size = w->devmem ? w->devmem->size : 0;
 }
 
-/* Physical memory as the arena's chunks have it. */
-CUresult devmem_create(struct worker *w, uint64_t size, CUmemGenericAllocationHandle *h)
+/* The real GPU whose memory backs va (by its slice), or -1. */
+CUdevice devmem_device(const struct worker *w, uint64_t va)
 {
-	CUmemAllocationProp prop = chunk_prop(w->devmem ? w->devmem->dev : 0);
+	const struct devmem *m = w->devmem;
 
-	return cuMemCreate(h, size, &prop, 0);
+	return m && va >= m->base && va - m->base < m->size ? device_of(m, va) : -1;
+}
+
+/* Physical memory for the chunk at va, on the GPU of its slice. */
+CUresult devmem_create(struct worker *w, uint64_t va, uint64_t size, CUmemGenericAllocationHandle *h)
+{
+	CUdevice dev = devmem_device(w, va);
+	CUmemAllocationProp prop = chunk_prop(dev);
+
+	return dev < 0 ? CUDA_ERROR_INVALID_DEVICE : cuMemCreate(h, size, &prop, 0);
+}
+
+/* Who may use a chunk on dev: dev, and the client's other GPUs that can
+ * reach its memory. Returns how many descriptors it filled. */
+unsigned devmem_access(const struct worker *w, CUdevice dev, CUmemAccessDesc *d)
+{
+	unsigned n = 0;
+
+	d[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, dev }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	for (int i = 0; i < w->ngpus; i++) {
+		int can = 0;
+
+		if (w->gpu[i] != dev && !cuDeviceCanAccessPeer(&can, w->gpu[i], dev) && can)
+			d[n++] = (CUmemAccessDesc){ { CU_MEM_LOCATION_TYPE_DEVICE, w->gpu[i] },
+						    CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	}
+	return n;
 }
 
 /* A restore maps chunks that take gives (written already) as they are;
@@ -147,35 +196,40 @@ void devmem_set_source(struct worker *w, int (*take)(void *, uint64_t, uint64_t,
 /* Creates (or takes) and maps physical memory at va. */
 static CUresult chunk_map(struct devmem *m, struct chunk *c)
 {
-	CUmemAllocationProp prop = chunk_prop(m->dev);
-	CUmemAccessDesc access = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemAccessDesc access[CICADA_MAX_GPUS];
+	CUdevice dev = device_of(m, c->va);
 	CUresult err = CUDA_SUCCESS;
 
+	if (dev < 0)
+		return CUDA_ERROR_INVALID_DEVICE;
 	if (!m->take || m->take(m->take_ctx, c->va, c->size, &c->handle))
-		err = cuMemCreate(&c->handle, c->size, &prop, 0);
+		err = devmem_create(m->w, c->va, c->size, &c->handle);
 	if (err)
 		return err;
 	if ((err = cuMemMap(c->va, c->size, 0, c->handle, 0))) {
 		cuMemRelease(c->handle);
 		return err;
 	}
-	if ((err = cuMemSetAccess(c->va, c->size, &access, 1))) {
+	if ((err = cuMemSetAccess(c->va, c->size, access, devmem_access(m->w, dev, access)))) {
 		cuMemUnmap(c->va, c->size);
 		cuMemRelease(c->handle);
 	}
 	return err;
 }
 
-/* Lowest free arena address for size bytes, or 0. */
-static uint64_t find_gap(struct devmem *m, uint64_t size, unsigned *at)
+/* Lowest free address for size bytes in the slice of GPU slot, or 0. */
+static uint64_t find_gap(struct devmem *m, unsigned slot, uint64_t size, unsigned *at)
 {
-	uint64_t va = m->base;
+	uint64_t lo = m->base + (uint64_t)slot * ARENA_SIZE, va = lo;
+	uint64_t hi = lo + (m->size - (lo - m->base) < ARENA_SIZE ? m->size - (lo - m->base) : ARENA_SIZE);
 	unsigned i;
 
-	for (i = 0; i < m->nchunks && m->chunks[i].va - va < size; i++)
+	for (i = 0; i < m->nchunks && m->chunks[i].va + m->chunks[i].size <= lo; i++)
+		;
+	for (; i < m->nchunks && m->chunks[i].va < hi && m->chunks[i].va - va < size; i++)
 		va = m->chunks[i].va + m->chunks[i].size;
 	*at = i;
-	return va + size <= m->base + m->size ? va : 0;
+	return va < hi && size <= hi - va ? va : 0;
 }
 
 /* Index of the first entry above va in a va-sorted array of structs that
@@ -231,6 +285,8 @@ static void chunk_remove(struct devmem *m, unsigned i)
 {
 	struct chunk *c = &m->chunks[i];
 
+	if (m->unmapped)
+		m->unmapped(m->w, c->va);
 	pthread_rwlock_wrlock(&m->lock);
 	cuMemUnmap(c->va, c->size);
 	cuMemRelease(c->handle);
@@ -274,7 +330,7 @@ static void units_mark(struct chunk *c, uint64_t va, uint64_t size, int used)
 	c->used += used ? 1 : -1;
 }
 
-static CUresult alloc_small(struct devmem *m, uint64_t size, uint64_t *va)
+static CUresult alloc_small(struct devmem *m, unsigned slot, uint64_t size, uint64_t *va)
 {
 	unsigned n = (unsigned)((size + UNIT - 1) / UNIT), at;
 	struct chunk *c = NULL;
@@ -282,10 +338,11 @@ static CUresult alloc_small(struct devmem *m, uint64_t size, uint64_t *va)
 	CUresult err;
 
 	for (unsigned i = 0; i < m->nchunks && u < 0; i++)
-		if (m->chunks[i].units && (u = units_find(&m->chunks[i], n)) >= 0)
+		if (m->chunks[i].units && slot_of(m, m->chunks[i].va) == slot &&
+		    (u = units_find(&m->chunks[i], n)) >= 0)
 			c = &m->chunks[i];
 	if (u < 0) {
-		uint64_t base = find_gap(m, m->gran, &at);
+		uint64_t base = find_gap(m, slot, m->gran, &at);
 		if (!base)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		if ((err = chunk_add(m, base, m->gran, 1, &c)))
@@ -297,14 +354,14 @@ static CUresult alloc_small(struct devmem *m, uint64_t size, uint64_t *va)
 	return CUDA_SUCCESS;
 }
 
-static CUresult alloc_large(struct devmem *m, uint64_t size, uint64_t *va)
+static CUresult alloc_large(struct devmem *m, unsigned slot, uint64_t size, uint64_t *va)
 {
 	uint64_t rounded = (size + m->gran - 1) / m->gran * m->gran;
 	struct chunk *c;
 	unsigned at;
 	CUresult err;
 
-	if (!(*va = find_gap(m, rounded, &at)))
+	if (!(*va = find_gap(m, slot, rounded, &at)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if ((err = chunk_add(m, *va, rounded, 0, &c)))
 		return err;
@@ -332,13 +389,20 @@ static CUresult alloc_note(struct devmem *m, uint64_t va, uint64_t size)
 CUresult devmem_alloc(struct worker *w, uint64_t size, uint64_t *va)
 {
 	struct devmem *m = w->devmem;
+	CUdevice dev;
 	CUresult err;
+	int slot;
 
 	if (!size)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!m || !m->base)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	err = size < m->gran / 2 ? alloc_small(m, size, va) : alloc_large(m, size, va);
+	if ((err = cuCtxGetDevice(&dev)))
+		return err;
+	/* the current context's GPU, which has a slice if the client sees it */
+	if ((slot = device_slot(w, dev)) < 0 || (uint64_t)slot >= m->size / ARENA_SIZE + (m->size < ARENA_SIZE))
+		return CUDA_ERROR_INVALID_DEVICE;
+	err = size < m->gran / 2 ? alloc_small(m, (unsigned)slot, size, va) : alloc_large(m, (unsigned)slot, size, va);
 	if (!err && (err = alloc_note(m, *va, size)))
 		devmem_free(w, *va);
 	return err;
@@ -507,6 +571,37 @@ int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUst
 		rc = -1;
 	pthread_rwlock_unlock(&m->lock);
 	return rc;
+}
+
+/* The chunk holding the allocation at va, exported as a file descriptor
+ * (ipc.c): its address, size and GPU. -1 if none. */
+int devmem_export(struct worker *w, uint64_t va, uint64_t *chunk_va, uint64_t *size, CUdevice *dev)
+{
+	struct devmem *m = w->devmem;
+	struct chunk *c;
+	int fd = -1;
+
+	if (!m)
+		return -1;
+	pthread_rwlock_rdlock(&m->lock);
+	c = chunk_of(m, va);
+	if (c && alloc_find(m, va) >= 0 &&
+	    cuMemExportToShareableHandle(&fd, c->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS) {
+		*chunk_va = c->va;
+		*size = c->size;
+		*dev = device_of(m, c->va);
+	} else {
+		fd = -1;
+	}
+	pthread_rwlock_unlock(&m->lock);
+	return fd;
+}
+
+/* Tells hook of every chunk that goes from now on. */
+void devmem_on_unmap(struct worker *w, void (*hook)(struct worker *w, uint64_t va))
+{
+	if (w->devmem)
+		w->devmem->unmapped = hook;
 }
 
 /* Holds the chunks mapped (hold 1) for another thread's reads of them,

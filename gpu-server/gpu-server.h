@@ -72,6 +72,11 @@ struct worker {
 	int replay_broken;
 	int regions_lost;                    /* restored: the client must share them again */
 	uint64_t client_pid;                 /* as the client said in its hello */
+	int ngpus;                           /* the GPUs the client sees, by its ordinal */
+	CUdevice gpu[CICADA_MAX_GPUS];
+	int nreal;                           /* GPUs of the node (the driver's count) */
+	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
+	unsigned nassigned;
 	uid_t owner_uid;                     /* the session's unix user; -1 until known */
 	char ticket[CICADA_TICKET_LEN + 1];
 	int detach;                          /* the client asked to detach */
@@ -121,14 +126,28 @@ static inline uint64_t float_to_u64(float f)
 }
 
 /* primary.c */
-void primary_note_warm(CUdevice dev);
+CUcontext primary_ctx(struct worker *w, CUdevice dev);
+
+/* gpus.c: the GPUs a client sees and its ordinals for them */
+void gpus_init(struct worker *w);
+void gpus_assign(struct worker *w, const uint32_t *ids, unsigned n);
+int gpus_choose(struct worker *w, const char *visible);
+int gpus_setup(struct worker *w, const char *visible);
+int gpus_uuid_text(CUdevice dev, char *out, size_t len);
+CUresult device_in(const struct worker *w, uint64_t v, CUdevice *real);
+uint64_t device_out(const struct worker *w, CUdevice real);
+int device_slot(const struct worker *w, CUdevice real);
 
 /* devmem.c: device memory in a fixed VMM arena (pointer-stable restore) */
 int array_grow(void **arr, unsigned *cap, unsigned n, size_t elem);
 CUresult devmem_init(struct worker *w, uint64_t base, uint64_t size);
 int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUstream s);
 
-CUresult devmem_create(struct worker *w, uint64_t size, CUmemGenericAllocationHandle *h);
+CUresult devmem_create(struct worker *w, uint64_t va, uint64_t size, CUmemGenericAllocationHandle *h);
+CUdevice devmem_device(const struct worker *w, uint64_t va);
+unsigned devmem_access(const struct worker *w, CUdevice dev, CUmemAccessDesc *d);
+int devmem_export(struct worker *w, uint64_t va, uint64_t *chunk_va, uint64_t *size, CUdevice *dev);
+void devmem_on_unmap(struct worker *w, void (*hook)(struct worker *w, uint64_t va));
 void devmem_set_source(struct worker *w, int (*take)(void *, uint64_t, uint64_t, CUmemGenericAllocationHandle *),
 		       void *ctx);
 void devmem_hold(struct worker *w, int hold);
@@ -254,7 +273,12 @@ const struct proc_desc *worker_proc(unsigned proc);
 CUresult one_scalar(scalar_res *r, uint64_t v);
 
 /* session.c: what a handed-over connection is for, and detached life */
-int session_receive(int from, struct wire_buf *hello);
+struct handoff {
+	const char *remote;                  /* the client host a TLS relay serves */
+	uint32_t gpus[CICADA_MAX_GPUS];      /* the GPUs given (placement.c) */
+	unsigned ngpus;
+};
+int session_receive(int from, struct wire_buf *hello, struct handoff *h);
 int session_open_channel(struct worker *w, int prepare);
 CUresult session_channel_call(struct worker *w, const scalars *a, name_res *r, int *fd);
 void session_run(struct worker *w, int fd, struct wire_buf *hello);
@@ -300,6 +324,7 @@ void nvml_put_text(struct nvml_reply *r, const char *text);
 void nvml_prepare(void);
 int nvml_real_open(char *why, size_t len);
 int nvml_real_count(unsigned *count);
+int nvml_real_index_by_pci(const char *bus, unsigned *index);
 int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r);
 int nvml_cuda_count(unsigned *count);
 int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r);
@@ -314,9 +339,19 @@ struct listener {
 /* The pool of pre-initialised workers (pool.c). */
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
 	       void (*exit_hook)(pid_t pid));
-pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
-		     void *arg);
-int handoff_send(int sock, int fd, const char *remote, const struct wire_buf *hello);   /* session.c */
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
+		     void (*taken)(pid_t pid, void *arg), void *arg);
+
+/* ipc.c: CUDA IPC between the clients of one server */
+int ipc_busy(void);
+void ipc_end(void);
+
+/* placement.c: the GPUs a new session gets */
+int placement_set_gpus(const char *list, char *err);
+void placement_set_per_client(unsigned n);
+unsigned placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
+void placement_release(pid_t pid);
+int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello);   /* session.c */
 int pool_max(void);
 void pool_key_file(const char *path);
 

@@ -30,6 +30,7 @@ struct server {
 	struct allow_list allow;
 	const char *key_file;                /* keyed snapshots */
 	const char *tls_cert, *tls_key;      /* for tls: listeners */
+	int gpus_per_client;
 	struct admit_config admit;
 };
 
@@ -73,6 +74,7 @@ static void usage(void)
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
 		"                  [--allow-users U,...] [--allow-groups G,...] [--snapshot-key-file FILE]\n"
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
+		"                  [--gpus I,J,...] [--gpus-per-client N]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
 		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
@@ -82,7 +84,10 @@ static void usage(void)
 		"  ones are restored.\n"
 		"  --accept-migrations: gpu-migrate may restore whole processes here (as this\n"
 		"  server's user; needs a unix listener); criu defaults to the one beside this\n"
-		"  program, else criu on PATH, and its plugins to ../lib/criu beside it.\n");
+		"  program, else criu on PATH, and its plugins to ../lib/criu beside it.\n"
+		"  --gpus: serve only these GPUs of the node (all by default). A client sees\n"
+		"  them all, or with --gpus-per-client N (or its own CICADA_GPUS=N) the N\n"
+		"  least loaded; its CUDA_VISIBLE_DEVICES picks among what it was given.\n");
 }
 
 static int add_listener(struct server *s, const char *text, char *err)
@@ -193,6 +198,8 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
 	case 'x': s->tls_cert = arg; return 0;
 	case 'y': s->tls_key = arg; return 0;
+	case 'g': return placement_set_gpus(arg, err);
+	case 'n': return number(arg, "--gpus-per-client", 0, CICADA_MAX_GPUS, &s->gpus_per_client, err);
 	}
 	usage();
 	return 1;
@@ -213,7 +220,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "allow-users", required_argument, 0, 'U' }, { "allow-groups", required_argument, 0, 'G' },
 		{ "snapshot-key-file", required_argument, 0, 'K' }, { "cache-quota", required_argument, 0, 'q' },
 		{ "shared-module-cache", no_argument, 0, 's' }, { "tls-cert", required_argument, 0, 'x' },
-		{ "tls-key", required_argument, 0, 'y' }, { 0 } };
+		{ "tls-key", required_argument, 0, 'y' }, { "gpus", required_argument, 0, 'g' },
+		{ "gpus-per-client", required_argument, 0, 'n' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 
@@ -223,6 +231,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 			goto bad;
 	if (*worker_fd >= 0)
 		return 0;
+	placement_set_per_client((unsigned)s->gpus_per_client);
 	if (!s->admit.max_per_client || s->admit.max_per_client > s->admit.max_sessions)
 		s->admit.max_per_client = s->admit.max_sessions;
 	for (int i = 0; i < s->nlisteners; i++) {

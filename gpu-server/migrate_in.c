@@ -154,7 +154,7 @@ static int key_make(char *key)
 static void preloader_start(struct incoming *in)
 {
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)in->pid, .host = "migrate-in",
-			 .op = OP_PRELOAD, .ticket = "", .snapshot = "", .parent = "" };
+			 .op = OP_PRELOAD, .ticket = "", .snapshot = "", .parent = "", .devices = "" };
 	struct wire_buf b = { 0 }, body;
 	struct wire_stream st;
 	char err[WIRE_ERRLEN];
@@ -166,7 +166,7 @@ static void preloader_start(struct incoming *in)
 		return;
 	if (!wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h))      /* (the record, unmarked) */
 		body = (struct wire_buf){ b.data + 4, b.len - 4, b.len - 4 };
-	if (!b.len || (in->preloader = pool_hand_over(sv[1], NULL, &body, NULL, NULL)) <= 0) {
+	if (!b.len || (in->preloader = pool_hand_over(sv[1], NULL, &body, 0, NULL, NULL)) <= 0) {
 		close(sv[0]);
 		close(sv[1]);
 		wire_buf_free(&b);

@@ -5,7 +5,8 @@
  * stand-in) it answers what the driver API can tell (nvml_cuda.c), and
  * NVML_ERROR_NOT_SUPPORTED for the rest. Everything from the wire is
  * checked here first: the function number, the device index, the
- * argument's range. The transport result is always success: an NVML
+ * argument's range. Device indices are the client's: only the GPUs it
+ * sees (gpus.c) exist for it. The transport result is always success: an NVML
  * failure is the reply's ret, never a reason to drop the client.
  */
 #include <limits.h>
@@ -58,8 +59,41 @@ void nvml_prepare(void)
 	log_info("NVML queries: no NVML here (%s); answering from the driver API", why);
 }
 
+/* NVML's index of a real GPU: the driver's ordinal, or with the server's
+ * NVML the device on the same PCI address. -1 if none. */
+static long nvml_index(CUdevice real)
+{
+	char bus[32];
+	unsigned index;
+
+	if (source != SOURCE_NVML)
+		return real;
+	if (cuDeviceGetPCIBusId(bus, sizeof(bus), real) || nvml_real_index_by_pci(bus, &index))
+		return -1;
+	return index;
+}
+
+/* The client's ordinal of the GPU NVML numbers index, or -1. */
+static long client_index(const struct worker *w, uint64_t index)
+{
+	for (int i = 0; i < w->ngpus; i++)
+		if (nvml_index(w->gpu[i]) == (long)index)
+			return i;
+	return -1;
+}
+
+static int ask(struct worker *w, const nvml_args *a, struct nvml_reply *r)
+{
+	return source == SOURCE_NVML ? nvml_real_answer(w, a, r) : nvml_cuda_answer(a, r);
+}
+
+/* NVML answers for the GPUs the client sees, by its ordinals (gpus.c). */
 static int answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 {
+	nvml_args real = *a;
+	long index = -1;
+	int ret;
+
 	if (a->func == 0 || a->func >= NVMLF_END) {
 		log_debug("client %s: NVML function %u is unknown", w->peer, a->func);
 		return NVML_ERROR_NOT_SUPPORTED;
@@ -67,19 +101,29 @@ static int answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 	if (a->arg > UINT_MAX || !a->text)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	nvml_prepare();
-	if (a->func >= NVMLF_FIRST_DEVICE && a->device >= device_count)
+	if (a->func >= NVMLF_FIRST_DEVICE &&
+	    (a->device >= (uint64_t)w->ngpus || (index = nvml_index(w->gpu[a->device])) < 0 ||
+	     (uint64_t)index >= device_count))
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if ((a->func == NVMLF_BY_UUID || a->func == NVMLF_BY_PCI_BUS_ID) && !a->text[0])
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if (a->func == NVMLF_COUNT) {
-		nvml_put(r, device_count);
+		nvml_put(r, (uint64_t)w->ngpus);
 		return NVML_SUCCESS;
 	}
 	if (a->func == NVMLF_INIT) {
 		nvml_put(r, source == SOURCE_NVML);
 		return NVML_SUCCESS;
 	}
-	return source == SOURCE_NVML ? nvml_real_answer(w, a, r) : nvml_cuda_answer(a, r);
+	if (a->func >= NVMLF_FIRST_DEVICE)
+		real.device = (uint64_t)index;
+	ret = ask(w, &real, r);
+	if (ret == NVML_SUCCESS && (a->func == NVMLF_BY_UUID || a->func == NVMLF_BY_PCI_BUS_ID) && r->nv) {
+		if ((index = client_index(w, r->v[0])) < 0)
+			return NVML_ERROR_NOT_FOUND;     /* a GPU this client does not see */
+		r->v[0] = (uint64_t)index;
+	}
+	return ret;
 }
 
 CUresult hand_nvml_query(struct worker *w, void *args, void *res)

@@ -43,18 +43,10 @@ static int attr(CUdevice dev, CUdevice_attribute which, int *v)
 	return from_cuda(cuDeviceGetAttribute(v, which, dev));
 }
 
-/* NVML's form: "GPU-" and the 16 bytes as 8-4-4-4-12 hex digits. */
+/* NVML's form of the UUID (gpus.c). */
 static int uuid_text(CUdevice dev, char *out, size_t len)
 {
-	CUuuid u;
-	const unsigned char *b = (const unsigned char *)u.bytes;
-	CUresult err = cuDeviceGetUuid(&u, dev);
-
-	if (err)
-		return from_cuda(err);
-	snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-	return NVML_SUCCESS;
+	return gpus_uuid_text(dev, out, len) ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
 }
 
 static int pci_ids(CUdevice dev, int id[3])

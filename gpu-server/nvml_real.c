@@ -112,6 +112,17 @@ static int lookup(unsigned func, const char *text, struct nvml_reply *r)
 	return NVML_SUCCESS;
 }
 
+/* NVML's index of the GPU at a PCI address (the driver's form). */
+int nvml_real_index_by_pci(const char *bus, unsigned *index)
+{
+	nvmlDevice_t dev;
+	int ret = CALL(nvmlDeviceGetHandleByPciBusId_v2, bus, &dev);
+
+	if (!ret)
+		ret = CALL(nvmlDeviceGetIndex, dev, index);
+	return ret;
+}
+
 /* Each version as NVML itself answers it (they count memory differently). */
 static int memory(nvmlDevice_t dev, int v2, struct nvml_reply *r)
 {

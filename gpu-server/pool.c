@@ -156,6 +156,7 @@ static void *reap_loop(void *arg)
 				break;
 			}
 		pthread_mutex_unlock(&pool.lock);
+		placement_release(pid);
 		if (was_idle)
 			log_warn("idle worker %d ended (status %d)", (int)pid, status);
 		else if (pool.exit_hook)
@@ -204,11 +205,12 @@ static void note_taken(pid_t pid)
 	pthread_mutex_unlock(&pool.lock);
 }
 
-/* Takes a ready worker, waiting for one that is still initialising. */
-static int take_worker(struct pool_worker *out)
+/* Takes a ready worker, waiting for one that is still initialising; its
+ * word is 'R' and the number of GPUs its driver sees. */
+static int take_worker(struct pool_worker *out, unsigned *ngpus)
 {
 	for (int tries = 0; tries < 4; tries++) {
-		char ready;
+		unsigned char ready[2];
 
 		pthread_mutex_lock(&pool.lock);
 		if (pool.nidle == 0 && spawn_worker(0)) {
@@ -220,8 +222,9 @@ static int take_worker(struct pool_worker *out)
 		memmove(&pool.idle[0], &pool.idle[1], (size_t)(--pool.nidle) * sizeof(pool.idle[0]));
 		pool.last_take_ns = wire_now_ns();
 		pthread_mutex_unlock(&pool.lock);
-		if (read(out->control_fd, &ready, 1) == 1 && ready == 'R') {
+		if (wire_recv_all(out->control_fd, ready, 2) == 0 && ready[0] == 'R') {
 			note_taken(out->pid);
+			*ngpus = ready[1];
 			return 0;
 		}
 		log_error("worker %d failed to initialise", (int)out->pid);
@@ -231,20 +234,24 @@ static int take_worker(struct pool_worker *out)
 	return -1;
 }
 
-/* Hands connection fd and its hello to a ready worker. taken (if set) is
- * called with the worker's pid before the worker can see the connection.
- * Returns the pid, or -1. */
-pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, void (*taken)(pid_t pid, void *arg),
-		     void *arg)
+/* Hands connection fd and its hello to a ready worker, with the GPUs
+ * placement.c gives a session that asked for want of them. taken (if
+ * set) is called with the worker's pid before the worker can see the
+ * connection. Returns the pid, or -1. */
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
+		     void (*taken)(pid_t pid, void *arg), void *arg)
 {
+	struct handoff h = { .remote = remote };
 	struct pool_worker w;
+	unsigned nreal;
 	pid_t rc = -1;
 
-	if (take_worker(&w))
+	if (take_worker(&w, &nreal))
 		return -1;
+	h.ngpus = placement_choose(w.pid, want, nreal, h.gpus);
 	if (taken)
 		taken(w.pid, arg);
-	if (!handoff_send(w.control_fd, fd, remote, hello))
+	if (!handoff_send(w.control_fd, fd, &h, hello))
 		rc = w.pid;
 	else
 		kill(w.pid, SIGKILL);

@@ -65,23 +65,21 @@ static struct pre_piece *piece_at(struct preload *p, uint64_t va)
 /* Physical memory for a chunk of the round, mapped at a scratch address. */
 static int chunk_make(struct preload *p, uint64_t va, uint64_t size)
 {
-	CUmemAccessDesc access = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
-				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemAccessDesc access[CICADA_MAX_GPUS];
 	struct pre_chunk c = { .va = va, .size = size, .at = SCRATCH_BASE + p->next };
-	CUdevice dev;
+	CUdevice dev = devmem_device(p->w, va);
 
-	if (chunk_at(p, va, size) || size % p->gran || p->next + size > SCRATCH_SIZE ||
+	if (chunk_at(p, va, size) || size % p->gran || p->next + size > SCRATCH_SIZE || dev < 0 ||
 	    array_grow((void **)&p->chunks, &p->cap_chunks, p->nchunks, sizeof(c)) ||
-	    cuCtxGetDevice(&dev) || devmem_create(p->w, size, &c.h))
+	    devmem_create(p->w, va, size, &c.h))
 		return -1;
-	access.location.id = dev;
 	if (cuMemMap(c.at, size, 0, c.h, 0)) {
 		cuMemRelease(c.h);
 		return -1;
 	}
 	c.mapped = 1;
 	p->chunks[p->nchunks++] = c;         /* (released at the end even if access fails) */
-	if (cuMemSetAccess(c.at, size, &access, 1))
+	if (cuMemSetAccess(c.at, size, access, devmem_access(p->w, dev, access)))
 		return -1;
 	p->next += size;
 	return 0;
@@ -238,7 +236,7 @@ int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 			continue;                    /* rounds first: the restore needs them */
 		if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 			return -1;
-		fd = session_receive(conn, hello);
+		fd = session_receive(conn, hello, NULL);
 		close(conn);
 		return fd;
 	}

@@ -1,7 +1,8 @@
 /*
  * primary.c: the worker creates device 0's primary context before any
  * client arrives (that is most of CUDA's start-up cost), and keeps its own
- * reference for good: its pinned buffers and the arena live there. The
+ * reference for good: its pinned buffers live there. It holds another
+ * GPU's primary context the same way once the client uses that GPU. The
  * client must not see that: the context reports itself active only while
  * the client holds retains, and releasing or resetting it frees what the
  * client made, not the context.
@@ -13,38 +14,50 @@
 static int warm[MAX_WARM_DEVICES];          /* the worker holds a reference of its own */
 static int client_refs[MAX_WARM_DEVICES];   /* the client's retains not yet released */
 
-void primary_note_warm(CUdevice dev)
-{
-	if (dev >= 0 && dev < MAX_WARM_DEVICES)
-		warm[dev] = 1;
-}
-
 static int is_warm(CUdevice dev)
 {
 	return dev >= 0 && dev < MAX_WARM_DEVICES && warm[dev];
 }
 
+/* A GPU's primary context, retained once for the worker's own use (its
+ * copies into the memory there, the arena's chunks), or NULL. */
+CUcontext primary_ctx(struct worker *w, CUdevice dev)
+{
+	static CUcontext held[MAX_WARM_DEVICES];
+
+	if (dev < 0 || dev >= MAX_WARM_DEVICES)
+		return NULL;
+	if (!held[dev] && cuDevicePrimaryCtxRetain(&held[dev], dev))
+		held[dev] = NULL;
+	if (held[dev])
+		warm[dev] = 1;
+	return held[dev];
+}
+
 /* What a native context's destruction frees: every allocation the client
- * made. The context itself stays, holding the worker's own buffers. */
-static CUresult clear_client_state(struct worker *w)
+ * made on its GPU. The context itself stays, holding the worker's own
+ * buffers. */
+static CUresult clear_client_state(struct worker *w, CUdevice dev)
 {
 	uint64_t va, size;
 	CUresult err;
 
-	cuCtxPushCurrent(w->base_ctx);
+	cuCtxPushCurrent(primary_ctx(w, dev));
 	err = cuCtxSynchronize();
 	cuCtxPopCurrent(NULL);
-	while (devmem_count(w, 0)) {
-		devmem_get(w, 0, 0, &va, &size);
-		if (devmem_free(w, va))
-			break;
+	for (unsigned i = 0; i < devmem_count(w, 0);) {
+		devmem_get(w, 0, i, &va, &size);
+		if (devmem_device(w, va) != dev || devmem_free(w, va))
+			i++;
 	}
 	return err;
 }
 
+/* The worker holds a GPU's primary context from the client's first use of
+ * it: the arena's memory there must outlive the client's contexts. */
 CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevice dev)
 {
-	CUresult err = cuDevicePrimaryCtxRetain(pctx, dev);
+	CUresult err = primary_ctx(w, dev) ? cuDevicePrimaryCtxRetain(pctx, dev) : CUDA_ERROR_INVALID_DEVICE;
 
 	if (!err && is_warm(dev))
 		client_refs[dev]++;
@@ -65,7 +78,7 @@ CUresult wrap_cuDevicePrimaryCtxRelease_v2(struct worker *w, CUdevice dev)
 	if ((err = cuDevicePrimaryCtxRelease(dev)))
 		return err;
 	if (!--client_refs[dev])
-		clear_client_state(w);
+		clear_client_state(w, dev);
 	return CUDA_SUCCESS;
 }
 
@@ -88,7 +101,7 @@ CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev)
 
 	if (!is_warm(dev))
 		return cuDevicePrimaryCtxReset(dev);
-	err = clear_client_state(w);
+	err = clear_client_state(w, dev);
 	log_info("client %s reset device %d's primary context: its allocations are freed", w->peer, (int)dev);
 	return err == CUDA_ERROR_INVALID_CONTEXT ? CUDA_SUCCESS : err;
 }
@@ -105,7 +118,8 @@ CUresult hand_primary_ctx_handle(struct worker *w, void *args, void *res)
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	dev = (CUdevice)a->v.v_val[0];
+	if ((err = device_in(w, a->v.v_val[0], &dev)))
+		return err;
 	if ((err = cuDevicePrimaryCtxRetain(&ctx, dev)))
 		return err;
 	cuDevicePrimaryCtxRelease(dev);

@@ -79,6 +79,19 @@ static int check_room(const Cicada__Manifest *m, char *err)
 	return -1;
 }
 
+/* The application's GPUs, by its ordinals, must all be here: the GPUs this
+ * session was given (CICADA_RESTORE_GPUS picks and orders them). */
+static int check_gpus(const struct worker *w, const Cicada__Manifest *m, char *err)
+{
+	unsigned need = m->has_gpu_count ? m->gpu_count : 1;
+
+	if (need <= (unsigned)w->ngpus)
+		return 0;
+	snprintf(err, SNAP_ERRLEN, "the application used %u GPUs; this session has %d (the server's --gpus, "
+		 "CICADA_RESTORE_GPUS)", need, w->ngpus);
+	return -1;
+}
+
 static int reserve_arena(struct worker *w, const Cicada__Manifest *m, char *err)
 {
 	CUresult rc = devmem_init(w, m->arena_va, m->arena_size);
@@ -202,7 +215,8 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	int preloaded;
 
 	preloaded = preload_attach(w);       /* chunks written before the freeze, if any */
-	if ((!preloaded && check_room(m, err)) || load_images(w, r, m, err) || reserve_arena(w, m, err))
+	if (check_gpus(w, m, err) || (!preloaded && check_room(m, err)) || load_images(w, r, m, err) ||
+	    reserve_arena(w, m, err))
 		return -1;
 	/* Calls and mappings in their original interleaving: where the driver
 	 * places module variables depends on what was mapped before. */

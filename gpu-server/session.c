@@ -46,46 +46,58 @@ static void session_path(const char *run_dir, const char *ticket, struct sockadd
 	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s.sock", run_dir, ticket);
 }
 
-/* Reads a passed connection: its fd, then the length and bytes of its hello. */
 /* A handed connection: the descriptor, then a u32 that is 0 for a local
  * or plain TCP one, or 1 + the length of the client host a TLS relay
- * serves (that many bytes follow), then the hello's length and bytes. */
-int handoff_send(int sock, int fd, const char *remote, const struct wire_buf *hello)
+ * serves (that many bytes follow), then a u32 count and as many u32 GPU
+ * ordinals the session is given (none: all), then the hello's length and
+ * bytes. */
+int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello)
 {
-	uint32_t len = (uint32_t)hello->len, rlen = remote ? 1 + (uint32_t)strnlen(remote, REMOTE_HOST_MAX - 1) : 0;
+	uint32_t len = (uint32_t)hello->len, n = h->ngpus;
+	uint32_t rlen = h->remote ? 1 + (uint32_t)strnlen(h->remote, REMOTE_HOST_MAX - 1) : 0;
 
 	return !wire_send_fd(sock, fd) && write(sock, &rlen, 4) == 4 &&
-	       (!rlen || write(sock, remote, rlen - 1) == (ssize_t)(rlen - 1)) && write(sock, &len, 4) == 4 &&
+	       (!rlen || write(sock, h->remote, rlen - 1) == (ssize_t)(rlen - 1)) && write(sock, &n, 4) == 4 &&
+	       (!n || write(sock, h->gpus, 4 * n) == (ssize_t)(4 * n)) && write(sock, &len, 4) == 4 &&
 	       write(sock, hello->data, len) == (ssize_t)len ? 0 : -1;
 }
 
-int session_receive(int from, struct wire_buf *hello)
+/* Receives a handed connection: its fd, or -1; h (if not NULL) gets the
+ * GPUs it was given. */
+int session_receive(int from, struct wire_buf *hello, struct handoff *h)
 {
 	char host[REMOTE_HOST_MAX] = "";
-	uint32_t len, rlen;
+	uint32_t len, rlen, n, gpus[CICADA_MAX_GPUS];
 	int fd = wire_recv_fd(from);
 
 	if (fd < 0)
 		return -1;
 	if (wire_recv_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && wire_recv_all(from, host, rlen - 1)) ||
+	    wire_recv_all(from, &n, 4) || n > CICADA_MAX_GPUS || (n && wire_recv_all(from, gpus, 4 * n)) ||
 	    wire_recv_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
 	    wire_recv_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
 		close(fd);
 		return -1;
 	}
 	hello->len = len;
+	if (h) {
+		h->ngpus = n;
+		memcpy(h->gpus, gpus, 4 * n);
+	}
 	return fd;
 }
 
 /* The gpu-server's side: passes a connection to the detached worker. */
 int session_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello)
 {
+	struct handoff h = { .remote = remote };
 	struct sockaddr_un sa;
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
 
 	session_path(run_dir, ticket, &sa);
+
 	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)))
-		rc = handoff_send(s, fd, remote, hello);
+		rc = handoff_send(s, fd, &h, hello);
 	if (s >= 0)
 		close(s);
 	return rc;
@@ -351,7 +363,7 @@ static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello, int ti
 	}
 	if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 		return -1;
-	fd = session_receive(conn, hello);
+	fd = session_receive(conn, hello, NULL);
 	close(conn);
 	return fd;
 }
@@ -433,6 +445,8 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		snprintf(c.msg, sizeof(c.msg), "protocol version %u is not supported (server speaks %u)",
 			 c.h.proto_version, CICADA_PROTO_VERSION);
 		refuse(&c, CUDA_ERROR_NOT_SUPPORTED, c.msg);
+	} else if (fresh && gpus_setup(w, c.h.devices)) {
+		refuse(&c, CUDA_ERROR_NO_DEVICE, "cannot set up the GPUs given to this session");
 	} else if (c.h.op == OP_PRELOAD && fresh) {
 		stay = !preload(w, &c, lfd);
 		c.fd = -1;                   /* the preload keeps it */

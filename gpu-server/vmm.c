@@ -18,8 +18,8 @@
 #include "gpu-server.h"
 #include "snapshot.h"
 
-#define APP_BASE 0x210000000000ull           /* above the arena (devmem.c) */
-#define APP_END 0x300000000000ull
+#define APP_BASE 0x300000000000ull           /* above the arena's 16 slices (devmem.c) */
+#define APP_END 0x380000000000ull            /* below the IPC imports (ipc.c) */
 
 struct vmm_alloc {
 	CUmemGenericAllocationHandle h;
@@ -146,6 +146,47 @@ CUresult wrap_cuMemAddressFree(struct worker *w, CUdeviceptr ptr, size_t size)
 	return CUDA_ERROR_INVALID_VALUE;     /* not the application's */
 }
 
+/* A location as the client numbers devices, as the driver's (real): the
+ * worker keeps the client's numbering, which a restore onto other GPUs
+ * translates again. */
+static CUresult location_in(const struct worker *w, CUmemLocation *l)
+{
+	CUdevice dev;
+	CUresult err;
+
+	if (l->type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_SUCCESS;
+	if ((err = device_in(w, (uint64_t)(int64_t)l->id, &dev)))
+		return err;
+	l->id = dev;
+	return CUDA_SUCCESS;
+}
+
+static CUresult create(const struct worker *w, struct vmm_alloc *a)
+{
+	CUmemAllocationProp real = a->prop;
+	CUresult err = location_in(w, &real.location);
+
+	return err ? err : cuMemCreate(&a->h, a->size, &real, a->flags);
+}
+
+static CUresult set_access(const struct worker *w, CUdeviceptr ptr, size_t size, CUmemAccessDesc d)
+{
+	CUresult err = location_in(w, &d.location);
+
+	return err ? err : cuMemSetAccess(ptr, size, &d, 1);
+}
+
+CUresult wrap_cuMemGetAllocationGranularity(struct worker *w, size_t *granularity, const CUmemAllocationProp *prop,
+					    CUmemAllocationGranularity_flags option)
+{
+	CUmemAllocationProp real = *prop;
+	CUresult err = location_in(w, &real.location);
+
+	real.win32HandleMetaData = NULL;
+	return err ? err : cuMemGetAllocationGranularity(granularity, &real, option);
+}
+
 static CUresult hold(struct worker *w, struct vmm_alloc *a, CUmemGenericAllocationHandle *out)
 {
 	uint64_t id = handle_put(w, H_VMM, a);
@@ -171,7 +212,7 @@ CUresult wrap_cuMemCreate(struct worker *w, CUmemGenericAllocationHandle *handle
 	a->size = size;
 	a->flags = flags;
 	a->after = replay_seq(w);
-	if ((err = cuMemCreate(&a->h, size, &a->prop, flags))) {
+	if ((err = create(w, a))) {
 		free(a);
 		return err;
 	}
@@ -264,7 +305,7 @@ CUresult wrap_vmm_set_access(struct worker *w, CUdeviceptr ptr, size_t size, int
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (!reserved(v, ptr, size))
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = cuMemSetAccess(ptr, size, &d, 1)))
+	if ((err = set_access(w, ptr, size, d)))
 		return err;
 	log_debug("client %s: access %llu to 0x%llx, %zu bytes, for %d/%d", w->peer, flags, (unsigned long long)ptr,
 		  size, type, id);
@@ -275,8 +316,9 @@ CUresult wrap_vmm_set_access(struct worker *w, CUdeviceptr ptr, size_t size, int
 CUresult wrap_vmm_get_access(struct worker *w, unsigned long long *flags, int type, int id, CUdeviceptr ptr)
 {
 	CUmemLocation l = { (CUmemLocationType)type, id };
+	CUresult err = location_in(w, &l);
 
-	return cuMemGetAccess(flags, &l, ptr);
+	return err ? err : cuMemGetAccess(flags, &l, ptr);
 }
 
 CUresult wrap_cuMemGetAllocationPropertiesFromHandle(struct worker *w, CUmemAllocationProp *prop,
@@ -285,7 +327,10 @@ CUresult wrap_cuMemGetAllocationPropertiesFromHandle(struct worker *w, CUmemAllo
 	struct vmm_alloc *a;
 	CUresult err = alloc_of(w, handle, &a);
 
-	return err ? err : cuMemGetAllocationPropertiesFromHandle(prop, a->h);
+	if (err)
+		return err;
+	*prop = a->prop;                     /* as the client made it: its device numbers */
+	return CUDA_SUCCESS;
 }
 
 /* The allocation mapped at addr, as a new reference (the driver's own
@@ -506,7 +551,7 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 	a->flags = p->flags;
 	a->after = replay_seq(w);            /* this worker's log numbers its records anew */
 	a->held = 1;
-	if ((rc = cuMemCreate(&a->h, a->size, &a->prop, a->flags))) {
+	if ((rc = create(w, a))) {
 		snprintf(err, SNAP_ERRLEN, "cannot create an allocation of %llu bytes (error %d)",
 			 (unsigned long long)a->size, (int)rc);
 		free(a);
@@ -550,7 +595,7 @@ static int restore_access(struct worker *w, const Cicada__VmmAccess *x, char *er
 		uint64_t lo = v->maps[i].va > x->va ? v->maps[i].va : x->va;
 		uint64_t hi = v->maps[i].va + v->maps[i].size < x->va + x->size ? v->maps[i].va + v->maps[i].size :
 										   x->va + x->size;
-		if (lo < hi && cuMemSetAccess(lo, hi - lo, &d, 1)) {
+		if (lo < hi && set_access(w, lo, hi - lo, d)) {
 			snprintf(err, SNAP_ERRLEN, "cannot set access to 0x%llx", (unsigned long long)lo);
 			return -1;
 		}

@@ -57,21 +57,24 @@ static void warm_up(void)
 
 static int worker_prepare(struct worker *w)
 {
-	CUdevice dev;
-	CUcontext ctx;
+	CUcontext ctx = NULL;
 	CUresult err;
 
-	if ((err = cuInit(0)) || (err = cuDeviceGet(&dev, 0)) ||
-	    (err = cuDevicePrimaryCtxRetain(&ctx, dev)) || (err = cuCtxSetCurrent(ctx)) ||
-	    (err = cuMemAllocHost(&w->scratch_in, CICADA_CHUNK_MAX)) ||
-	    (err = cuMemAllocHost(&w->scratch_out, CICADA_CHUNK_MAX)) ||
+	if (!(err = cuInit(0))) {
+		gpus_init(w);
+		err = !w->nreal ? CUDA_ERROR_NO_DEVICE : !(ctx = primary_ctx(w, 0)) ? CUDA_ERROR_OUT_OF_MEMORY :
+		      CUDA_SUCCESS;
+	}
+	/* Portable: pinned for copies to every GPU the client may use. */
+	if (err || (err = cuCtxSetCurrent(ctx)) ||
+	    (err = cuMemHostAlloc(&w->scratch_in, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
+	    (err = cuMemHostAlloc(&w->scratch_out, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
 	    (err = devmem_init(w, 0, 0))) {
 		const char *name = "?";
 		cuGetErrorName(err, &name);
 		log_error("worker cannot initialise CUDA: %s", name);
 		return -1;
 	}
-	primary_note_warm(dev);
 	w->base_ctx = ctx;
 	warm_up();
 	return 0;
@@ -290,7 +293,8 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 {
 	static struct worker w;
 	struct wire_buf hello = { 0 };
-	char ready = 'R', go;
+	struct handoff h = { 0 };
+	char ready[2] = { 'R', 0 }, go;
 	int fd;
 
 	hostarea_enable();                   /* before CUDA: see wire/hostarea.c */
@@ -308,13 +312,16 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 		return 1;
 	if (worker_prepare(&w))
 		return 1;
-	if (write(control_fd, &ready, 1) != 1)
+	ready[1] = (char)w.nreal;            /* for placement.c */
+	if (write(control_fd, ready, 2) != 2)
 		return 1;
-	fd = session_receive(control_fd, &hello);
+	fd = session_receive(control_fd, &hello, &h);
 	close(control_fd);
 	if (fd < 0)
 		return 1;
+	gpus_assign(&w, h.gpus, h.ngpus);
 	session_run(&w, fd, &hello);
+	ipc_end();
 	wire_buf_free(&hello);
 	return 0;
 }

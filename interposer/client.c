@@ -98,6 +98,7 @@ static size_t read_token(char *buf, size_t len)
 
 struct hello_buf {
 	char token[CICADA_TOKEN_MAX], host[64];
+	char devices[CICADA_NAME_MAX];
 };
 
 /* The hello for op; its token field proves the token for the server's
@@ -118,6 +119,11 @@ static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const c
 	h->snapshot = "";
 	h->parent = "";
 	h->host = hb->host;
+	/* The driver reads CUDA_VISIBLE_DEVICES; here the worker does (gpu-server/gpus.c). */
+	if (getenv("CUDA_VISIBLE_DEVICES"))
+		snprintf(hb->devices, sizeof(hb->devices), "=%s", getenv("CUDA_VISIBLE_DEVICES"));
+	h->devices = hb->devices;
+	h->gpus = getenv("CICADA_GPUS") ? (unsigned)atoi(getenv("CICADA_GPUS")) : 0;
 	h->token.token_val = hb->token;
 	h->token.token_len = (unsigned)wire_token_proof(token, n, nonce, (uint8_t *)hb->token);
 	explicit_bzero(token, sizeof(token));

@@ -397,6 +397,24 @@ CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstr
 	return copy_any(dst, src, n, stream, 1);
 }
 
+/* Between two GPUs' memory: device addresses are unified across the
+ * client's GPUs (one arena, a slice each), so a peer copy is a
+ * device-to-device copy that the worker's driver routes. */
+CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n)
+{
+	if (!dst_ctx || !src_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return rpc_cuMemcpyDtoD_v2(dst, src, n);
+}
+
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n,
+				   CUstream stream)
+{
+	if (!dst_ctx || !src_ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return rpc_cuMemcpyDtoDAsync_v2(dst, src, n, stream);
+}
+
 /* One side of a 2D copy: its address at row y, and whether it is device
  * memory (unified memory is classified by address). Arrays: array.c. */
 static CUresult copy_2d_side(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,

@@ -9,11 +9,18 @@
 #include "interposer.h"
 
 
+/* As the driver's: no device visible (CUDA_VISIBLE_DEVICES, or a server
+ * that gave this client none) is CUDA_ERROR_NO_DEVICE. */
 CUresult CUDAAPI cuInit(unsigned int flags)
 {
+	CUresult err;
+	int count = 0;
+
 	if (flags)
 		return CUDA_ERROR_INVALID_VALUE;
-	return client_connect();
+	if ((err = client_connect()) || (err = rpc_cuDeviceGetCount(&count)))
+		return err;
+	return count ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
 }
 
 static CUresult get_name(unsigned proc, CUdevice dev, char *out, int len)

@@ -2,7 +2,7 @@
  * main.c: gpu-migrate's command line and report.
  *
  *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH [--gpu-only]
- *   gpu-migrate PID --to local --gpu N        (GPU state only, this node)
+ *   gpu-migrate PID --to local --gpu N[,M]   (GPU state only, this node's GPU N)
  *       [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]
  *       [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]
  *
@@ -23,12 +23,14 @@
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N]\n"
+		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N[,M...]]\n"
 		"                   [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]\n"
 		"                   [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]\n"
 		"  Moves a process that runs through Cicada, with its GPU state, to the gpu-server\n"
 		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
-		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n");
+		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n"
+		"  --gpu: the target server's GPU for the application's GPU 0 (then its GPU 1...;\n"
+		"  the server's other GPUs follow); with --to local, another GPU of this node.\n");
 }
 
 /* Beside this program: build/bin/criu (scripts/bundle-criu.sh) and
@@ -84,7 +86,11 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		switch (c) {
 		case 't': to = optarg; break;
 		case 'g': o->gpu_only = 1; break;
-		case 'G': o->gpu = (int)strtol(optarg, &end, 10); if (*end || o->gpu < 0) o->gpu = -2; break;
+		case 'G':
+			o->gpu = strlen(optarg) && strlen(optarg) < sizeof(o->gpus) &&
+				 strspn(optarg, "0123456789,abcdefABCDEF-GPU") == strlen(optarg) ? 0 : -2;
+			snprintf(o->gpus, sizeof(o->gpus), "%s", optarg);
+			break;
 		case 'k': token = optarg; break;
 		case 'j': o->json = 1; break;
 		case 'w': snprintf(o->work_dir, sizeof(o->work_dir), "%s", optarg); break;
@@ -104,7 +110,8 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 	if (*end || o->pid <= 0)
 		return snprintf(err, WIRE_ERRLEN, "'%s' is not a process id", argv[optind]), -1;
 	if (o->gpu == -2)
-		return snprintf(err, WIRE_ERRLEN, "--gpu takes a GPU index"), -1;
+		return snprintf(err, WIRE_ERRLEN, "--gpu takes GPU indices or UUIDs, first the one for the "
+				"application's GPU 0: 1, or 1,0"), -1;
 	if (o->streams < 1 || o->streams > SNAP_STREAMS_MAX)
 		return snprintf(err, WIRE_ERRLEN, "--streams takes 1 to %d", SNAP_STREAMS_MAX), -1;
 	if (set_target(o, to, err))
@@ -113,9 +120,9 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		return snprintf(err, WIRE_ERRLEN, "--to local moves GPU state only: give --gpu N"), -1;
 	if (!o->target[0])
 		o->gpu_only = 1;
-	if (o->gpu > 0)
-		return snprintf(err, WIRE_ERRLEN, "--gpu %d: gpu-server workers serve GPU 0 only; "
-				"another GPU of this node cannot be chosen yet", o->gpu), -1;
+	if (o->gpu >= 0 && !o->gpu_only)
+		return snprintf(err, WIRE_ERRLEN, "--gpu chooses GPUs for a --gpu-only or --to local move; "
+				"a whole move goes where the target server places it"), -1;
 	snprintf(o->token_hex, sizeof(o->token_hex), "%s", o->target[0] && !o->gpu_only ? "-" : "");
 	if (token && o->target[0] && token_file_hex(token, o->token_hex, sizeof(o->token_hex), err))
 		return -1;
@@ -156,6 +163,10 @@ int main(int argc, char **argv)
 	rc = parse(argc, argv, &o, err);
 	if (rc > 0)
 		return rc;
+	if (!rc && o.gpus[0] && setenv("CICADA_RESTORE_GPUS", o.gpus, 1)) {     /* read by the restore's request */
+		snprintf(err, WIRE_ERRLEN, "out of memory");
+		rc = -1;
+	}
 	if (!rc)
 		rc = o.gpu_only ? migrate_gpu_only(&o, &r, err) : migrate_whole(&o, &r, err);
 	if (rc) {

@@ -19,6 +19,7 @@ struct migrate_opts {
 	char target[300];                    /* tcp:host:port or unix:/path; "" for local */
 	int gpu_only;
 	int gpu;                             /* --gpu N, -1 if not given */
+	char gpus[64];                      /* --gpu: the GPUs to restore onto, first */
 	char token_hex[TOKEN_HEX_MAX];       /* the target's token, "-" for none */
 	char criu[1200], plugins[1200], work_dir[1024];
 	int timeout_s;                       /* each of dump, transfer, restore */

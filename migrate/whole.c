@@ -61,7 +61,7 @@ static int target_open(const struct migrate_opts *o, const char *join, char *key
 	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
 			 .op = OP_MIGRATE, .ticket = join ? (char *)join : name, .snapshot = name, .stream = 1,
-			 .parent = name };
+			 .parent = name, .devices = name };
 	struct wire_addr addr;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };

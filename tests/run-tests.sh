@@ -28,6 +28,7 @@ nvml trace handshake tls allow-list session-owner server-dirs module-cache unrea
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
+multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc
 torch-shm torch-tcp torch-cr torch-cr-node
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-big"
 MODE=cpu SELECT=()
@@ -74,6 +75,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/migrate/migrate-tests.sh
 . tests/load/admission-tests.sh
 . tests/torch/torch-tests.sh
+. tests/multigpu/multigpu-tests.sh
 T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
@@ -733,6 +735,7 @@ test_server_death tcp
 test_client_isolation
 run_admission_tests
 run_cr_tests
+run_multigpu_tests
 run_torch_tests
 run_migrate_tests
 echo "suite: $(($(date +%s) - SUITE_START)) s"

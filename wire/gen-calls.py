@@ -275,6 +275,10 @@ def gen_server(calls):
             elif p.handle:
                 out.append("\terr = handle_get(w, %s, in[%s], (void **)&%s);\n"
                            "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (p.handle, i, p.name))
+            elif p.type == "CUdevice":
+                # the client's ordinal of one of the GPUs it sees (gpus.c)
+                out.append("\terr = device_in(w, in[%s], &%s);\n"
+                           "\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n" % (i, p.name))
             else:
                 out.append("\t%s = %s;\n" % (p.name, from_u64(p.type, "in[%s]" % i, False)))
         args = ", ".join(("&" if p.out or p.config or p.bytes else "") + p.name for p in c.params)
@@ -291,6 +295,8 @@ def gen_server(calls):
                 out.append("\tif (!out[%s])\n\t\treturn CUDA_ERROR_OUT_OF_MEMORY;\n" % i)
             elif p.type == "float":
                 out.append("\tout[%s] = float_to_u64(%s);\n" % (i, p.name))
+            elif p.type == "CUdevice":
+                out.append("\tout[%s] = device_out(w, %s);\n" % (i, p.name))
             else:
                 out.append("\tout[%s] = (uint64_t)%s;\n" % (i, p.name))
         for i, p in zip(c.offsets, c.ins):

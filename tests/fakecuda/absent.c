@@ -1,20 +1,10 @@
 /*
  *absent.c: driver functions the gpu-server calls that the CPU stand-in
- *does not model (peer access, cache configuration, kernel and function
+ *does not model (interprocess events, cache configuration, kernel and function
  *enumeration, clusters). Each fails cleanly, as a driver without the
  *feature would, so a worker never dies of a missing symbol.
  */
 #include "fakecuda.h"
-
-CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
 
 CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *pconfig)
 {
@@ -81,7 +71,14 @@ CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult CUDAAPI cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+
+/* Events are the process's own here: no interprocess events. */
+CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
 {
 	return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -1,5 +1,5 @@
 /*
- * Contexts of the stand-in: the device's primary context with its
+ * Contexts of the stand-in: each device's primary context with its
  * reference count, contexts made by cuCtxCreate, and the per-thread stack
  * of current contexts.  A context that goes away (destroy, last primary
  * release, reset) frees everything it owns; its struct is kept so that a
@@ -13,8 +13,8 @@
 #define STACK_MAX 64
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fc_ctx primary = { .primary = 1 };
-static int primary_refs, primary_registered;
+static struct fc_ctx primaries[FC_MAX_DEVICES];
+static int primary_refs[FC_MAX_DEVICES], primary_registered[FC_MAX_DEVICES];
 
 static __thread struct fc_ctx *stack[STACK_MAX];
 static __thread int depth;
@@ -71,17 +71,22 @@ static void unstack(struct fc_ctx *c)
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
+	struct fc_ctx *p = &primaries[dev];
+
 	TRY(fc_check_dev(dev));
 	CHECK_ARG(pctx);
 	pthread_mutex_lock(&lock);
-	if (!primary_registered)
-		primary_registered = !fc_obj_add(&primary, FC_CTX, NULL, NULL);
-	if (!primary_refs++) {
-		primary.live = 1;
-		ctx_reset(&primary, primary.flags);
+	p->primary = 1;
+	p->dev = dev;
+	if (!primary_registered[dev])
+		primary_registered[dev] = !fc_obj_add(p, FC_CTX, NULL, NULL);
+	if (!primary_refs[dev]++) {
+		p->live = 1;
+		p->peers = 0;
+		ctx_reset(p, p->flags);
 	}
 	pthread_mutex_unlock(&lock);
-	*pctx = (CUcontext)&primary;
+	*pctx = (CUcontext)p;
 	return CUDA_SUCCESS;
 }
 
@@ -91,22 +96,23 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 
 	TRY(fc_check_dev(dev));
 	pthread_mutex_lock(&lock);
-	refs = primary_refs ? --primary_refs : -1;
+	refs = primary_refs[dev] ? --primary_refs[dev] : -1;
 	if (!refs)
-		primary.live = 0;
+		primaries[dev].live = 0;
 	pthread_mutex_unlock(&lock);
 	CHECK(refs >= 0, CUDA_ERROR_INVALID_CONTEXT);
 	if (!refs)
-		fc_obj_drop_ctx(&primary);
+		fc_obj_drop_ctx(&primaries[dev]);
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
 	TRY(fc_check_dev(dev));
-	fc_obj_drop_ctx(&primary);
+	fc_obj_drop_ctx(&primaries[dev]);
 	pthread_mutex_lock(&lock);
-	ctx_reset(&primary, 0);
+	ctx_reset(&primaries[dev], 0);
+	primaries[dev].peers = 0;
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
@@ -116,8 +122,8 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 	TRY(fc_check_dev(dev));
 	CHECK_ARG(flags && active);
 	pthread_mutex_lock(&lock);
-	*flags = primary.flags;
-	*active = primary_refs > 0;
+	*flags = primaries[dev].flags;
+	*active = primary_refs[dev] > 0;
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
@@ -127,8 +133,33 @@ CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 	TRY(fc_check_dev(dev));
 	CHECK_ARG(!(flags & ~CU_CTX_FLAGS_MASK));
 	pthread_mutex_lock(&lock);
-	primary.flags = flags;
+	primaries[dev].flags = flags;
 	pthread_mutex_unlock(&lock);
+	return CUDA_SUCCESS;
+}
+
+/* Peer access, as the driver checks it: to another device's context, once. */
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+{
+	struct fc_ctx *c, *p;
+
+	TRY(fc_current(&c));
+	CHECK_ARG(!flags);
+	TRY(resolve(peer, &p));
+	CHECK(peer && p->dev != c->dev, CUDA_ERROR_INVALID_DEVICE);
+	CHECK(!(c->peers & 1u << p->dev), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+	c->peers |= 1u << p->dev;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDisablePeerAccess(CUcontext peer)
+{
+	struct fc_ctx *c, *p;
+
+	TRY(fc_current(&c));
+	TRY(resolve(peer, &p));
+	CHECK(peer && c->peers & 1u << p->dev, CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+	c->peers &= ~(1u << p->dev);
 	return CUDA_SUCCESS;
 }
 
@@ -163,7 +194,7 @@ CUresult cuCtxDestroy(CUcontext ctx)
 	struct fc_ctx *c = (struct fc_ctx *)ctx;
 
 	TRY(fc_need_init());
-	CHECK(c != &primary && fc_obj_del(c, FC_CTX), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK(fc_obj_has(c, FC_CTX) && !c->primary && fc_obj_del(c, FC_CTX), CUDA_ERROR_INVALID_CONTEXT);
 	c->live = 0;
 	fc_obj_drop_ctx(c);
 	unstack(c);

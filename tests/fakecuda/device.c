@@ -1,7 +1,9 @@
 /*
- * The one fake device and the entry points around it: cuInit, the driver
- * version, device enumeration and attributes (an H100-like sm_90 part
- * called "Cicada CPU stand-in" with 16 GiB), cuGetProcAddress, which
+ * The fake devices and the entry points around them: cuInit, the driver
+ * version, device enumeration and attributes (H100-like sm_90 parts
+ * called "Cicada CPU stand-in" with 16 GiB; FAKECUDA_DEVICES=N presents
+ * N of them, 1 by default, each its own UUID and PCI address, every pair
+ * able to reach each other's memory), cuGetProcAddress, which
  * resolves names against the symbols this library exports, and
  * cuGetExportTable, which the stand-in does not support.
  */
@@ -9,6 +11,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "fakecuda.h"
 
@@ -52,10 +55,19 @@ CUresult fc_need_init(void)
 	       CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* How many devices the stand-in presents (FAKECUDA_DEVICES, 1 to FC_MAX_DEVICES). */
+int fc_ndev(void)
+{
+	const char *e = getenv("FAKECUDA_DEVICES");
+	int n = e ? atoi(e) : 1;
+
+	return n < 1 ? 1 : n > FC_MAX_DEVICES ? FC_MAX_DEVICES : n;
+}
+
 CUresult fc_check_dev(CUdevice dev)
 {
 	TRY(fc_need_init());
-	return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+	return dev >= 0 && dev < fc_ndev() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 CUresult cuInit(unsigned int flags)
@@ -76,7 +88,7 @@ CUresult cuDeviceGetCount(int *count)
 {
 	TRY(fc_need_init());
 	CHECK_ARG(count);
-	*count = 1;
+	*count = fc_ndev();
 	return CUDA_SUCCESS;
 }
 
@@ -84,8 +96,8 @@ CUresult cuDeviceGet(CUdevice *dev, int ordinal)
 {
 	TRY(fc_need_init());
 	CHECK_ARG(dev);
-	CHECK(ordinal == 0, CUDA_ERROR_INVALID_DEVICE);
-	*dev = 0;
+	CHECK(ordinal >= 0 && ordinal < fc_ndev(), CUDA_ERROR_INVALID_DEVICE);
+	*dev = ordinal;
 	return CUDA_SUCCESS;
 }
 
@@ -102,6 +114,7 @@ CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 	TRY(fc_check_dev(dev));
 	CHECK_ARG(uuid);
 	memcpy(uuid->bytes, "CicadaFakeGPU-00", sizeof(uuid->bytes));
+	uuid->bytes[15] = (char)('0' + dev);
 	return CUDA_SUCCESS;
 }
 
@@ -134,6 +147,8 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice dev)
 		*pi = fc_cc() / 10;
 	if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
 		*pi = fc_cc() % 10;
+	if (attr == CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)
+		*pi += dev;
 	return CUDA_SUCCESS;
 }
 
@@ -142,7 +157,7 @@ CUresult cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev)
 	TRY(fc_check_dev(dev));
 	CHECK_ARG(bus && len > 0);
 	snprintf(bus, len, "%04x:%02x:%02x.0", attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID],
-		 attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID], attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]);
+		 attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] + dev, attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID]);
 	return CUDA_SUCCESS;
 }
 
@@ -151,7 +166,7 @@ CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 	TRY(fc_check_dev(dev));
 	TRY(fc_check_dev(peer));
 	CHECK_ARG(can);
-	*can = 0;
+	*can = dev != peer;
 	return CUDA_SUCCESS;
 }
 

@@ -18,6 +18,7 @@
 #define FC_TOTAL_MEM	fc_total_mem()
 size_t fc_total_mem(void);
 #define FC_GRANULARITY	(2UL << 20)
+#define FC_MAX_DEVICES	8
 #define FC_VERSION	13000
 #define FC_MAX_PARAMS	8
 
@@ -30,6 +31,7 @@ size_t fc_total_mem(void);
 
 struct fc_ctx {
 	CUdevice dev;
+	unsigned peers;                 /* devices whose contexts' memory it may use */
 	unsigned flags;
 	int primary;
 	int live;
@@ -70,6 +72,9 @@ FC_HIDDEN size_t fc_mem_used(long long delta);
 FC_HIDDEN CUresult fc_need_init(void);
 FC_HIDDEN int fc_cc(void);
 FC_HIDDEN CUresult fc_check_dev(CUdevice dev);
+FC_HIDDEN int fc_ndev(void);
+FC_HIDDEN int fc_vmm_access(uintptr_t addr, CUdevice dev);
+FC_HIDDEN int fc_vmm_device(uintptr_t addr);
 FC_HIDDEN CUresult fc_current(struct fc_ctx **out);
 FC_HIDDEN CUresult fc_check_stream(CUstream s);
 

@@ -5,6 +5,7 @@
  * the C twin of the kernel from kernels.c runs to completion before the
  * call returns.  Occupancy answers come from the fake device's limits.
  */
+#include <string.h>
 #include "fakecuda.h"
 
 static CUresult check_dims(struct fc_dim g, struct fc_dim b)
@@ -44,6 +45,23 @@ static CUresult collect(const struct fc_kernel *k, void **params, void **extra, 
 	return CUDA_SUCCESS;
 }
 
+/* A device cannot reach VMM memory it was not given access to: a kernel
+ * that is passed such a pointer faults, as on a GPU. */
+static CUresult check_access(const struct fc_kernel *k, void **args)
+{
+	struct fc_ctx *c;
+	uintptr_t p;
+
+	TRY(fc_current(&c));
+	for (int i = 0; i < k->nparams; i++) {
+		if (k->sizes[i] != sizeof(p))
+			continue;
+		memcpy(&p, args[i], sizeof(p));
+		CHECK(fc_vmm_access(p, c->dev), CUDA_ERROR_ILLEGAL_ADDRESS);
+	}
+	return CUDA_SUCCESS;
+}
+
 static CUresult launch(CUfunction f, struct fc_dim grid, struct fc_dim block, unsigned shmem,
 		       CUstream s, void **params, void **extra)
 {
@@ -62,6 +80,7 @@ static CUresult launch(CUfunction f, struct fc_dim grid, struct fc_dim block, un
 	if (capture && *capture)
 		return fc_capture_launch(*capture, f, k, grid, block, shmem, args);
 	TRY(fc_check_stream(s));
+	TRY(check_access(k, args));
 	l = (struct fc_launch){ grid, block, args, mod };
 	k->fn(&l);
 	return CUDA_SUCCESS;

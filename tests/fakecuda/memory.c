@@ -160,7 +160,7 @@ static CUresult attr(void *data, CUpointer_attribute a, CUdeviceptr ptr, const s
 		*(int *)data = r != NULL;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		*(int *)data = r ? 0 : -1;
+		*(int *)data = !r ? -1 : r->ctx ? r->ctx->dev : r->kind == FC_MEM_VMM ? fc_vmm_device(ptr) : 0;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
 		*(CUdeviceptr *)data = r ? r->base : 0;
@@ -256,6 +256,30 @@ CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n)
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
 	return copy(dst, UNIFIED, src, UNIFIED, n, NULL);
+}
+
+/* Copies between two devices' memory: the contexts must be live. */
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n)
+{
+	CUdevice d;
+
+	TRY(fc_need_init());
+	CHECK(dst_ctx && src_ctx, CUDA_ERROR_INVALID_CONTEXT);
+	TRY(cuCtxGetDevice_v2(&d, dst_ctx));
+	TRY(cuCtxGetDevice_v2(&d, src_ctx));
+	return copy(dst, DEVICE, src, DEVICE, n, NULL);
+}
+
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n,
+			   CUstream s)
+{
+	CUdevice d;
+
+	TRY(fc_need_init());
+	CHECK(dst_ctx && src_ctx, CUDA_ERROR_INVALID_CONTEXT);
+	TRY(cuCtxGetDevice_v2(&d, dst_ctx));
+	TRY(cuCtxGetDevice_v2(&d, src_ctx));
+	return copy(dst, DEVICE, src, DEVICE, n, s);
 }
 
 /* Async copies on a capturing stream become copy nodes, as in the driver. */

@@ -75,9 +75,12 @@ CUresult cuStreamCopyAttributes(CUstream dst, CUstream src)
 
 CUresult cuStreamGetDevice(CUstream s, CUdevice *dev)
 {
+	CUcontext ctx;
+
 	TRY(fc_check_stream(s));
 	CHECK_ARG(dev);
-	*dev = 0;
+	TRY(cuStreamGetCtx(s, &ctx));
+	TRY(cuCtxGetDevice_v2(dev, ctx));
 	return CUDA_SUCCESS;
 }
 
@@ -113,7 +116,7 @@ CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attr, CUdevic
 CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t *width, CUarray_format format, unsigned channels, CUdevice dev)
 {
 	CHECK_ARG(width && (channels == 1 || channels == 2 || channels == 4));
-	CHECK(dev == 0, CUDA_ERROR_INVALID_DEVICE);
+	TRY(fc_check_dev(dev));
 	*width = (size_t)1 << 28;
 	return CUDA_SUCCESS;
 }

@@ -10,6 +10,7 @@
 #include "fakecuda.h"
 
 struct stream {
+	struct fc_ctx *ctx;
 	unsigned flags;
 	int priority;
 	struct fc_graph *capture;	/* the graph a capture is recording */
@@ -63,9 +64,26 @@ CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flags, int priori
 	CHECK_ARG(ps && !(flags & ~CU_STREAM_NON_BLOCKING));
 	s = remember(sizeof(*s), FC_STREAM, ctx);
 	CHECK(s, CUDA_ERROR_OUT_OF_MEMORY);
+	s->ctx = ctx;
 	s->flags = flags;
 	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
 	*ps = (CUstream)s;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx(CUstream s, CUcontext *pctx)
+{
+	struct fc_ctx *c;
+
+	CHECK_ARG(pctx);
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+		TRY(fc_current(&c));
+	} else {
+		TRY(fc_need_init());
+		CHECK(fc_obj_has(s, FC_STREAM), CUDA_ERROR_INVALID_HANDLE);
+		c = ((struct stream *)s)->ctx;
+	}
+	*pctx = (CUcontext)c;
 	return CUDA_SUCCESS;
 }
 

@@ -5,12 +5,15 @@
  * hint when it is free; a physical allocation is a memfd; mapping it puts
  * the memfd MAP_SHARED|MAP_FIXED over the reserved pages, still PROT_NONE
  * until cuMemSetAccess makes it read-write.  Mapped, accessible ranges
- * are valid device memory for copies and kernels.
+ * are valid device memory for copies and kernels; a kernel may use a
+ * mapping only from a device that cuMemSetAccess named (launch.c asks).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "fakecuda.h"
 
@@ -30,6 +33,7 @@ struct map {
 	size_t size;
 	struct alloc *a;
 	unsigned long long flags;
+	unsigned devices;               /* devices the access was granted to */
 };
 
 static struct map maps[MAX_RESV];
@@ -49,7 +53,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
 	if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
 	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
 		return CUDA_ERROR_INVALID_VALUE;
-	return prop->location.id == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+	return fc_check_dev(prop->location.id);
 }
 
 CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *prop,
@@ -203,7 +207,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 	CHECK(!fc_range_add(ptr, size, FC_MEM_VMM, NULL, 0), CUDA_ERROR_OUT_OF_MEMORY);
 	pthread_mutex_lock(&lock);
 	a->maps++;
-	maps[nmaps++] = (struct map){ ptr, size, a, 0 };
+	maps[nmaps++] = (struct map){ ptr, size, a, 0, 0 };
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
@@ -246,7 +250,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-	unsigned flags = 0;
+	unsigned flags = 0, devices = 0;
 	size_t i;
 	int prot;
 
@@ -254,8 +258,10 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 	CHECK_ARG(desc && count && size && mapped(ptr, size));
 	for (i = 0; i < count; i++) {
 		CHECK_ARG(desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE);
-		CHECK(desc[i].location.id == 0, CUDA_ERROR_INVALID_DEVICE);
+		TRY(fc_check_dev(desc[i].location.id));
 		flags = desc[i].flags;
+		if (flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+			devices |= 1u << desc[i].location.id;
 	}
 	prot = flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE :
 	       flags == CU_MEM_ACCESS_FLAGS_PROT_READ ? PROT_READ :
@@ -264,8 +270,10 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 	fc_range_span(ptr, size, FC_MEM_VMM, prot == (PROT_READ | PROT_WRITE), 0);
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < nmaps; i++)
-		if (maps[i].base >= ptr && maps[i].base - ptr < size)
+		if (maps[i].base >= ptr && maps[i].base - ptr < size) {
 			maps[i].flags = flags;
+			maps[i].devices = devices;
+		}
 	pthread_mutex_unlock(&lock);
 	return CUDA_SUCCESS;
 }
@@ -285,11 +293,11 @@ CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location
 
 	TRY(fc_need_init());
 	CHECK_ARG(flags && location && location->type == CU_MEM_LOCATION_TYPE_DEVICE);
-	CHECK(location->id == 0, CUDA_ERROR_INVALID_DEVICE);
+	TRY(fc_check_dev(location->id));
 	pthread_mutex_lock(&lock);
 	m = map_at(ptr);
 	if (m)
-		*flags = m->flags;
+		*flags = m->devices & 1u << location->id ? m->flags : CU_MEM_ACCESS_FLAGS_PROT_NONE;
 	pthread_mutex_unlock(&lock);
 	return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -318,5 +326,78 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 	CHECK_ARG(prop);
 	CHECK(fc_obj_has(a, FC_VMM) && a->refs, CUDA_ERROR_INVALID_HANDLE);
 	*prop = a->prop;
+	return CUDA_SUCCESS;
+}
+
+/* Whether a kernel on dev may use addr: 1 unless addr is in a mapping
+ * that was not made accessible to dev. */
+int fc_vmm_access(uintptr_t addr, CUdevice dev)
+{
+	struct map *m;
+	int ok;
+
+	pthread_mutex_lock(&lock);
+	m = map_at(addr);
+	ok = !m || (m->devices & 1u << dev);
+	pthread_mutex_unlock(&lock);
+	return ok;
+}
+
+/* The device whose memory backs a mapping at addr, or -1. */
+int fc_vmm_device(uintptr_t addr)
+{
+	struct map *m;
+	int dev;
+
+	pthread_mutex_lock(&lock);
+	m = map_at(addr);
+	dev = m ? m->a->prop.location.id : -1;
+	pthread_mutex_unlock(&lock);
+	return dev;
+}
+
+/* Shareable handles: the allocation's memfd (POSIX file descriptors only,
+ * and only for allocations that asked for them, as the driver checks). */
+CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle handle,
+				      CUmemAllocationHandleType type, unsigned long long flags)
+{
+	struct alloc *a = (struct alloc *)(uintptr_t)handle;
+	int fd;
+
+	TRY(fc_need_init());
+	CHECK_ARG(out && !flags && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	CHECK(fc_obj_has(a, FC_VMM) && a->refs, CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ARG(a->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	CHECK((fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0)) >= 0, CUDA_ERROR_OUT_OF_MEMORY);
+	*(int *)out = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
+					CUmemAllocationHandleType type)
+{
+	int fd = (int)(intptr_t)os_handle;
+	struct alloc *a;
+	struct stat st;
+
+	TRY(fc_need_init());
+	CHECK_ARG(handle && type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	CHECK_ARG(!fstat(fd, &st) && st.st_size > 0 && st.st_size % FC_GRANULARITY == 0);
+	a = calloc(1, sizeof(*a));
+	if (a)
+		a->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (!a || a->fd < 0 || fc_obj_add(a, FC_VMM, NULL, NULL)) {
+		if (a && a->fd >= 0)
+			close(a->fd);
+		free(a);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	a->size = (size_t)st.st_size;
+	a->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	a->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	a->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	a->refs = 1;
+	fc_mem_used((long long)a->size);     /* alloc_put gives it back */
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
 	return CUDA_SUCCESS;
 }

@@ -72,7 +72,7 @@ static void seed_hello(void)
 {
 	char token[] = "fuzz-token-0123456789", host[] = "fuzzhost";
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .want_shm = 0, .shm_size = 0, .pid = 1234,
-			 .host = host, .ticket = "", .snapshot = "", .parent = "" };
+			 .host = host, .ticket = "", .snapshot = "", .parent = "", .devices = "=1,0" };
 
 	h.token.token_val = token;
 	h.token.token_len = sizeof(token) - 1;

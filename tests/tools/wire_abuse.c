@@ -47,7 +47,7 @@ static uint8_t nonce[WIRE_NONCE_LEN];        /* the server's challenge on fd */
 static int encode_hello(struct wire_buf *b, unsigned version, const char *token, const char *host)
 {
 	hello_args h = { .proto_version = version, .pid = (uint64_t)getpid(), .host = (char *)host,
-			 .ticket = "", .snapshot = "", .parent = "" };
+			 .ticket = "", .snapshot = "", .parent = "", .devices = "" };
 	static uint8_t proof[WIRE_PROOF_LEN];
 
 	h.token.token_val = (char *)proof;
@@ -401,7 +401,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "reattach") && argc > 3) {   /* TOKEN is the ticket here */
 		struct wire_buf b = { 0 };
 		hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)getpid(), .host = "wire_abuse",
-				 .op = OP_REATTACH, .ticket = argv[3], .snapshot = "", .parent = "" };
+				 .op = OP_REATTACH, .ticket = argv[3], .snapshot = "", .parent = "", .devices = "" };
 
 		if (wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &b) ||
 		    read_hello_reply(&r)) {

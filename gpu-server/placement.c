@@ -1,0 +1,133 @@
+/*
+ * placement.c: which of the node's GPUs a new session gets. The server
+ * serves every GPU of the node, or the subset --gpus names. A client that
+ * asks for a number of GPUs (CICADA_GPUS=N), or any client when the server
+ * runs with --gpus-per-client N, gets the N least loaded of them (load: the
+ * sessions placed there and still running; ties go to the first listed);
+ * otherwise it gets them all. The pool asks here when it hands a
+ * connection over, and tells when the worker ends.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gpu-server.h"
+
+#define MAX_HELD 4096
+
+struct held {
+	pid_t pid;
+	uint32_t gpus[CICADA_MAX_GPUS];
+	unsigned n;
+};
+
+static struct {
+	uint32_t list[CICADA_MAX_GPUS];      /* --gpus, in its order */
+	unsigned nlist;
+	unsigned per_client;                 /* --gpus-per-client; 0: all */
+	unsigned load[CICADA_MAX_GPUS * 4];  /* by real ordinal */
+	struct held held[MAX_HELD];
+	unsigned nheld;
+	pthread_mutex_t lock;
+} pl = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* --gpus LIST ("0,2"): the GPUs this server serves, by the driver's ordinal. */
+int placement_set_gpus(const char *list, char *err)
+{
+	char buf[256], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	pl.nlist = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		long v = strtol(t, &end, 10);
+
+		if (end == t || *end || v < 0 || v >= (long)(sizeof(pl.load) / sizeof(pl.load[0])))
+			return snprintf(err, WIRE_ERRLEN, "--gpus: '%s' is not a GPU index", t), -1;
+		for (unsigned i = 0; i < pl.nlist; i++)
+			if (pl.list[i] == (uint32_t)v)
+				return snprintf(err, WIRE_ERRLEN, "--gpus: GPU %ld is listed twice", v), -1;
+		if (pl.nlist == CICADA_MAX_GPUS)
+			return snprintf(err, WIRE_ERRLEN, "--gpus: more than %d GPUs", CICADA_MAX_GPUS), -1;
+		pl.list[pl.nlist++] = (uint32_t)v;
+	}
+	return pl.nlist ? 0 : (snprintf(err, WIRE_ERRLEN, "--gpus: no GPU named"), -1);
+}
+
+void placement_set_per_client(unsigned n)
+{
+	pl.per_client = n;
+}
+
+/* The server's GPUs, of a node with nreal. */
+static unsigned server_gpus(unsigned nreal, uint32_t *out)
+{
+	unsigned n = 0;
+
+	if (!pl.nlist) {
+		for (unsigned i = 0; i < nreal && i < CICADA_MAX_GPUS; i++)
+			out[n++] = i;
+		return n;
+	}
+	for (unsigned i = 0; i < pl.nlist; i++)
+		if (pl.list[i] < nreal)
+			out[n++] = pl.list[i];
+	return n;
+}
+
+/* The GPUs for the session of worker pid, which asked for want (0: the
+ * server's default), on a node with nreal: into out, in the server's
+ * order. Returns how many; 0 means every GPU of the node. */
+unsigned placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
+{
+	uint32_t all[CICADA_MAX_GPUS];
+	unsigned nall, n = 0;
+	int picked[CICADA_MAX_GPUS] = { 0 };
+
+	pthread_mutex_lock(&pl.lock);
+	nall = server_gpus(nreal, all);
+	if (!want)
+		want = pl.per_client;
+	if (!want && !pl.nlist) {
+		pthread_mutex_unlock(&pl.lock);
+		return 0;
+	}
+	if (!want || want > nall)
+		want = nall;
+	while (n < want) {
+		int best = -1;
+
+		for (unsigned i = 0; i < nall; i++)
+			if (!picked[i] && (best < 0 || pl.load[all[i]] < pl.load[all[best]]))
+				best = (int)i;
+		picked[best] = 1;
+		n++;
+	}
+	n = 0;
+	for (unsigned i = 0; i < nall; i++)
+		if (picked[i]) {
+			out[n++] = all[i];
+			pl.load[all[i]]++;
+		}
+	if (pl.nheld < MAX_HELD) {
+		pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n };
+		memcpy(pl.held[pl.nheld++].gpus, out, n * sizeof(*out));
+	}
+	pthread_mutex_unlock(&pl.lock);
+	return n;
+}
+
+/* Worker pid ended: its GPUs carry one session less. */
+void placement_release(pid_t pid)
+{
+	pthread_mutex_lock(&pl.lock);
+	for (unsigned i = 0; i < pl.nheld; i++) {
+		if (pl.held[i].pid != pid)
+			continue;
+		for (unsigned k = 0; k < pl.held[i].n; k++)
+			pl.load[pl.held[i].gpus[k]] -= pl.load[pl.held[i].gpus[k]] > 0;
+		pl.held[i] = pl.held[--pl.nheld];
+		break;
+	}
+	pthread_mutex_unlock(&pl.lock);
+}

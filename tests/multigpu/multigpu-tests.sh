@@ -1,0 +1,215 @@
+# multigpu-tests.sh: several GPUs, sourced by tests/run-tests.sh (which
+# defines ok/bad/check, start_server, cicada_env, $T, $B, $PROGS, $PORT,
+# $MODE and $DRIVER_ENV, and cr-tests.sh's cr_launch, cr_dump,
+# cr_restore, cr_finished). On the CPU stand-in the node has two GPUs
+# (FAKECUDA_DEVICES=2); on a GPU node, the GPUs it has: with one, the
+# checks that need two say so and the rest run on the one.
+#
+#   multi-gpu     multi_gpu (peer access, peer copies, a kernel reading the
+#                 other GPU, a two-GPU reduction) through Cicada prints what
+#                 it prints natively, over shm, unix and TCP
+#   gpu-visible   CUDA_VISIBLE_DEVICES by ordinal, order and UUID; none
+#                 left is CUDA_ERROR_NO_DEVICE; --gpus; --gpus-per-client
+#                 and CICADA_GPUS place sessions on the least loaded GPU;
+#                 NVML answers for the same GPUs
+#   cr-multi-gpu  multi_gpu checkpointed mid-run and restored: onto the same
+#                 GPUs, onto them swapped (CICADA_RESTORE_GPUS=1,0), and
+#                 refused onto one GPU
+#   migrate-gpu   gpu-migrate --to local --gpu 1 moves a running program's GPU
+#                 state to another GPU of the node; output identical
+#   ipc           ipc_pair: two processes of one server share device memory
+#                 (and on a GPU an interprocess event) through CUDA IPC
+#                 handles; natively on a GPU, against its expected lines on
+#                 the stand-in (whose driver has no IPC of its own)
+
+MG_ENV=""
+[ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
+MG_ARGS="16 6 0"
+
+# mg_native: multi_gpu's native output and the node's GPU count (MG_N).
+mg_native() {
+	[ -s "$T/mg.native" ] ||
+		env $DRIVER_ENV $MG_ENV timeout 120 "$PROGS/multi_gpu" $MG_ARGS >"$T/mg.native" 2>"$T/mg.native.err" ||
+		return 1
+	MG_N=$(awk '/^devices / { print $2 }' "$T/mg.native")
+}
+
+# mg_env TRANSPORT [SERVER [PORT]]: a client's environment for the server
+# "mg" (on PORT+50) or another of this file's servers.
+mg_env() {
+	if [ "$1" = tcp ]; then
+		echo "CICADA_SERVER=tcp:127.0.0.1:${3:-$((PORT + 50))} CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib"
+	else
+		cicada_env "$1" "${2:-mg}"
+	fi
+}
+
+# mg_run NAME TRANSPORT [ENV...]: multi_gpu through the server "mg".
+mg_run() {
+	local name=$1 tr=$2
+	shift 2
+	deadline 120 env $(mg_env "$tr") "$@" "$PROGS/multi_gpu" $MG_ARGS >"$T/mg.$name" 2>"$T/mg.$name.err"
+}
+
+# The UUID line multi_gpu printed natively for GPU d, as it reads for ordinal o.
+mg_uuid_line() {
+	sed -n "s/^device $1: /device $2: /p" "$T/mg.native"
+}
+
+# NVML's form of GPU d's UUID, as the server's NVML answers (all its GPUs).
+mg_nvml_uuid() {
+	deadline 60 env $(cicada_env shm mg) "$PROGS/nvml_query" 2>/dev/null | sed -n "s/^device $1 uuid = //p"
+}
+
+mg_same_as_native() {
+	local tr
+	for tr in shm unix tcp; do
+		if mg_run "$tr" "$tr" && cmp -s "$T/mg.native" "$T/mg.$tr"; then
+			ok "multi_gpu over $tr: identical to native ($MG_N GPUs)"
+		else
+			bad "multi_gpu over $tr"; diff "$T/mg.native" "$T/mg.$tr" | head -5; tail -3 "$T/mg.$tr.err"
+		fi
+	done
+}
+
+# visible WHAT VALUE EXPECTED...: with CUDA_VISIBLE_DEVICES=VALUE the client
+# sees the devices whose lines are EXPECTED (as "D:O": native GPU D as
+# ordinal O), in order, and no others.
+mg_visible() {
+	local what=$1 value=$2 want="" got
+	shift 2
+	for m in "$@"; do want="$want$(mg_uuid_line "${m%:*}" "${m#*:}")|"; done
+	mg_run "vis.$value" shm CUDA_VISIBLE_DEVICES="$value"
+	got=$(grep "^device [0-9]*:" "$T/mg.vis.$value" | tr '\n' '|')
+	check "CUDA_VISIBLE_DEVICES=$value ($what): sees $# GPU(s), the right ones in order" \
+		test "$got" = "$want" -a "$(awk '/^devices / { print $2 }' "$T/mg.vis.$value")" = "$#"
+}
+
+mg_visible_tests() {
+	local uuid1
+	mg_visible "one GPU" 0 0:0
+	if [ "$MG_N" -lt 2 ]; then
+		mg_run vis.none shm CUDA_VISIBLE_DEVICES=1
+		check "CUDA_VISIBLE_DEVICES=1 on a one-GPU node: no device, as natively (CUDA_ERROR_NO_DEVICE)" \
+			grep -q "CUDA_ERROR_NO_DEVICE" "$T/mg.vis.none" "$T/mg.vis.none.err"
+		echo "note gpu-visible: one GPU here; the ordering, UUID and placement checks need two"
+		return
+	fi
+	mg_visible "the second GPU" 1 1:0
+	mg_visible "swapped" 1,0 1:0 0:1
+	mg_visible "a list ends at an entry that names no GPU" 1,7,0 1:0
+	uuid1=$(mg_nvml_uuid 1)
+	[ -n "$uuid1" ] && mg_visible "by UUID" "$uuid1" 1:0
+	mg_run vis.empty shm CUDA_VISIBLE_DEVICES=
+	check "CUDA_VISIBLE_DEVICES empty: CUDA_ERROR_NO_DEVICE, as natively" \
+		grep -q "CUDA_ERROR_NO_DEVICE" "$T/mg.vis.empty" "$T/mg.vis.empty.err"
+	# NVML sees the same GPUs as the driver API.
+	deadline 60 env $(cicada_env shm mg) CUDA_VISIBLE_DEVICES=1 "$PROGS/nvml_query" >"$T/mg.nvml" 2>&1
+	check "NVML through Cicada with CUDA_VISIBLE_DEVICES=1: one GPU, the second one" \
+		sh -c "grep -q '^device count = 1$' '$T/mg.nvml' && grep -q '^device 0 uuid = $uuid1$' '$T/mg.nvml'"
+	mg_placement
+}
+
+# --gpus 1, and placement by load (--gpus-per-client 1; CICADA_GPUS=1).
+mg_placement() {
+	local p=$((PORT + 51)) hold
+	start_server mgone $p "$MG_ENV" --gpus 1 || { bad "a server with --gpus 1 did not start"; return; }
+	deadline 60 env $(cicada_env shm mgone) "$PROGS/multi_gpu" $MG_ARGS >"$T/mg.gpus1" 2>&1
+	check "a server with --gpus 1: its clients see that GPU only" \
+		test "$(grep "^device [0-9]" "$T/mg.gpus1")" = "$(mg_uuid_line 1 0)"
+	start_server mgplace $((p + 1)) "$MG_ENV" --gpus-per-client 1 || { bad "a server with --gpus-per-client did not start"; return; }
+	for who in place env; do
+		local srv=mgplace extra=""
+		[ $who = env ] && srv=mg extra="CICADA_GPUS=1"
+		env $(cicada_env shm $srv) $extra timeout 60 "$PROGS/multi_gpu" 16 40 100 >"$T/mg.hold.$who" 2>&1 &
+		hold=$!
+		wait_for "^step 1 " "$T/mg.hold.$who" 30
+		deadline 60 env $(cicada_env shm $srv) $extra "$PROGS/multi_gpu" $MG_ARGS >"$T/mg.second.$who" 2>&1
+		kill $hold 2>/dev/null; wait $hold 2>/dev/null
+		check "placement ($([ $who = env ] && echo CICADA_GPUS=1 || echo --gpus-per-client 1)): a session on the first GPU, the next on the less loaded second" \
+			sh -c "test \"\$(grep '^device [0-9]' '$T/mg.hold.$who')\" = \"$(mg_uuid_line 0 0)\" &&
+			       test \"\$(grep '^device [0-9]' '$T/mg.second.$who')\" = \"$(mg_uuid_line 1 0)\""
+	done
+}
+
+# Checkpoint a two-GPU run mid-way, restore it (with env: a device map).
+mg_cr() {
+	local tag=$1
+	shift
+	cr_launch shm mg "$PROGS/multi_gpu" 16 14 150 || return 1
+	cr_dump "$T/ckpt.mg.$tag" || return 1
+	cr_restore "$T/ckpt.mg.$tag" "$@" || return 1
+	CR_REF=$T/mg.cr.native cr_finished
+}
+
+mg_cr_tests() {
+	local first
+	env $DRIVER_ENV $MG_ENV timeout 120 "$PROGS/multi_gpu" 16 14 0 >"$T/mg.cr.native" 2>/dev/null ||
+		{ bad "multi_gpu (checkpoint run) natively"; return; }
+	cr_case "a $MG_N-GPU program checkpointed mid-run and restored: output identical" "$T/ckpt.mg.same" mg_cr same
+	if [ "$MG_N" -lt 2 ]; then
+		echo "note cr-multi-gpu: one GPU here; the device-map restores need two"
+		return
+	fi
+	cr_case "restored onto the GPUs swapped (CICADA_RESTORE_GPUS=1,0): output identical" "$T/ckpt.mg.swap" \
+		mg_cr swap CICADA_RESTORE_GPUS=1,0
+	first=$(grep -c "session GPUs: 2 (first: GPU 1 of the node)" "$T/mg.log")
+	check "the swapped restore's session has GPU 1 as its first" test "$first" -ge 1
+	start_server mgsolo $((PORT + 53)) "$MG_ENV" --gpus 0 || { bad "a server with --gpus 0 did not start"; return; }
+	cr_launch shm mg "$PROGS/multi_gpu" 16 14 150 && cr_dump "$T/ckpt.mg.one" &&
+		! cr_restore "$T/ckpt.mg.one" CICADA_RESTORE_SERVER="unix:$T/mgsolo.sock"
+	check "a restore onto fewer GPUs than the program used is refused, saying why" \
+		grep -q "the application used 2 GPUs; this session has 1" "$T/ckpt.mg.one/restore.log" "$T/mgsolo.log"
+}
+
+# gpu-migrate --to local --gpu 1: the program goes on on the other GPU.
+mg_migrate_local() {
+	local before
+	before=$(grep -c "session GPUs: 2 (first: GPU 1 of the node)" "$T/mg.log")
+	cr_launch shm mg "$PROGS/multi_gpu" 16 14 150 || return 1
+	CICADA_TOKEN_FILE=$T/token deadline 90 "$B/bin/gpu-migrate" "$CR_PID" --to local --gpu 1 \
+		--work-dir "$T/mg-mig-work" >"$T/mg.mig" 2>"$T/mg.mig.err" || { cat "$T/mg.mig.err"; return 1; }
+	grep -q "moved (gpu-only) to " "$T/mg.mig" && CR_REF=$T/mg.cr.native cr_finished &&
+		[ "$(grep -c "session GPUs: 2 (first: GPU 1 of the node)" "$T/mg.log")" -gt "$before" ]
+}
+
+# The two processes of ipc_pair, through Cicada over each transport.
+mg_ipc() {
+	local ref=$T/ipc.native tr arg=""
+	if [ "$MODE" = gpu ]; then
+		arg=events
+		env $DRIVER_ENV timeout 120 "$PROGS/ipc_pair" $arg >"$ref" 2>"$ref.err" ||
+			{ bad "ipc_pair natively"; tail -3 "$ref.err"; return; }
+	else
+		printf '%s\n' "parent: 2097152 values of 7, handed to a child" "child: a damaged handle is refused" \
+			"child: every value is the parent's: yes" "child: added one to each, closed the handle" \
+			"parent: sees the child's writes: yes" done >"$ref"
+	fi
+	for tr in shm unix tcp; do
+		deadline 120 env $(mg_env "$tr") "$PROGS/ipc_pair" $arg >"$T/ipc.$tr" 2>"$T/ipc.$tr.err"
+		local rc=$?
+		if [ $rc -eq 0 ] && cmp -s "$ref" "$T/ipc.$tr"; then
+			ok "CUDA IPC between two processes of one server over $tr${arg:+ (memory and an event)}: $([ "$MODE" = gpu ] && echo identical to native || echo as expected)"
+		else
+			bad "CUDA IPC over $tr (exit $rc)"; diff "$ref" "$T/ipc.$tr" | head -5; tail -3 "$T/ipc.$tr.err"
+		fi
+	done
+}
+
+run_multigpu_tests() {
+	want multi-gpu || want gpu-visible || want cr-multi-gpu || want migrate-gpu || want ipc || return
+	start_server mg $((PORT + 50)) "$MG_ENV" || { bad "the multi-GPU server did not start"; return; }
+	mg_native || { bad "multi_gpu natively"; tail -3 "$T/mg.native.err"; return; }
+	want multi-gpu && mg_same_as_native
+	want gpu-visible && mg_visible_tests
+	want cr-multi-gpu && mg_cr_tests
+	if want migrate-gpu && [ "$MG_N" -ge 2 ]; then
+		[ -s "$T/mg.cr.native" ] || env $DRIVER_ENV $MG_ENV timeout 120 "$PROGS/multi_gpu" 16 14 0 >"$T/mg.cr.native"
+		mkdir -p "$T/mg-mig-work"
+		cr_case "gpu-migrate --to local --gpu 1: the running program's GPU state moves to GPU 1, output identical" \
+			"$T/mg-mig-work" mg_migrate_local
+	elif want migrate-gpu; then
+		echo "note migrate-gpu: one GPU here; a move to another GPU needs two"
+	fi
+	want ipc && mg_ipc
+}

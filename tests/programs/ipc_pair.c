@@ -1,0 +1,141 @@
+/*
+ * ipc_pair [events]: two processes share device memory through CUDA IPC,
+ * as the processes of a job do. The parent fills a buffer, makes an IPC
+ * handle of it and starts a child (this program again) with the handle;
+ * the child opens it, checks every value, adds one to each with a kernel
+ * and closes it; the parent then sees the child's writes. With "events"
+ * an interprocess event, recorded by the child after its kernel, is what
+ * the parent waits on. A damaged handle must be refused.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define N (2u << 20)                          /* u32: 8 MiB */
+
+static CUfunction fill, inc;
+
+static void context(void)
+{
+	CUdevice dev;
+	CUcontext ctx;
+	CUmodule mod;
+
+	CHECK(cuInit(0));
+	CHECK(cuDeviceGet(&dev, 0));
+	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+	CHECK(cuCtxSetCurrent(ctx));
+	CHECK(cuModuleLoadData(&mod, load_kernel("kernels_b.cubin", NULL)));
+	CHECK(cuModuleGetFunction(&fill, mod, "fill_u32"));
+	CHECK(cuModuleGetFunction(&inc, mod, "inc_u32"));
+}
+
+static void hex(const void *p, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", ((const unsigned char *)p)[i]);
+}
+
+static void unhex(const char *s, void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			fail("bad handle text");
+		((unsigned char *)p)[i] = (unsigned char)v;
+	}
+}
+
+/* Every value of the buffer is want. */
+static int all(CUdeviceptr d, unsigned want)
+{
+	unsigned *h = xmalloc(N * 4);
+	int ok = 1;
+
+	CHECK(cuMemcpyDtoH(h, d, N * 4));
+	for (unsigned i = 0; i < N && ok; i++)
+		ok = h[i] == want;
+	free(h);
+	return ok;
+}
+
+static int child(const char *mem_text, const char *ev_text)
+{
+	CUipcMemHandle h, bad;
+	CUipcEventHandle eh;
+	CUdeviceptr d;
+	CUevent ev = NULL;
+	int n = (int)N;
+	void *args[] = { &d, &n };
+
+	start("ipc_pair child");
+	context();
+	unhex(mem_text, &h, sizeof(h));
+	bad = h;
+	for (size_t i = 0; i < sizeof(bad.reserved); i++)
+		bad.reserved[i] ^= (char)0x5a;
+	printf("child: a damaged handle is %s\n", cuIpcOpenMemHandle(&d, bad, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ?
+	       "refused" : "ACCEPTED");
+	CHECK(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	printf("child: every value is the parent's: %s\n", all(d, 7) ? "yes" : "NO");
+	if (ev_text) {
+		unhex(ev_text, &eh, sizeof(eh));
+		CHECK(cuIpcOpenEventHandle(&ev, eh));
+	}
+	CHECK(cuLaunchKernel(inc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	if (ev) {
+		CHECK(cuEventRecord(ev, NULL));
+		CHECK(cuEventSynchronize(ev));
+	}
+	CHECK(cuCtxSynchronize());
+	CHECK(cuIpcCloseMemHandle(d));
+	printf("child: added one to each, closed the handle\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int events = argc > 1 && !strcmp(argv[1], "events"), n = (int)N, status;
+	char mem_text[2 * sizeof(CUipcMemHandle) + 1], ev_text[2 * sizeof(CUipcEventHandle) + 1];
+	unsigned v = 7;
+	CUipcMemHandle h;
+	CUipcEventHandle eh;
+	CUdeviceptr d;
+	CUevent ev = NULL;
+	pid_t pid;
+	void *args[] = { &d, &v, &n };
+
+	if (argc > 2 && !strcmp(argv[1], "--child"))
+		return child(argv[2], argc > 3 ? argv[3] : NULL);
+	start("ipc_pair");
+	context();
+	CHECK(cuMemAlloc(&d, N * 4));
+	CHECK(cuLaunchKernel(fill, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuIpcGetMemHandle(&h, d));
+	hex(&h, sizeof(h), mem_text);
+	if (events) {
+		CHECK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+		CHECK(cuIpcGetEventHandle(&eh, ev));
+		hex(&eh, sizeof(eh), ev_text);
+	}
+	printf("parent: %u values of 7, handed to a child%s\n", N, events ? " with an interprocess event" : "");
+	fflush(stdout);
+	if ((pid = fork()) == 0) {
+		execl("/proc/self/exe", argv[0], "--child", mem_text, events ? ev_text : (char *)NULL, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+		fail("the child failed");
+	if (ev)
+		CHECK(cuEventSynchronize(ev));
+	printf("parent: sees the child's writes: %s\n", all(d, 8) ? "yes" : "NO");
+	CHECK(cuMemFree(d));
+	printf("done\n");
+	return 0;
+}

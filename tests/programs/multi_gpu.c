@@ -1,0 +1,226 @@
+/*
+ * multi_gpu [MIB [STEPS [STEP_MS]]]: a program that uses two GPUs as
+ * programs do natively. It lists the devices, checks peer access and its
+ * errors, keeps MIB of a pattern on each GPU, copies between them
+ * (cuMemcpyPeer, unified cuMemcpy, device-to-device), runs a kernel on GPU
+ * 1 that reads GPU 0's memory, and reduces over both GPUs. Then STEPS
+ * steps (STEP_MS apart: time to checkpoint it) each change both GPUs'
+ * memory and exchange a slice, and print the checksums. With one GPU it
+ * says so and runs the steps on that one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+
+#define NDEV 2
+
+struct gpu {
+	CUcontext ctx;
+	CUmodule cr, a;
+	CUfunction fill, step, sum, add;
+	CUdeviceptr buf, out;
+};
+
+static struct gpu g[NDEV];
+static unsigned long long n;                 /* u32 per device */
+static int nd;                               /* GPUs used: 1 or 2 */
+
+static void setup(int d, void *cr_image, void *a_image)
+{
+	CUdevice dev;
+	unsigned seed = 17u + (unsigned)d, mode = 0;
+	void *args[] = { &g[d].buf, &n, &seed, &mode };
+
+	CHECK(cuDeviceGet(&dev, d));
+	CHECK(cuDevicePrimaryCtxRetain(&g[d].ctx, dev));
+	CHECK(cuCtxSetCurrent(g[d].ctx));
+	CHECK(cuModuleLoadData(&g[d].cr, cr_image));     /* modules are per context */
+	CHECK(cuModuleLoadData(&g[d].a, a_image));
+	CHECK(cuModuleGetFunction(&g[d].fill, g[d].cr, "fill_pattern"));
+	CHECK(cuModuleGetFunction(&g[d].step, g[d].cr, "step_pattern"));
+	CHECK(cuModuleGetFunction(&g[d].sum, g[d].cr, "checksum"));
+	CHECK(cuModuleGetFunction(&g[d].add, g[d].a, "vec_add"));
+	CHECK(cuMemAlloc(&g[d].buf, n * 4));
+	CHECK(cuMemAlloc(&g[d].out, 8));
+	CHECK(cuLaunchKernel(g[d].fill, 64, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuCtxSynchronize());
+}
+
+/* GPU d's checksum of its own buffer, computed there. */
+static unsigned long long checksum(int d)
+{
+	unsigned long long v = 0;
+	void *args[] = { &g[d].buf, &n, &g[d].out };
+
+	CHECK(cuCtxSetCurrent(g[d].ctx));
+	CHECK(cuMemsetD32(g[d].out, 0, 2));
+	CHECK(cuLaunchKernel(g[d].sum, 64, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuMemcpyDtoH(&v, g[d].out, 8));
+	return v;
+}
+
+static void peer_access(void)
+{
+	int can01 = 0, can10 = 0;
+	CUresult again, self;
+
+	CHECK(cuDeviceCanAccessPeer(&can01, 0, 1));
+	CHECK(cuDeviceCanAccessPeer(&can10, 1, 0));
+	printf("peer access 0->1 %d, 1->0 %d\n", can01, can10);
+	if (!can01 || !can10)
+		fail("the GPUs cannot reach each other's memory");
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+	CHECK(cuCtxEnablePeerAccess(g[1].ctx, 0));
+	again = cuCtxEnablePeerAccess(g[1].ctx, 0);
+	self = cuCtxEnablePeerAccess(g[0].ctx, 0);
+	printf("enable twice: %s; to its own device: %s\n", cu_error_name(again), cu_error_name(self));
+	CHECK(cuCtxSetCurrent(g[1].ctx));
+	CHECK(cuCtxEnablePeerAccess(g[0].ctx, 0));
+}
+
+/* Copies between the GPUs, each way a program has. */
+static void copies(void)
+{
+	size_t bytes = n * 4, half = bytes / 2;
+	unsigned *b0 = xmalloc(bytes), *b1 = xmalloc(bytes), *got = xmalloc(bytes);
+	CUdeviceptr t;
+	int ord0 = -1, ord1 = -1, same;
+
+	CHECK(cuPointerGetAttribute(&ord0, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, g[0].buf));
+	CHECK(cuPointerGetAttribute(&ord1, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, g[1].buf));
+	printf("buffers on devices %d and %d\n", ord0, ord1);
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+	CHECK(cuMemcpyDtoH(b0, g[0].buf, bytes));
+	CHECK(cuCtxSetCurrent(g[1].ctx));
+	CHECK(cuMemcpyDtoH(b1, g[1].buf, bytes));
+	CHECK(cuMemAlloc(&t, bytes));
+	CHECK(cuMemcpyPeer(t, g[1].ctx, g[0].buf, g[0].ctx, bytes));
+	CHECK(cuMemcpyDtoH(got, t, bytes));
+	printf("cuMemcpyPeer 0->1: %s\n", memcmp(b0, got, bytes) ? "DIFFERS" : "same");
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+	CHECK(cuMemcpy(t, g[0].buf + half, half));       /* unified, from GPU 0's context */
+	CHECK(cuMemcpyDtoD(t + half, g[1].buf, half));   /* GPU 1 to GPU 1, from GPU 0's context */
+	CHECK(cuMemcpyDtoH(got, t, bytes));
+	same = !memcmp(got, (char *)b0 + half, half) && !memcmp((char *)got + half, b1, half);
+	printf("unified and device-to-device copies: %s\n", same ? "same" : "DIFFER");
+	CHECK(cuMemFree(t));
+	free(b0);
+	free(b1);
+	free(got);
+}
+
+/* A kernel on GPU 1 adds GPU 0's floats to its own (peer reads). */
+static void peer_kernel(void)
+{
+	int m = 1 << 16;
+	size_t bytes = (size_t)m * sizeof(float);
+	float *a = xmalloc(bytes), *b = xmalloc(bytes), *c = xmalloc(bytes);
+	CUdeviceptr da, db, dc;
+	void *args[] = { &da, &db, &dc, &m };
+	double err;
+
+	fill_inputs(a, b, (size_t)m);
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+	CHECK(cuMemAlloc(&da, bytes));
+	CHECK(cuMemcpyHtoD(da, a, bytes));
+	CHECK(cuCtxSetCurrent(g[1].ctx));
+	CHECK(cuMemAlloc(&db, bytes));
+	CHECK(cuMemAlloc(&dc, bytes));
+	CHECK(cuMemcpyHtoD(db, b, bytes));
+	CHECK(cuLaunchKernel(g[1].add, (m + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuMemcpyDtoH(c, dc, bytes));
+	err = vecadd_max_err(a, b, c, m);
+	printf("GPU 1 reading GPU 0: max_err=%g\n", err);
+	if (err != 0)
+		fail("the peer kernel's sums are wrong");
+	CHECK(cuMemFree(db));
+	CHECK(cuMemFree(dc));
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+	CHECK(cuMemFree(da));
+	free(a);
+	free(b);
+	free(c);
+}
+
+/* Each GPU sums its half; GPU 0 takes GPU 1's part over a peer copy. */
+static void reduction(void)
+{
+	unsigned long long s1 = checksum(1), s0 = checksum(0), p1 = 0;
+	CUdeviceptr part;
+
+	CHECK(cuMemAlloc(&part, 8));
+	CHECK(cuMemcpyPeer(part, g[0].ctx, g[1].out, g[1].ctx, 8));
+	CHECK(cuMemcpyDtoH(&p1, part, 8));
+	CHECK(cuMemFree(part));
+	printf("two-GPU reduction: %llu (%s)\n", s0 + p1, p1 == s1 ? "parts agree" : "PARTS DIFFER");
+}
+
+static void steps(int count, int ms)
+{
+	struct timespec pause = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	size_t slice = n / 8 * 4;
+
+	for (int s = 1; s <= count; s++) {
+		unsigned step = (unsigned)s;
+
+		for (int d = 0; d < nd; d++) {
+			void *args[] = { &g[d].buf, &n, &step };
+
+			CHECK(cuCtxSetCurrent(g[d].ctx));
+			CHECK(cuLaunchKernel(g[d].step, 64, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+			CHECK(cuCtxSynchronize());
+		}
+		if (nd == NDEV) {
+			CHECK(cuMemcpyPeer(g[1].buf, g[1].ctx, g[0].buf + slice, g[0].ctx, slice));
+			CHECK(cuMemcpyPeer(g[0].buf, g[0].ctx, g[1].buf + 2 * slice, g[1].ctx, slice));
+			printf("step %d %016llx %016llx\n", s, checksum(0), checksum(1));
+		} else {
+			printf("step %d %016llx\n", s, checksum(0));
+		}
+		if (ms)
+			nanosleep(&pause, NULL);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int count = 0, nsteps = argc > 2 ? atoi(argv[2]) : 4, ms = argc > 3 ? atoi(argv[3]) : 0;
+	void *cr_image, *a_image;
+	char name[256];
+
+	n = (unsigned long long)(argc > 1 ? atoi(argv[1]) : 16) << 18;
+	start("multi_gpu");
+	CHECK(cuInit(0));
+	CHECK(cuDeviceGetCount(&count));
+	printf("devices %d\n", count);
+	for (int d = 0; d < count; d++) {
+		CUuuid u;
+
+		CHECK(cuDeviceGetName(name, sizeof(name), d));
+		CHECK(cuDeviceGetUuid(&u, d));
+		printf("device %d: %s, uuid %02x%02x%02x%02x%02x%02x%02x%02x\n", d, name, (unsigned char)u.bytes[8],
+		       (unsigned char)u.bytes[9], (unsigned char)u.bytes[10], (unsigned char)u.bytes[11],
+		       (unsigned char)u.bytes[12], (unsigned char)u.bytes[13], (unsigned char)u.bytes[14],
+		       (unsigned char)u.bytes[15]);
+	}
+	cr_image = load_kernel("kernels_cr.cubin", NULL);
+	a_image = load_kernel("kernels_a.cubin", NULL);
+	nd = count < NDEV ? 1 : NDEV;
+	for (int d = 0; d < nd; d++)
+		setup(d, cr_image, a_image);
+	if (nd == NDEV) {
+		peer_access();
+		copies();
+		peer_kernel();
+		reduction();
+	} else {
+		printf("one GPU: the two-GPU checks need two\n");
+	}
+	steps(nsteps, ms);
+	printf("done\n");
+	return 0;
+}
