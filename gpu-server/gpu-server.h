@@ -131,8 +131,8 @@ CUcontext primary_ctx(struct worker *w, CUdevice dev);
 /* gpus.c: the GPUs a client sees and its ordinals for them */
 void gpus_init(struct worker *w);
 void gpus_assign(struct worker *w, const uint32_t *ids, unsigned n);
-int gpus_choose(struct worker *w, const char *visible);
-int gpus_setup(struct worker *w, const char *visible);
+int gpus_choose(struct worker *w, const char *visible, char *why);
+int gpus_setup(struct worker *w, const char *visible, char *why);
 int gpus_uuid_text(CUdevice dev, char *out, size_t len);
 CUresult device_in(const struct worker *w, uint64_t v, CUdevice *real);
 uint64_t device_out(const struct worker *w, CUdevice real);

@@ -81,8 +81,9 @@ static int entry(const char *tok, const CUdevice *base, int n)
  * CUDA_VISIBLE_DEVICES after a '=', or "" when it has none), or for a
  * restore put in the order visible names after a '>' (CICADA_RESTORE_GPUS:
  * the application's GPU 0 goes to the first named, and so on; the GPUs
- * not named follow in their order). */
-int gpus_choose(struct worker *w, const char *visible)
+ * not named follow in their order). A restore's entry that names no GPU
+ * of the session's is an error (-1, with why). */
+int gpus_choose(struct worker *w, const char *visible, char *why)
 {
 	CUdevice base[CICADA_MAX_GPUS];
 	int n = 0, chosen = 0;
@@ -105,6 +106,9 @@ int gpus_choose(struct worker *w, const char *visible)
 
 		for (int k = 0; i >= 0 && k < chosen; k++)
 			dup |= w->gpu[k] == base[i];
+		if ((i < 0 || dup) && visible[0] == '>')
+			return snprintf(why, WIRE_ERRLEN, "CICADA_RESTORE_GPUS: '%s' names no GPU of this server's "
+					"(it has %d)%s", tok, n, dup ? " or names one twice" : ""), -1;
 		if (i < 0 || dup)
 			break;
 		w->gpu[chosen++] = base[i];
@@ -171,15 +175,16 @@ CUresult wrap_cuDeviceGetCount(struct worker *w, int *count)
 
 /* A fresh session's GPUs: chosen, with the worker's own context (its
  * copies, its pinned buffers are portable) on the client's first GPU. */
-int gpus_setup(struct worker *w, const char *visible)
+int gpus_setup(struct worker *w, const char *visible, char *why)
 {
 	CUcontext ctx;
 
-	gpus_choose(w, visible);
+	if (gpus_choose(w, visible, why))
+		return -1;
 	if (!w->ngpus)
 		return 0;
 	if (!(ctx = primary_ctx(w, w->gpu[0])) || cuCtxSetCurrent(ctx))
-		return -1;
+		return snprintf(why, WIRE_ERRLEN, "cannot start CUDA on GPU %d of the node", (int)w->gpu[0]), -1;
 	w->base_ctx = ctx;
 	log_info("session GPUs: %d (first: GPU %d of the node)", w->ngpus, (int)w->gpu[0]);
 	return 0;

@@ -445,8 +445,8 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		snprintf(c.msg, sizeof(c.msg), "protocol version %u is not supported (server speaks %u)",
 			 c.h.proto_version, CICADA_PROTO_VERSION);
 		refuse(&c, CUDA_ERROR_NOT_SUPPORTED, c.msg);
-	} else if (fresh && gpus_setup(w, c.h.devices)) {
-		refuse(&c, CUDA_ERROR_NO_DEVICE, "cannot set up the GPUs given to this session");
+	} else if (fresh && gpus_setup(w, c.h.devices, c.msg)) {
+		refuse(&c, CUDA_ERROR_NO_DEVICE, c.msg);
 	} else if (c.h.op == OP_PRELOAD && fresh) {
 		stay = !preload(w, &c, lfd);
 		c.fd = -1;                   /* the preload keeps it */

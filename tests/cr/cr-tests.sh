@@ -185,8 +185,12 @@ cr_refusals() {
 	snap=$(ls -d "$dir"/cicada-gpu-*)
 	cp -a "$dir" "$dir.corrupt"
 	cp -a "$dir" "$dir.version"
-	local img=$dir.corrupt/$(basename "$snap")/device-memory.img
-	printf '\xff\xfe' | dd of="$img" bs=1 seek=$(($(stat -c %s "$img") / 2)) conv=notrunc 2>/dev/null
+	local img
+	# the middle of every data file (writer threads share the pieces out
+	# as they come, so one file's middle may fall between two pieces)
+	for img in "$dir.corrupt/$(basename "$snap")"/device-memory*.img; do
+		printf '\xff\xfe' | dd of="$img" bs=1 seek=$(($(stat -c %s "$img") / 2)) conv=notrunc 2>/dev/null
+	done
 	printf '\x09' | dd of="$dir.version/$(basename "$snap")/manifest" bs=1 seek=8 conv=notrunc 2>/dev/null
 	cr_restore "$dir.corrupt" && { echo "     the corrupted snapshot was restored"; return 1; }
 	# (where the bytes fell: a raw piece or a compressed one)

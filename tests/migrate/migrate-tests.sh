@@ -188,8 +188,8 @@ mig_refused() {
 	grep -q "wrong token; the application goes on where it was" "$T/mig.refused" || return 1
 	migrate "$CR_PID" --to "127.0.0.1:$PORT" && return 1
 	grep -q "does not accept migrations" "$MIG_LOG.err" || return 1
-	migrate "$CR_PID" --to local --gpu 1 && return 1
-	grep -q "GPU 0 only" "$MIG_LOG.err" || return 1
+	migrate "$CR_PID" --to local --gpu 7 && return 1
+	grep -q "CICADA_RESTORE_GPUS: '7' names no GPU of this server's" "$MIG_LOG.err" || return 1
 	migrate 999999999 --to "$MIG_ADDR_b" && return 1
 	grep -q "not a process id\|no process" "$MIG_LOG.err" && mig_finished && mig_nothing_left
 }
