@@ -23,7 +23,7 @@ int worker_quiesce(struct worker *w, char *err)
 		snprintf(err, WIRE_ERRLEN, "a CUDA graph capture is in progress; try again when it has ended");
 		return -1;
 	}
-	if (ipc_busy()) {
+	if (ipc_busy() || vmm_imported()) {
 		snprintf(err, WIRE_ERRLEN, "the application maps another process's device memory (CUDA IPC); "
 			 "close those handles first");
 		return -1;

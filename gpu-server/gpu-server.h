@@ -177,6 +177,9 @@ int vmm_save(struct worker *w, struct Cicada__Manifest *m);
 void vmm_save_free(struct Cicada__Manifest *m);
 int vmm_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
 int vmm_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
+CUresult vmm_alloc_real(struct worker *w, uint64_t id, CUmemGenericAllocationHandle *h, uint64_t *size);
+CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, uint64_t *id);
+int vmm_imported(void);
 
 /* objects.c, objects_save.c, objects_restore.c: graphs, executable
  * graphs, arrays' contents, texture and surface objects, as a checkpoint

@@ -12,8 +12,15 @@
  * memory the handle named. Event handles are the driver's own: workers are
  * processes of one node.
  *
+ * The application's own VMM allocations travel the same way
+ * (cuMemExportToShareableHandle with POSIX file descriptors, as NCCL
+ * shares its buffers): the export is the driver's descriptor, kept here
+ * under a key of its own, and the client's "descriptor" is a small file
+ * holding the token (interposer/ipc.c); the importing worker fetches the
+ * memory and the client holds it as an allocation of its own.
+ *
  * A session with imported memory cannot be checkpointed: the memory is
- * another process's (worker_quiesce asks ipc_busy).
+ * another process's (worker_quiesce asks ipc_busy and vmm_imported).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +36,8 @@
 #define IPC_BASE 0x380000000000ull           /* 56 TiB: above the application's VMM (vmm.c) */
 #define IPC_SIZE (1ull << 42)
 #define IPC_MAGIC "CICADA01"
+#define VMM_MAGIC "CICADAVM"
+#define VMM_KEY (1ull << 63)                 /* export keys of VMM allocations */
 
 struct ipc_handle {
 	char magic[8];
@@ -67,6 +76,7 @@ static struct {
 	unsigned nim, cap_im;
 	uint64_t next;                       /* import region: bump, reset when empty */
 	int reserved;
+	uint64_t vmm_exports;                /* keys given so far */
 } ipc = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* --- the exporting side --- */
@@ -211,6 +221,45 @@ CUresult hand_ipc_get_mem_handle(struct worker *w, void *args, void *res)
 	return CUDA_SUCCESS;
 }
 
+/* in: an allocation handle of the client's VMM; out: the token, 8 words.
+ * The driver's descriptor stays here while the worker lives: an importer
+ * may come after the exporter let go of its handle, as natively. */
+CUresult hand_vmm_export(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	struct ipc_handle h = { .magic = VMM_MAGIC, .pid = (uint64_t)getpid(), .device = -1 };
+	CUmemGenericAllocationHandle real;
+	CUresult err;
+	int fd = -1;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = vmm_alloc_real(w, a->v.v_val[0], &real, &h.size)))
+		return err;
+	if ((err = cuMemExportToShareableHandle(&fd, real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)))
+		return err;
+	if (start_listening(w) || getrandom(h.secret, sizeof(h.secret), 0) != sizeof(h.secret)) {
+		close(fd);
+		return CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	pthread_mutex_lock(&ipc.lock);
+	h.va = VMM_KEY | ++ipc.vmm_exports;
+	if (array_grow((void **)&ipc.ex, &ipc.cap_ex, ipc.nex, sizeof(*ipc.ex))) {
+		pthread_mutex_unlock(&ipc.lock);
+		close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	ipc.ex[ipc.nex] = (struct export){ .va = h.va, .size = h.size, .fd = fd };
+	memcpy(ipc.ex[ipc.nex++].secret, h.secret, sizeof(h.secret));
+	pthread_mutex_unlock(&ipc.lock);
+	if (!(r->v.v_val = malloc(sizeof(h))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(r->v.v_val, &h, sizeof(h));
+	r->v.v_len = sizeof(h) / 8;
+	return CUDA_SUCCESS;
+}
+
 /* --- the opening side --- */
 
 /* The exporter's memory as a descriptor, or -1 (err says why). */
@@ -335,6 +384,44 @@ CUresult wrap_cuIpcCloseMemHandle(struct worker *w, CUdeviceptr dptr)
 int ipc_busy(void)
 {
 	return ipc.nim > 0;
+}
+
+/* in: a VMM export's token (8 words); out: the allocation handle the
+ * client holds it by. */
+CUresult hand_vmm_import(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	CUmemGenericAllocationHandle real;
+	struct ipc_handle h;
+	const char *why = "";
+	uint64_t id;
+	CUresult err;
+	int fd;
+
+	if (a->v.v_len != sizeof(h) / 8)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&h, a->v.v_val, sizeof(h));
+	if (memcmp(h.magic, VMM_MAGIC, 8) || !(h.va & VMM_KEY) || !h.size)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((fd = fetch(w, &h, &why)) < 0) {
+		log_info("client %s: cannot import memory of worker %llu: %s", w->peer, (unsigned long long)h.pid, why);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	err = cuMemImportFromShareableHandle(&real, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	close(fd);
+	if (err)
+		return err;
+	if ((err = vmm_adopt(w, real, h.size, &id))) {
+		cuMemRelease(real);
+		return err;
+	}
+	r->v.v_val = malloc(sizeof(uint64_t));
+	if (!r->v.v_val)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = id;
+	r->v.v_len = 1;
+	return CUDA_SUCCESS;
 }
 
 /* in: the driver's event handle (8 words); out: the event's id. */

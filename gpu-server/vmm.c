@@ -31,6 +31,7 @@ struct vmm_alloc {
 	uint64_t id;                         /* while held */
 	unsigned index;                      /* while saving */
 	uint64_t after;                      /* the replay log's seq when made */
+	int imported;                        /* another process's memory (ipc.c) */
 };
 
 struct vmm_resv {
@@ -75,10 +76,14 @@ static CUresult alloc_of(struct worker *w, uint64_t id, struct vmm_alloc **a)
 	return err ? err : *a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;    /* id 0 */
 }
 
+static unsigned imported;                    /* imported allocations alive */
+
 static void alloc_unref(struct vmm_alloc *a)
 {
-	if (!a->held && !a->maps)
-		free(a);
+	if (a->held || a->maps)
+		return;
+	imported -= a->imported != 0;
+	free(a);
 }
 
 static int inside(uint64_t va, uint64_t size, uint64_t ptr, uint64_t len)
@@ -224,6 +229,55 @@ CUresult wrap_cuMemCreate(struct worker *w, CUmemGenericAllocationHandle *handle
 		free(a);
 	}
 	return err;
+}
+
+/* An allocation of the client's, for an export (ipc.c): the driver's
+ * handle and its size. */
+CUresult vmm_alloc_real(struct worker *w, uint64_t id, CUmemGenericAllocationHandle *h, uint64_t *size)
+{
+	struct vmm_alloc *a;
+	CUresult err = alloc_of(w, id, &a);
+
+	if (!err) {
+		*h = a->h;
+		*size = a->size;
+	}
+	return err;
+}
+
+/* Another process's memory, imported (ipc.c), as an allocation of the
+ * client's: its id. It cannot be checkpointed (vmm_imported). */
+CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, uint64_t *id)
+{
+	struct vmm_alloc *a = calloc(1, sizeof(*a));
+	CUmemGenericAllocationHandle held;
+	CUresult err;
+
+	if (!a)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = cuMemGetAllocationPropertiesFromHandle(&a->prop, h))) {
+		free(a);
+		return err;
+	}
+	if (a->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+		a->prop.location.id = (int)device_out(w, a->prop.location.id);
+	a->h = h;
+	a->size = size;
+	a->imported = 1;
+	a->after = replay_seq(w);
+	if ((err = hold(w, a, &held))) {
+		free(a);
+		return err;
+	}
+	*id = (uint64_t)held;
+	imported++;
+	return CUDA_SUCCESS;
+}
+
+/* Whether the client holds or maps memory imported from another process. */
+int vmm_imported(void)
+{
+	return imported > 0;
 }
 
 /* The driver's handle goes when the client lets go of its last

@@ -20,7 +20,9 @@
 #   ipc           ipc_pair: two processes of one server share device memory
 #                 (and on a GPU an interprocess event) through CUDA IPC
 #                 handles; natively on a GPU, against its expected lines on
-#                 the stand-in (whose driver has no IPC of its own)
+#                 the stand-in (whose driver has no IPC of its own); and
+#                 vmm_share: VMM memory passed as a file descriptor, as
+#                 NCCL passes its buffers, identical to native
 
 MG_ENV=""
 [ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
@@ -192,6 +194,18 @@ mg_ipc() {
 			ok "CUDA IPC between two processes of one server over $tr${arg:+ (memory and an event)}: $([ "$MODE" = gpu ] && echo identical to native || echo as expected)"
 		else
 			bad "CUDA IPC over $tr (exit $rc)"; diff "$ref" "$T/ipc.$tr" | head -5; tail -3 "$T/ipc.$tr.err"
+		fi
+	done
+	env $DRIVER_ENV timeout 120 "$PROGS/vmm_share" >"$T/vmm_share.native" 2>"$T/vmm_share.native.err" ||
+		{ bad "vmm_share natively"; tail -3 "$T/vmm_share.native.err"; return; }
+	for tr in shm unix tcp; do
+		deadline 120 env $(mg_env "$tr") "$PROGS/vmm_share" >"$T/vmm_share.$tr" 2>"$T/vmm_share.$tr.err"
+		local rc=$?
+		if [ $rc -eq 0 ] && cmp -s "$T/vmm_share.native" "$T/vmm_share.$tr"; then
+			ok "VMM memory shared by file descriptor between two processes over $tr: identical to native"
+		else
+			bad "vmm_share over $tr (exit $rc)"; diff "$T/vmm_share.native" "$T/vmm_share.$tr" | head -5
+			tail -3 "$T/vmm_share.$tr.err"
 		fi
 	done
 }
