@@ -2,9 +2,11 @@
  * devhash.c: hashes pieces of the arena on the GPU (devhash.cu, embedded
  * by the build) for the snapshot library: a piece of an incremental
  * snapshot or pre-copy round whose hash equals its parent's is left to
- * the parent without being read to the host. The module is loaded when
- * the worker starts, the same in every worker (loaded later, it would
- * move the program's module variables: wire/hostarea.c). Only ranges in
+ * the parent without being read to the host. The module is loaded into a
+ * GPU's primary context as soon as the worker takes it (primary.c's hook),
+ * before the program loads anything there, the same in every worker
+ * (loaded later, it would move the program's module variables:
+ * wire/hostarea.c). Each GPU hashes its own memory. Only ranges in
  * mapped arena chunks are hashed, under the lock that keeps them mapped;
  * others get 0 (no hash) and are read as before. Host memory mapped for
  * the device carries the ranges in and the hashes out: the worker makes
@@ -25,19 +27,38 @@ struct devhash_piece {
 extern const unsigned char devhash_image[];
 extern const size_t devhash_image_size;
 
-static CUfunction hash_fn;
+#define MAX_DEVICES 64
 
+static int off;                              /* CICADA_DEVHASH=0 */
+static CUfunction hash_fn[MAX_DEVICES];      /* loaded in each GPU's primary context */
+static int failed[MAX_DEVICES];
+
+/* The hash kernel of GPU dev, or NULL. */
+static CUfunction hash_on(CUdevice dev)
+{
+	return off || dev < 0 || dev >= MAX_DEVICES ? NULL : hash_fn[dev];
+}
+
+/* primary.c's hook: GPU dev's primary context, just taken, is current. */
+void devhash_load(CUdevice dev)
+{
+	CUmodule mod;
+
+	if (off || dev < 0 || dev >= MAX_DEVICES || hash_fn[dev] || failed[dev])
+		return;
+	if (cuModuleLoadData(&mod, devhash_image) || cuModuleGetFunction(&hash_fn[dev], mod, "cicada_devhash")) {
+		hash_fn[dev] = NULL;
+		failed[dev] = 1;
+		log_info("no device hashing on GPU %d: every piece of a snapshot is read to be compared", (int)dev);
+	}
+}
+
+/* Before any GPU is taken: CICADA_DEVHASH=0 turns hashing off. */
 void devhash_prepare(void)
 {
 	const char *env = getenv("CICADA_DEVHASH");
-	CUmodule mod;
 
-	if (env && !strcmp(env, "0"))
-		return;
-	if (cuModuleLoadData(&mod, devhash_image) || cuModuleGetFunction(&hash_fn, mod, "cicada_devhash")) {
-		hash_fn = NULL;
-		log_info("no device hashing here: every piece of a snapshot is read to be compared");
-	}
+	off = env && !strcmp(env, "0");
 }
 
 /* Host memory the device reads and writes: the ranges, then the hashes. */
@@ -62,8 +83,8 @@ static void io_unmap(void *p, size_t size)
 	hostarea_unmap(p, size);
 }
 
-/* Launches the kernel over the k ranges in io; 0 once the hashes are in. */
-static int run(struct devhash_piece *io, CUdeviceptr dev, unsigned k)
+/* Launches fn over the k ranges in io; 0 once the hashes are in. */
+static int run(CUfunction fn, struct devhash_piece *io, CUdeviceptr dev, unsigned k)
 {
 	CUdeviceptr out = dev + (CUdeviceptr)k * sizeof(*io);
 	void *args[] = { &dev, &out, &k };
@@ -72,9 +93,34 @@ static int run(struct devhash_piece *io, CUdeviceptr dev, unsigned k)
 
 	if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
 		return -1;
-	rc = cuLaunchKernel(hash_fn, k, 1, 1, BLOCK, 1, 1, 0, s, args, NULL) || cuStreamSynchronize(s) ? -1 : 0;
+	rc = cuLaunchKernel(fn, k, 1, 1, BLOCK, 1, 1, 0, s, args, NULL) || cuStreamSynchronize(s) ? -1 : 0;
 	cuStreamDestroy(s);
 	return rc;
+}
+
+/* The ranges on GPU gpu, hashed there (each GPU reads only its own
+ * memory: peers may not reach each other). 0, or -1 if it failed. */
+static int hash_gpu(struct worker *w, CUdevice gpu, const struct snap_range *ranges, size_t n,
+		    struct devhash_piece *io, CUdeviceptr dev, unsigned *index, uint64_t *out)
+{
+	CUcontext ctx = primary_ctx(w, gpu);
+	CUfunction fn;
+	unsigned k = 0;
+	int rc;
+
+	if (!ctx || cuCtxSetCurrent(ctx) || !(fn = hash_on(gpu)))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (ranges[i].size && devmem_device(w, ranges[i].va) == gpu &&
+		    devmem_mapped(w, ranges[i].va, ranges[i].size)) {
+			io[k] = (struct devhash_piece){ ranges[i].va, ranges[i].size };
+			index[k++] = (unsigned)i;
+		}
+	if (!k || (rc = run(fn, io, dev, k)))
+		return k ? -1 : 0;
+	for (unsigned j = 0; j < k; j++)
+		out[index[j]] = ((uint64_t *)(io + k))[j];
+	return 0;
 }
 
 /* out[i]: the device hash of ranges[i], or 0 where there is none. */
@@ -82,12 +128,12 @@ int devhash_ranges(struct worker *w, const struct snap_range *ranges, size_t n, 
 {
 	size_t size = n * (sizeof(struct devhash_piece) + sizeof(uint64_t));
 	struct devhash_piece *io;
-	unsigned *index, k = 0;
+	unsigned *index;
 	CUdeviceptr dev;
-	int rc = -1;
+	int rc = 0;
 
 	memset(out, 0, n * sizeof(*out));
-	if (!hash_fn || !n || n > (1u << 30))
+	if (off || !n || n > (1u << 30))
 		return -1;
 	cuCtxSetCurrent(w->base_ctx);
 	if (!(index = calloc(n, sizeof(*index))))
@@ -97,15 +143,10 @@ int devhash_ranges(struct worker *w, const struct snap_range *ranges, size_t n, 
 		return -1;
 	}
 	devmem_hold(w, 1);
-	for (size_t i = 0; i < n; i++)
-		if (ranges[i].size && devmem_mapped(w, ranges[i].va, ranges[i].size)) {
-			io[k] = (struct devhash_piece){ ranges[i].va, ranges[i].size };
-			index[k++] = (unsigned)i;
-		}
-	if (k && !(rc = run(io, dev, k)))
-		for (unsigned j = 0; j < k; j++)
-			out[index[j]] = ((uint64_t *)(io + k))[j];
+	for (int g = 0; g < w->ngpus; g++)
+		rc |= hash_gpu(w, w->gpu[g], ranges, n, io, dev, index, out);
 	devmem_hold(w, 0);
+	cuCtxSetCurrent(w->base_ctx);
 	io_unmap(io, size);
 	free(index);
 	return rc;

@@ -127,6 +127,7 @@ static inline uint64_t float_to_u64(float f)
 
 /* primary.c */
 CUcontext primary_ctx(struct worker *w, CUdevice dev);
+void primary_on_take(void (*hook)(CUdevice dev));
 
 /* gpus.c: the GPUs a client sees and its ordinals for them */
 void gpus_init(struct worker *w);
@@ -156,6 +157,7 @@ int devmem_mapped(struct worker *w, uint64_t va, uint64_t size);
 /* devhash.c: pieces of device memory hashed on the GPU */
 struct snap_range;
 void devhash_prepare(void);
+void devhash_load(CUdevice dev);
 int devhash_ranges(struct worker *w, const struct snap_range *ranges, size_t n, uint64_t *out);
 
 /* precopy.c: a migration's pre-copy rounds */
@@ -352,7 +354,7 @@ void ipc_end(void);
 /* placement.c: the GPUs a new session gets */
 int placement_set_gpus(const char *list, char *err);
 void placement_set_per_client(unsigned n);
-unsigned placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
+int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
 void placement_release(pid_t pid);
 int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello);   /* session.c */
 int pool_max(void);

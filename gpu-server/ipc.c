@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "gpu-server.h"
@@ -120,6 +121,8 @@ static void *listen_loop(void *arg)
 {
 	int l = (int)(intptr_t)arg;
 
+	struct timeval limit = { 5, 0 };     /* a peer that stalls holds the door no longer */
+
 	for (;;) {
 		int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
 
@@ -128,6 +131,8 @@ static void *listen_loop(void *arg)
 				continue;
 			return NULL;
 		}
+		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+		setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
 		serve_one(c);
 		close(c);
 	}

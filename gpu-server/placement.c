@@ -77,8 +77,9 @@ static unsigned server_gpus(unsigned nreal, uint32_t *out)
 
 /* The GPUs for the session of worker pid, which asked for want (0: the
  * server's default), on a node with nreal: into out, in the server's
- * order. Returns how many; 0 means every GPU of the node. */
-unsigned placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
+ * order. Returns how many (0: every GPU of the node), or -1 when --gpus
+ * names none that the node has. */
+int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
 {
 	uint32_t all[CICADA_MAX_GPUS];
 	unsigned nall, n = 0;
@@ -86,6 +87,11 @@ unsigned placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *ou
 
 	pthread_mutex_lock(&pl.lock);
 	nall = server_gpus(nreal, all);
+	if (!nall && pl.nlist) {
+		pthread_mutex_unlock(&pl.lock);
+		log_error("--gpus names no GPU of this node (it has %u)", nreal);
+		return -1;
+	}
 	if (!want)
 		want = pl.per_client;
 	if (!want && !pl.nlist) {
@@ -114,7 +120,7 @@ unsigned placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *ou
 		memcpy(pl.held[pl.nheld++].gpus, out, n * sizeof(*out));
 	}
 	pthread_mutex_unlock(&pl.lock);
-	return n;
+	return (int)n;
 }
 
 /* Worker pid ended: its GPUs carry one session less. */

@@ -245,10 +245,16 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 	struct pool_worker w;
 	unsigned nreal;
 	pid_t rc = -1;
+	int n;
 
 	if (take_worker(&w, &nreal))
 		return -1;
-	h.ngpus = placement_choose(w.pid, want, nreal, h.gpus);
+	if ((n = placement_choose(w.pid, want, nreal, h.gpus)) < 0) {
+		kill(w.pid, SIGKILL);            /* (reaped, as any worker) */
+		close(w.control_fd);
+		return -1;
+	}
+	h.ngpus = (unsigned)n;
 	if (taken)
 		taken(w.pid, arg);
 	if (!handoff_send(w.control_fd, fd, &h, hello))

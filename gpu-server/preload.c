@@ -69,7 +69,7 @@ static int chunk_make(struct preload *p, uint64_t va, uint64_t size)
 	struct pre_chunk c = { .va = va, .size = size, .at = SCRATCH_BASE + p->next };
 	CUdevice dev = devmem_device(p->w, va);
 
-	if (chunk_at(p, va, size) || size % p->gran || p->next + size > SCRATCH_SIZE || dev < 0 ||
+	if (chunk_at(p, va, size) || size % p->gran || p->next + size > SCRATCH_SIZE || dev < 0 || !primary_ctx(p->w, dev) ||
 	    array_grow((void **)&p->chunks, &p->cap_chunks, p->nchunks, sizeof(c)) ||
 	    devmem_create(p->w, va, size, &c.h))
 		return -1;

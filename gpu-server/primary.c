@@ -19,6 +19,15 @@ static int is_warm(CUdevice dev)
 	return dev >= 0 && dev < MAX_WARM_DEVICES && warm[dev];
 }
 
+static void (*taken_hook)(CUdevice dev);
+
+/* Calls hook, with the context current, for each GPU's primary context
+ * the worker takes from now on (devhash.c loads its module there). */
+void primary_on_take(void (*hook)(CUdevice dev))
+{
+	taken_hook = hook;
+}
+
 /* A GPU's primary context, retained once for the worker's own use (its
  * copies into the memory there, the arena's chunks), or NULL. */
 CUcontext primary_ctx(struct worker *w, CUdevice dev)
@@ -29,6 +38,10 @@ CUcontext primary_ctx(struct worker *w, CUdevice dev)
 		return NULL;
 	if (!held[dev] && cuDevicePrimaryCtxRetain(&held[dev], dev))
 		held[dev] = NULL;
+	else if (!warm[dev] && taken_hook && !cuCtxPushCurrent(held[dev])) {
+		taken_hook(dev);
+		cuCtxPopCurrent(NULL);
+	}
 	if (held[dev])
 		warm[dev] = 1;
 	return held[dev];
@@ -120,6 +133,8 @@ CUresult hand_primary_ctx_handle(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = device_in(w, a->v.v_val[0], &dev)))
 		return err;
+	if (!primary_ctx(w, dev))            /* held, so the id names a context that stays */
+		return CUDA_ERROR_INVALID_DEVICE;
 	if ((err = cuDevicePrimaryCtxRetain(&ctx, dev)))
 		return err;
 	cuDevicePrimaryCtxRelease(dev);

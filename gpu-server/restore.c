@@ -96,6 +96,14 @@ static int reserve_arena(struct worker *w, const Cicada__Manifest *m, char *err)
 {
 	CUresult rc = devmem_init(w, m->arena_va, m->arena_size);
 
+	/* each GPU's context before its memory and the program's modules there,
+	 * as in the worker that made the snapshot */
+	for (unsigned g = 0; !rc && g < (m->has_gpu_count ? m->gpu_count : 1) && g < (unsigned)w->ngpus; g++)
+		if (!primary_ctx(w, w->gpu[g]))
+			rc = CUDA_ERROR_INVALID_DEVICE;
+	if (!rc && cuCtxSetCurrent(w->base_ctx))
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+
 	if (rc)
 		snprintf(err, SNAP_ERRLEN, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
 			 (unsigned long long)m->arena_va, (unsigned long long)(m->arena_va + m->arena_size), rc);

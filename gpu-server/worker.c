@@ -37,7 +37,10 @@ static void CUDA_CB warm_host_func(void *arg)
  * hashing (devhash.c): mapped later, they would move the module variables
  * loaded after them, and a restoring worker, replaying the loads without
  * them, would not (wire/hostarea.c). Best effort. */
-static void warm_up(void)
+/* What every GPU's primary context does first, the same on each (so the
+ * program's modules land at the same addresses on whichever GPU a restore
+ * puts them). */
+static void warm_ctx(void)
 {
 	static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
 				  ".visible .entry cicada_warm_up()\n{\n\tret;\n}\n";
@@ -51,8 +54,13 @@ static void warm_up(void)
 	}
 	if (!cuModuleLoadData(&mod, ptx))
 		cuModuleUnload(mod);
-	nvml_prepare();
-	devhash_prepare();
+}
+
+/* primary.c's hook, for the GPUs the worker takes after its first. */
+static void ready_gpu(CUdevice dev)
+{
+	warm_ctx();
+	devhash_load(dev);
 }
 
 static int worker_prepare(struct worker *w)
@@ -60,6 +68,7 @@ static int worker_prepare(struct worker *w)
 	CUcontext ctx = NULL;
 	CUresult err;
 
+	devhash_prepare();
 	if (!(err = cuInit(0))) {
 		gpus_init(w);
 		err = !w->nreal ? CUDA_ERROR_NO_DEVICE : !(ctx = primary_ctx(w, 0)) ? CUDA_ERROR_OUT_OF_MEMORY :
@@ -76,7 +85,10 @@ static int worker_prepare(struct worker *w)
 		return -1;
 	}
 	w->base_ctx = ctx;
-	warm_up();
+	warm_ctx();
+	nvml_prepare();
+	devhash_load(0);
+	primary_on_take(ready_gpu);          /* other GPUs: before the program's modules */
 	return 0;
 }
 
