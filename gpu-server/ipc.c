@@ -82,6 +82,16 @@ static struct {
 
 /* --- the exporting side --- */
 
+/* A handle as the reply's 8 words. */
+static CUresult handle_reply(scalar_res *r, const struct ipc_handle *h)
+{
+	if (!(r->v.v_val = malloc(sizeof(*h))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(r->v.v_val, h, sizeof(*h));
+	r->v.v_len = sizeof(*h) / 8;
+	return CUDA_SUCCESS;
+}
+
 /* devmem's hook: a chunk went, and with it any export of it. */
 static void forget(struct worker *w, uint64_t va)
 {
@@ -217,13 +227,7 @@ CUresult hand_ipc_get_mem_handle(struct worker *w, void *args, void *res)
 	if (e)
 		memcpy(h.secret, e->secret, sizeof(h.secret));
 	pthread_mutex_unlock(&ipc.lock);
-	if (!e)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (!(r->v.v_val = malloc(sizeof(h))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	memcpy(r->v.v_val, &h, sizeof(h));
-	r->v.v_len = sizeof(h) / 8;
-	return CUDA_SUCCESS;
+	return e ? handle_reply(r, &h) : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* in: an allocation handle of the client's VMM; out: the token, 8 words.
@@ -258,11 +262,7 @@ CUresult hand_vmm_export(struct worker *w, void *args, void *res)
 	ipc.ex[ipc.nex] = (struct export){ .va = h.va, .size = h.size, .fd = fd };
 	memcpy(ipc.ex[ipc.nex++].secret, h.secret, sizeof(h.secret));
 	pthread_mutex_unlock(&ipc.lock);
-	if (!(r->v.v_val = malloc(sizeof(h))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	memcpy(r->v.v_val, &h, sizeof(h));
-	r->v.v_len = sizeof(h) / 8;
-	return CUDA_SUCCESS;
+	return handle_reply(r, &h);
 }
 
 /* --- the opening side --- */
@@ -421,12 +421,7 @@ CUresult hand_vmm_import(struct worker *w, void *args, void *res)
 		cuMemRelease(real);
 		return err;
 	}
-	r->v.v_val = malloc(sizeof(uint64_t));
-	if (!r->v.v_val)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r->v.v_val[0] = id;
-	r->v.v_len = 1;
-	return CUDA_SUCCESS;
+	return one_scalar(r, id);
 }
 
 /* in: the driver's event handle (8 words); out: the event's id. */
