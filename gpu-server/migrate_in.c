@@ -18,7 +18,9 @@
  * A worker taken from the pool at the start preloads each pre-copy round
  * into device memory as it arrives (preload.c), and the plugin's restore
  * goes to it (CICADA_RESTORE_TICKET): only what changed since the last
- * round is written while the process is frozen.
+ * round is written while the process is frozen. GPUs the hello names
+ * (gpu-migrate --gpu) are where both the preloader and the restore put
+ * the program.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -51,6 +53,7 @@ struct incoming {
 	char key[CICADA_TICKET_LEN + 1];     /* further streams join with it */
 	int fds[SNAP_STREAMS_MAX];           /* the streams of the images */
 	unsigned nfds;
+	char devices[CICADA_NAME_MAX];       /* ">" and the GPUs to restore onto, or "" */
 	int preload;                         /* the preloading worker's connection, or -1 */
 	pid_t preloader;
 	char ticket[CICADA_TICKET_LEN + 1];  /* its session */
@@ -154,7 +157,7 @@ static int key_make(char *key)
 static void preloader_start(struct incoming *in)
 {
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)in->pid, .host = "migrate-in",
-			 .op = OP_PRELOAD, .ticket = "", .snapshot = "", .parent = "", .devices = "" };
+			 .op = OP_PRELOAD, .ticket = "", .snapshot = "", .parent = "", .devices = in->devices };
 	struct wire_buf b = { 0 }, body;
 	struct wire_stream st;
 	char err[WIRE_ERRLEN];
@@ -266,31 +269,36 @@ static void criu_reason(int dirfd, const struct migrate_config *cfg, char *err)
 static char **criu_env(const struct migrate_config *cfg, const struct incoming *in)
 {
 	extern char **environ;
-	char **env, *server = NULL, *ticket = NULL;
+	char **env, *server = NULL, *ticket = NULL, *gpus = NULL;
 	size_t n = 0, k = 0;
 
 	while (environ[n])
 		n++;
-	if (!(env = calloc(n + 4, sizeof(*env))))
+	if (!(env = calloc(n + 5, sizeof(*env))))
 		return NULL;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "CICADA_RESTORE_SERVER=", 22) && strncmp(environ[i], "CICADA_TOKEN_FILE=", 18) &&
-		    strncmp(environ[i], "CICADA_RESTORE_TICKET=", 22))
+		    strncmp(environ[i], "CICADA_RESTORE_TICKET=", 22) && strncmp(environ[i], "CICADA_RESTORE_GPUS=", 20))
 			env[k++] = environ[i];
 	env[k++] = "CICADA_NOTE_RESTORED=1";      /* the plugin notes the new session's ticket */
 	if (asprintf(&server, "CICADA_RESTORE_SERVER=%s", cfg->restore_server) < 0)
 		server = NULL;
 	if (in->preload >= 0 && asprintf(&ticket, "CICADA_RESTORE_TICKET=%d:%s", (int)in->pid, in->ticket) < 0)
 		ticket = NULL;
-	if (!server || (in->preload >= 0 && !ticket)) {
+	if (in->devices[0] == '>' && asprintf(&gpus, "CICADA_RESTORE_GPUS=%s", in->devices + 1) < 0)
+		gpus = NULL;
+	if (!server || (in->preload >= 0 && !ticket) || (in->devices[0] == '>' && !gpus)) {
 		free(server);
 		free(ticket);
+		free(gpus);
 		free(env);
 		return NULL;
 	}
 	env[k++] = server;
 	if (ticket)
 		env[k++] = ticket;                /* the restore goes to the preloading worker */
+	if (gpus)
+		env[k++] = gpus;                  /* (the preloader has them already) */
 	return env;
 }
 
@@ -301,7 +309,8 @@ static void env_free(char **env)
 	while (env[n])
 		n++;
 	for (size_t i = 0; i < n; i++)
-		if (!strncmp(env[i], "CICADA_RESTORE_SERVER=", 22) || !strncmp(env[i], "CICADA_RESTORE_TICKET=", 22))
+		if (!strncmp(env[i], "CICADA_RESTORE_SERVER=", 22) || !strncmp(env[i], "CICADA_RESTORE_TICKET=", 22) ||
+		    !strncmp(env[i], "CICADA_RESTORE_GPUS=", 20))
 			free(env[i]);
 	free(env);
 }
@@ -517,8 +526,8 @@ static void *incoming_thread(void *arg)
 
 /* Takes fd (after its hello, whose xid is given) for a migration; -1
  * with why if it cannot (fd then stays the caller's). */
-int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer, char *why,
-		     size_t len)
+int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer,
+		     const char *devices, char *why, size_t len)
 {
 	struct incoming *in = calloc(1, sizeof(*in));
 	pthread_attr_t attr;
@@ -542,6 +551,7 @@ int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid
 	*in = (struct incoming){ .cfg = cfg, .fd = fd, .xid = xid, .pid = pid, .nfds = 1, .preload = -1 };
 	in->fds[0] = fd;
 	snprintf(in->peer, sizeof(in->peer), "%s", peer);
+	snprintf(in->devices, sizeof(in->devices), "%s", devices && devices[0] == '>' ? devices : "");
 	if (key_make(in->key)) {
 		snprintf(why, len, "no randomness for the migration's key");
 		free(in);

@@ -30,7 +30,8 @@ static void usage(void)
 		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
 		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n"
 		"  --gpu: the target server's GPU for the application's GPU 0 (then its GPU 1...;\n"
-		"  the server's other GPUs follow); with --to local, another GPU of this node.\n");
+		"  the server's other GPUs follow); with --to local, another GPU of this node.\n"
+		"  Without it, the target places the application as it places new sessions.\n");
 }
 
 /* Beside this program: build/bin/criu (scripts/bundle-criu.sh) and
@@ -120,9 +121,6 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		return snprintf(err, WIRE_ERRLEN, "--to local moves GPU state only: give --gpu N"), -1;
 	if (!o->target[0])
 		o->gpu_only = 1;
-	if (o->gpu >= 0 && !o->gpu_only)
-		return snprintf(err, WIRE_ERRLEN, "--gpu chooses GPUs for a --gpu-only or --to local move; "
-				"a whole move goes where the target server places it"), -1;
 	snprintf(o->token_hex, sizeof(o->token_hex), "%s", o->target[0] && !o->gpu_only ? "-" : "");
 	if (token && o->target[0] && token_file_hex(token, o->token_hex, sizeof(o->token_hex), err))
 		return -1;

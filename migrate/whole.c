@@ -57,17 +57,19 @@ static int target_answer(int fd, int timeout_s, const char *target, hello_res *r
  * target's "ready" gave, into key on a new migration). */
 static int target_open(const struct migrate_opts *o, const char *join, char *key, char *err)
 {
-	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "";
+	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "", devices[80] = "";
 	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
 			 .op = OP_MIGRATE, .ticket = join ? (char *)join : name, .snapshot = name, .stream = 1,
-			 .parent = name, .devices = name };
+			 .parent = name, .devices = devices };
 	struct wire_addr addr;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };
 	hello_res r;
 	int fd, bad;
 
+	if (o->gpus[0] && !join)
+		snprintf(devices, sizeof(devices), ">%s", o->gpus);     /* the target's GPUs for it */
 	gethostname(host, sizeof(host) - 1);
 	if (wire_parse_addr(o->target, &addr, err) || (fd = wire_dial(&addr, err)) < 0)
 		return -1;

@@ -134,6 +134,14 @@ mig_gpu_only() {
 		grep -q "client .*/$CR_PID reattached" "$T/mig-b.log"
 }
 
+# A whole move onto the target's second GPU (--gpu 1): the preloading
+# worker and the restore both put the program there.
+mig_onto_gpu() {
+	mig_launch || return 1
+	migrate "$CR_PID" --to "${MIG_ADDR_duo#tcp:}" --gpu 1 || return 1
+	mig_finished && grep -q "session GPUs: 2 (first: GPU 1 of the node)" "$T/mig-duo.log"
+}
+
 # A to B, then B to C, gpu-migrate run on B (in its namespaces).
 mig_chain() {
 	local pid
@@ -264,6 +272,11 @@ run_migrate_tests() {
 		DRIVER_ENV="$DRIVER_ENV FAKECUDA_CC=10.0" mig_node sm100 5 $((PORT + 23)) &&
 			mig_case "gpu-migrate: a target GPU model that cannot run the program's sm_90 cubins: refused with one line, the application finishes on A" \
 				mig_other_model
+	fi
+	if [ "$MODE" = cpu ] && want migrate-gpu; then
+		DRIVER_ENV="$DRIVER_ENV FAKECUDA_DEVICES=2" mig_node duo 6 $((PORT + 24)) &&
+			mig_case "gpu-migrate --gpu 1: the whole application onto the target's second GPU, output identical" \
+				mig_onto_gpu
 	fi
 	want migrate-refused && mig_case "gpu-migrate: wrong token, a server not taking migrations, a GPU it lacks, no such process: refused with one line, nothing frozen" \
 		mig_refused
