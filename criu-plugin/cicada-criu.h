@@ -23,6 +23,7 @@ struct gpu_session {
 	char token_file[420];                /* where the process read it ("-": nowhere) */
 	unsigned uid;                        /* the process's user: the token file must be its */
 	char parent[CICADA_PARENT_MAX];      /* checkpoint: incremental on this snapshot, or "" */
+	char gpus[64];                       /* restore: onto these GPUs first ("": CICADA_RESTORE_GPUS) */
 };
 
 /* criu's own logger (exported by the criu binary). */

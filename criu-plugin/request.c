@@ -21,7 +21,7 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 			 .op = op, .ticket = (char *)s->ticket, .snapshot = name, .stream = (unsigned)stream,
 			 .parent = (char *)s->parent };
 	char devices[CICADA_NAME_MAX] = "";
-	const char *gpus = getenv("CICADA_RESTORE_GPUS");
+	const char *gpus = s->gpus[0] ? s->gpus : getenv("CICADA_RESTORE_GPUS");
 	hello_res r;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };

@@ -551,8 +551,8 @@ static void migrate_accept(int i)
 			c->fd = -1;
 			conn_drop(i);
 		}
-	} else if (migrate_in_start(adm.cfg->migrate, c->fd, xid, (pid_t)c->h.pid, c->peer, c->h.devices, why,
-				    sizeof(why))) {
+	} else if (migrate_in_start(adm.cfg->migrate, c->fd, xid, (pid_t)c->h.pid, c->peer, c->h.devices,
+				    c->h.snapshot && !strcmp(c->h.snapshot, "gpu-only"), why, sizeof(why))) {
 		conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, why);
 	} else {
 		log_info("migration coming in from %s (pid %llu on %s)", c->peer, (unsigned long long)c->h.pid,

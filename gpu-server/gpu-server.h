@@ -369,7 +369,7 @@ struct migrate_config {
 	int timeout_s;
 };
 int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer,
-		     const char *devices, char *why, size_t len);
+		     const char *devices, int gpu_only, char *why, size_t len);
 pid_t migrate_preloader(const char *ticket);
 int migrate_in_join(const char *key, int fd, uint32_t xid, char *why, size_t len);
 

@@ -20,7 +20,10 @@
  * goes to it (CICADA_RESTORE_TICKET): only what changed since the last
  * round is written while the process is frozen. GPUs the hello names
  * (gpu-migrate --gpu) are where both the preloader and the restore put
- * the program.
+ * the program. A GPU-only move (gpu-migrate --gpu-only, its hello's
+ * snapshot "gpu-only") ends with the session's own snapshot instead of
+ * CRIU's images: it is restored into the preloader, and the answer names
+ * the new session's ticket, for the process to resume with.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -54,6 +57,7 @@ struct incoming {
 	int fds[SNAP_STREAMS_MAX];           /* the streams of the images */
 	unsigned nfds;
 	char devices[CICADA_NAME_MAX];       /* ">" and the GPUs to restore onto, or "" */
+	int gpu_only;                        /* only the GPU state: no process to restore */
 	int preload;                         /* the preloading worker's connection, or -1 */
 	pid_t preloader;
 	char ticket[CICADA_TICKET_LEN + 1];  /* its session */
@@ -449,6 +453,22 @@ static void start_or_end(struct incoming *in, int dirfd, pid_t pid)
 	release_restored(in, dirfd, pid);
 }
 
+/* A GPU-only move: the session's snapshot (incremental on the last round)
+ * restored into the preloading worker, or a fresh one, through this
+ * server's own unix listener; the new session's ticket into ticket. */
+static int restore_gpu(struct incoming *in, int dirfd, char *ticket, char *err)
+{
+	struct gpu_session s = { .pid = (int)in->pid, .ctl = -1, .token_hex = "-" };
+
+	snprintf(s.server, sizeof(s.server), "%s", in->cfg->restore_server);
+	pthread_mutex_lock(&lock);
+	snprintf(s.ticket, sizeof(s.ticket), "%s", in->preload >= 0 ? in->ticket : "");
+	pthread_mutex_unlock(&lock);
+	if (in->devices[0] == '>')
+		snprintf(s.gpus, sizeof(s.gpus), "%s", in->devices + 1);
+	return server_request(&s, OP_RESTORE, dirfd, ticket, err);
+}
+
 /* The streams of a migration into dirfd, up to the final one. */
 static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 {
@@ -478,8 +498,8 @@ static void *incoming_thread(void *arg)
 {
 	struct incoming *in = arg;
 	const struct migrate_config *cfg = in->cfg;
-	char dir[1100], name[64], err[WIRE_ERRLEN], msg[80], why[WIRE_ERRLEN];
-	int runfd = open(cfg->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), dirfd = -1;
+	char dir[1100], name[64], err[WIRE_ERRLEN], msg[80], why[WIRE_ERRLEN], ticket[CICADA_TICKET_LEN + 1] = "";
+	int runfd = open(cfg->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), dirfd = -1, gpu_done = 0;
 	struct timeval idle = { cfg->timeout_s, 0 };
 	uint64_t bytes = 0;
 	pid_t pid = 0;
@@ -495,9 +515,15 @@ static void *incoming_thread(void *arg)
 	} else if (!streams_wait(in, err) && !receive(in, dirfd, &bytes, err)) {
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);
-		pid = restore(cfg, in, dir, dirfd, err);
+		if (!in->gpu_only)
+			pid = restore(cfg, in, dir, dirfd, err);
+		else if (!restore_gpu(in, dirfd, ticket, err))
+			gpu_done = 1;
 	}
-	if (pid) {
+	if (gpu_done) {
+		log_info("migration from %s: its GPU session is restored (session %.8s)", in->peer, ticket);
+		answer(in, 0, 0, ticket);        /* the process resumes here with it */
+	} else if (pid) {
 		snprintf(msg, sizeof(msg), "restored as pid %d", (int)pid);
 		log_info("migration from %s: %s, stopped until gpu-migrate says go", in->peer, msg);
 		answer(in, 0, (uint64_t)pid, msg);
@@ -527,7 +553,7 @@ static void *incoming_thread(void *arg)
 /* Takes fd (after its hello, whose xid is given) for a migration; -1
  * with why if it cannot (fd then stays the caller's). */
 int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer,
-		     const char *devices, char *why, size_t len)
+		     const char *devices, int gpu_only, char *why, size_t len)
 {
 	struct incoming *in = calloc(1, sizeof(*in));
 	pthread_attr_t attr;
@@ -552,6 +578,7 @@ int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid
 	in->fds[0] = fd;
 	snprintf(in->peer, sizeof(in->peer), "%s", peer);
 	snprintf(in->devices, sizeof(in->devices), "%s", devices && devices[0] == '>' ? devices : "");
+	in->gpu_only = gpu_only;
 	if (key_make(in->key)) {
 		snprintf(why, len, "no randomness for the migration's key");
 		free(in);

@@ -3,7 +3,10 @@
  * The application's control socket pauses its session (every CUDA call
  * waits), the source server writes the snapshot into a staging
  * directory, the target server restores it into a new worker, and the
- * process is told to resume there. Until that RESUME is answered the
+ * process is told to resume there. To another node, with its token, the
+ * device memory first goes over in pre-copy rounds while the program runs
+ * (move_precopy; the target takes it as a migration, --accept-migrations),
+ * so that only what changed since moves while the session is paused. Until that RESUME is answered the
  * source session is intact: any failure closes the control connection
  * and the application resumes on the source; a target session already
  * made is ended. After the move the source session is ended.
@@ -34,47 +37,116 @@ static int resume_on(struct gpu_session *src, const struct gpu_session *dst, cha
 	return 0;
 }
 
+/* Ends a session made on the target for a move that failed. */
+static void release_target(struct gpu_session *dst)
+{
+	char why[WIRE_ERRLEN];
+
+	if (server_request(dst, OP_RELEASE, -1, NULL, why))
+		fprintf(stderr, "gpu-migrate: ending the target session: %s\n", why);
+}
+
+/* With pre-copy, to another node's server (--accept-migrations): rounds
+ * of the device memory go to a worker there that loads them while the
+ * program runs; then the session pauses, the source writes only what
+ * changed since the last round, and the target restores that into the
+ * loaded worker, whose session's ticket comes back for the RESUME. */
+static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, struct gpu_session *dst,
+			struct migrate_result *r, double *frozen, char *err)
+{
+	char key[CICADA_TICKET_LEN + 1] = "", last[32] = "", name[64];
+	struct staging st = { .fd = -1 };
+	int fds[SNAP_STREAMS_MAX], rc = -1, fd;
+	hello_res res;
+
+	for (int k = 0; k < SNAP_STREAMS_MAX; k++)
+		fds[k] = -1;
+	if ((fd = target_open(o, NULL, key, err)) < 0)
+		return -1;
+	fds[0] = fd;
+	snapshot_name(o->pid, name, sizeof(name));
+	if (streams_open(o, key, fds, r, err) || staging_make(o->work_dir, &st, err) ||
+	    precopy(o, &st, fds, r, last, err))
+		goto out;
+	*frozen = migrate_now();
+	if ((rc = session_pause(src, err)) <= 0) {
+		if (rc == 0)
+			snprintf(err, WIRE_ERRLEN, "process %d has no GPU session to move (is it running through Cicada?)",
+				 o->pid);
+		rc = -1;
+		goto out;
+	}
+	rc = -1;
+	*dst = *src;
+	dst->ctl = -1;
+	dst->ticket[0] = 0;
+	snprintf(dst->server, sizeof(dst->server), "%s", o->target);
+	snprintf(dst->token_hex, sizeof(dst->token_hex), "%s", o->token_hex);
+	if (last[0])
+		snprintf(src->parent, sizeof(src->parent), "../%s/%s", last, name);
+	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err) ||
+	    send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err) ||
+	    target_answer(fd, o->timeout_s + 30, o->target, &res, err))
+		goto out;
+	snprintf(dst->ticket, sizeof(dst->ticket), "%s", res.message ? res.message : "");
+	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
+	rc = 0;
+out:
+	streams_close(fds, SNAP_STREAMS_MAX);
+	staging_remove(&st);
+	return rc;
+}
+
 int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, char *err)
 {
 	struct gpu_session src = { .pid = o->pid, .ctl = -1 }, dst;
 	struct staging st = { .fd = -1 };
 	char name[64], why[WIRE_ERRLEN];
 	uint64_t device, stored;
-	double t0 = migrate_now();
+	double t0 = migrate_now(), frozen = t0;
 	int rc = -1, made = 0;
 
 	r->mode = "gpu-only";
-	rc = session_pause(&src, err);
-	if (rc == 0)
-		snprintf(err, WIRE_ERRLEN, "process %d has no GPU session to move (is it running through Cicada?)", o->pid);
-	if (rc <= 0)
-		return -1;
-	rc = -1;
-	dst = src;
-	dst.ctl = -1;
-	dst.ticket[0] = 0;
-	snprintf(dst.server, sizeof(dst.server), "%s", o->target[0] ? o->target : src.server);
-	snprintf(dst.token_hex, sizeof(dst.token_hex), "%s", o->token_hex[0] ? o->token_hex : src.token_hex);
-	snprintf(r->target, sizeof(r->target), "%s", dst.server);
-	if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err))
-		goto out;
-	snapshot_name(o->pid, name, sizeof(name));
-	snapshot_sizes(st.fd, name, &device, &stored);
-	r->wire_bytes = dir_bytes(st.fd, 0);
-	r->state_bytes = r->wire_bytes - stored + device;
-	if (server_request(&dst, OP_RESTORE, st.fd, dst.ticket, err))
-		goto out;
-	made = 1;
+	r->pid = o->pid;
+	if (o->precopy && o->target[0] && o->token_hex[0]) {
+		snprintf(r->target, sizeof(r->target), "%s", o->target);
+		if (move_precopy(o, &src, &dst, r, &frozen, err))
+			goto out;
+		made = 1;
+	} else {
+		rc = session_pause(&src, err);
+		if (rc == 0)
+			snprintf(err, WIRE_ERRLEN, "process %d has no GPU session to move (is it running through Cicada?)",
+				 o->pid);
+		if (rc <= 0)
+			return -1;
+		rc = -1;
+		dst = src;
+		dst.ctl = -1;
+		dst.ticket[0] = 0;
+		snprintf(dst.server, sizeof(dst.server), "%s", o->target[0] ? o->target : src.server);
+		snprintf(dst.token_hex, sizeof(dst.token_hex), "%s", o->token_hex[0] ? o->token_hex : src.token_hex);
+		snprintf(r->target, sizeof(r->target), "%s", dst.server);
+		if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err))
+			goto out;
+		snapshot_name(o->pid, name, sizeof(name));
+		snapshot_sizes(st.fd, name, &device, &stored);
+		r->wire_bytes = dir_bytes(st.fd, 0);
+		r->state_bytes = r->wire_bytes - stored + device;
+		if (server_request(&dst, OP_RESTORE, st.fd, dst.ticket, err))
+			goto out;
+		made = 1;
+	}
 	if (resume_on(&src, &dst, err))
 		goto out;
 	made = 0;
-	r->downtime_s = migrate_now() - t0;
+	r->downtime_s = migrate_now() - frozen;
 	if (server_request(&src, OP_RELEASE, -1, NULL, why))
 		fprintf(stderr, "gpu-migrate: ending the source session: %s\n", why);
 	rc = 0;
 out:
-	if (made && server_request(&dst, OP_RELEASE, -1, NULL, why))
-		fprintf(stderr, "gpu-migrate: ending the target session: %s\n", why);
+	if (made)
+		release_target(&dst);
 	if (src.ctl >= 0)
 		close(src.ctl);              /* if still paused, it resumes on the source */
 	staging_remove(&st);

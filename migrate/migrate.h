@@ -24,8 +24,8 @@ struct migrate_opts {
 	char criu[1200], plugins[1200], work_dir[1024];
 	int timeout_s;                       /* each of dump, transfer, restore */
 	int json;
-	int precopy;                         /* whole moves: pre-copy rounds (--no-precopy) */
-	int streams;                         /* whole moves: TCP connections for the images */
+	int precopy;                         /* pre-copy rounds (--no-precopy); gpu-only: to another node */
+	int streams;                         /* TCP connections for the images (and pre-copy rounds) */
 };
 
 #define MIGRATE_STREAMS 4
@@ -63,6 +63,16 @@ struct staging {
 };
 int staging_make(const char *work_dir, struct staging *s, char *err);
 void staging_remove(struct staging *s);
+
+/* whole.c: the migration stream to a target, which gpu_only.c's pre-copy uses too */
+int target_open(const struct migrate_opts *o, const char *join, char *key, char *err);
+int target_answer(int fd, int timeout_s, const char *target, struct hello_res *r, char *err);
+int streams_open(const struct migrate_opts *o, const char *key, int *fds, struct migrate_result *r, char *err);
+void streams_close(int *fds, int n);
+int send_part(const struct staging *st, const int *fds, const char *only, const char *skip, char mark,
+	      const char *sub, struct migrate_result *r, uint64_t *part, char *err);
+int precopy(const struct migrate_opts *o, const struct staging *st, const int *fds, struct migrate_result *r,
+	    char *last, char *err);
 
 /* guard.c */
 int guard_start(int pid, char *err);

@@ -32,7 +32,7 @@
 #include "snapshot.h"
 
 /* Reads one hello_res within timeout_s; 0 if it says yes. */
-static int target_answer(int fd, int timeout_s, const char *target, hello_res *r, char *err)
+int target_answer(int fd, int timeout_s, const char *target, hello_res *r, char *err)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	struct wire_stream st;
@@ -55,13 +55,13 @@ static int target_answer(int fd, int timeout_s, const char *target, hello_res *r
 /* Connects to the target and asks it to take a migration (join NULL),
  * or joins one as a further stream of its images (join: the key the
  * target's "ready" gave, into key on a new migration). */
-static int target_open(const struct migrate_opts *o, const char *join, char *key, char *err)
+int target_open(const struct migrate_opts *o, const char *join, char *key, char *err)
 {
 	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "", devices[80] = "";
 	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
-			 .op = OP_MIGRATE, .ticket = join ? (char *)join : name, .snapshot = name, .stream = 1,
-			 .parent = name, .devices = devices };
+			 .op = OP_MIGRATE, .ticket = join ? (char *)join : name,
+			 .snapshot = o->gpu_only && !join ? "gpu-only" : name, .stream = 1, .parent = name, .devices = devices };
 	struct wire_addr addr;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };
@@ -98,7 +98,7 @@ static int target_open(const struct migrate_opts *o, const char *join, char *key
 
 /* The further streams of the images (a target that gives no key takes
  * one); their count goes first on the main connection. fds[0] is it. */
-static int streams_open(const struct migrate_opts *o, const char *key, int *fds, struct migrate_result *r,
+int streams_open(const struct migrate_opts *o, const char *key, int *fds, struct migrate_result *r,
 			char *err)
 {
 	uint32_t n = 1;
@@ -112,7 +112,7 @@ static int streams_open(const struct migrate_opts *o, const char *key, int *fds,
 	return 0;
 }
 
-static void streams_close(int *fds, int n)
+void streams_close(int *fds, int n)
 {
 	for (int k = 0; k < n; k++)
 		if (fds[k] >= 0)
@@ -169,7 +169,7 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 /* Sends a part of the staging directory (only, or all but skip) and its
  * mark; counts its bytes, and what they hold uncompressed (the GPU
  * snapshot in it is name, under sub if not NULL). */
-static int send_part(const struct staging *st, const int *fds, const char *only, const char *skip, char mark,
+int send_part(const struct staging *st, const int *fds, const char *only, const char *skip, char mark,
 		     const char *sub, struct migrate_result *r, uint64_t *part, char *err)
 {
 	struct snap_progress pr = { progress_update, NULL, 0 };
@@ -198,7 +198,7 @@ static int send_part(const struct staging *st, const int *fds, const char *only,
 /* Pre-copy rounds while the process runs; *last gets the last round's
  * directory ("" if none: a worker on another node, say, cannot). -1 only
  * if the link failed. */
-static int precopy(const struct migrate_opts *o, const struct staging *st, const int *fds, struct migrate_result *r,
+int precopy(const struct migrate_opts *o, const struct staging *st, const int *fds, struct migrate_result *r,
 		   char *last, char *err)
 {
 	char round[32], name[64], parent[128], why[WIRE_ERRLEN];

@@ -126,12 +126,18 @@ mig_preloaded() {
 		[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] && [ "${BASH_REMATCH[3]}" -gt 0 ]
 }
 
-# Only the GPU state, A to B over TCP: the process stays, its session moves.
+# Only the GPU state, A to B over TCP: the process stays, its session moves;
+# with pre-copy rounds (the target preloads them) unless --no-precopy.
 mig_gpu_only() {
+	local rounds
 	mig_launch || return 1
-	migrate "$CR_PID" --to "$MIG_ADDR_b" --gpu-only || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_b" --gpu-only "$@" || return 1
+	rounds=$(sed -n 's/.*, \([0-9]*\) pre-copy rounds.*/\1/p' "$MIG_LOG")
+	echo "     $(sed -n 's/.*moved (gpu-only) to [^:]*:[^:]*:[^:]*: //p' "$MIG_LOG")"
 	grep -q "moved (gpu-only) to $MIG_ADDR_b: downtime" "$MIG_LOG" && kill -0 "$CR_PID" && mig_finished &&
-		grep -q "client .*/$CR_PID reattached" "$T/mig-b.log"
+		grep -q "client .*/$CR_PID reattached" "$T/mig-b.log" &&
+		if [ "${1:-}" = --no-precopy ]; then [ "$rounds" = 0 ]; else [ "${rounds:-0}" -ge 1 ] &&
+			grep -q "its GPU session is restored" "$T/mig-b.log"; fi
 }
 
 # A whole move onto the target's second GPU (--gpu 1): the preloading
@@ -256,8 +262,10 @@ run_migrate_tests() {
 	mig_node b 2 $((PORT + 20)) && mig_node c 3 $((PORT + 21)) ||
 		{ bad "cannot set up the nodes (namespaces)"; mig_nodes_down; return; }
 	want migrate-whole && mig_case "gpu-migrate: the whole application to another node, output identical" mig_whole
-	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only: the GPU state to another node over TCP, output identical" \
+	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only: the GPU state to another node over TCP, pre-copied while it runs, output identical" \
 		mig_gpu_only
+	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only --no-precopy: the GPU state to another node, output identical" \
+		mig_gpu_only --no-precopy
 	want migrate-chain && mig_case "gpu-migrate: A to B, then B to C (run on B), output identical" mig_chain
 	want migrate-link-cut && mig_case "gpu-migrate: the link cut during pre-copy, one line, the application finishes on A" \
 		mig_link_cut
