@@ -129,9 +129,8 @@ static void serve_one(int c)
 
 static void *listen_loop(void *arg)
 {
-	int l = (int)(intptr_t)arg;
-
 	struct timeval limit = { 5, 0 };     /* a peer that stalls holds the door no longer */
+	int l = (int)(intptr_t)arg;
 
 	for (;;) {
 		int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);

@@ -6,10 +6,11 @@
  * process is told to resume there. To another node, with its token, the
  * device memory first goes over in pre-copy rounds while the program runs
  * (move_precopy; the target takes it as a migration, --accept-migrations),
- * so that only what changed since moves while the session is paused. Until that RESUME is answered the
- * source session is intact: any failure closes the control connection
- * and the application resumes on the source; a target session already
- * made is ended. After the move the source session is ended.
+ * so that only what changed since moves while the session is paused.
+ * Until that RESUME is answered the source session is intact: any failure
+ * closes the control connection and the application resumes on the
+ * source; a target session already made is ended. After the move the
+ * source session is ended.
  */
 #include <stdio.h>
 #include <stdlib.h>
