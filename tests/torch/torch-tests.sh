@@ -5,9 +5,10 @@
 # torch-shm, torch-tcp: every workload of tests/torch/workloads.py (CNN
 #   training with SGD, bf16 and fp16 AMP, a transformers GPT-2 trained a
 #   few steps and greedy-decoding, torch.compile, a captured graph
-#   replayed, events, pinned copies, expandable segments, NVML) prints
-#   the same digest through Cicada as natively. A workload that fails
-#   natively is named and not counted.
+#   replayed, events, pinned copies, expandable segments, NVML, and with
+#   two GPUs peer copies, a single-process NCCL all-reduce and a
+#   two-process torchrun DDP run) prints the same digest through Cicada as
+#   natively. A workload that fails natively is named and not counted.
 # torch-cr: a CNN training run is dumped by criu mid-way, its server is
 #   killed, and the python process is restored into a new server; it ends
 #   with the weights of a run never interrupted, bit for bit.

@@ -9,6 +9,9 @@
 #       loss" after every step and sleeps MS ms between steps, then "done
 #       DIGEST": the program that the checkpoint tests dump mid-way.
 #   python3 workloads.py bench SECONDS    CNN steps/s and decode tokens/s.
+#   python3 workloads.py ddp-worker       one rank of the ddp workload (torchrun
+#       starts two: one process per GPU, NCCL between them).
+# two-gpus, nccl and ddp need two GPUs; with one they say "one GPU".
 import hashlib, os, sys, time, traceback
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -168,10 +171,66 @@ def nvml():
                                                                 torch.cuda.get_device_name(0))
 
 
+def two_gpus():
+    # peer copies and a matmul on each GPU (one GPU: says so)
+    if torch.cuda.device_count() < 2:
+        return "one GPU"
+    torch.manual_seed(0)
+    a = torch.randn(512, 512, device="cuda:0")
+    b = a.to("cuda:1")
+    c = (b @ b).to("cuda:0") + a @ a
+    return digest([c, b.to("cuda:0", non_blocking=True)])
+
+
+def nccl():
+    # a single-process all-reduce over the first two GPUs
+    if torch.cuda.device_count() < 2:
+        return "one GPU"
+    import torch.cuda.nccl as n
+    ts = [torch.full((1 << 20,), float(i + 1), device="cuda:%d" % i) for i in range(2)]
+    n.all_reduce(ts)
+    torch.cuda.synchronize()
+    return "sum=%s %s" % (ts[1][0].item(), digest([t.cpu() for t in ts]))
+
+
+def ddp():
+    # torchrun, one process per GPU, NCCL between them: the loss curve
+    if torch.cuda.device_count() < 2:
+        return "one GPU"
+    import subprocess
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                        __file__, "ddp-worker"], capture_output=True, text=True, timeout=300)
+    losses = [l for l in r.stdout.splitlines() if l.startswith("losses ")]
+    if r.returncode or not losses:
+        raise RuntimeError("torchrun failed: %s" % (r.stderr.strip().splitlines() or ["?"])[-1])
+    return losses[0]
+
+
+def ddp_worker():
+    import torch.distributed as dist
+    rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl")
+    torch.manual_seed(0)
+    m = torch.nn.parallel.DistributedDataParallel(cnn_model(8), device_ids=[rank])
+    opt = torch.optim.SGD(m.parameters(), lr=0.05)
+    x, y = data(32, 10 + rank)
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        losses.append("%.6f" % loss.item())
+    if rank == 0:
+        print("losses " + " ".join(losses), flush=True)
+    dist.destroy_process_group()
+
+
 WORKLOADS = {"randn": randn, "cnn": cnn, "amp-bf16": lambda: cnn(20, torch.bfloat16),
              "amp-fp16": lambda: cnn(20, torch.float16), "gpt-decode": gpt_decode, "gpt-train": gpt_train,
              "compile": compiled, "graphs": graphs, "events": events, "mapped": mapped,
-             "expandable": expandable, "nvml": nvml}
+             "expandable": expandable, "nvml": nvml, "two-gpus": two_gpus, "nccl": nccl, "ddp": ddp}
 
 
 def run(names):
@@ -232,5 +291,7 @@ if __name__ == "__main__":
         train(int(a[1]), int(a[2]))
     elif a[:1] == ["bench"]:
         bench(float(a[1]))
+    elif a[:1] == ["ddp-worker"]:
+        ddp_worker()
     else:
         run(a or list(WORKLOADS))
