@@ -22,7 +22,8 @@
 #                 handles; natively on a GPU, against its expected lines on
 #                 the stand-in (whose driver has no IPC of its own); and
 #                 vmm_share: VMM memory passed as a file descriptor, as
-#                 NCCL passes its buffers, identical to native
+#                 NCCL passes its buffers, identical to native; a process
+#                 holding another's memory cannot be checkpointed
 
 MG_ENV=""
 [ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
@@ -210,6 +211,19 @@ mg_ipc() {
 	done
 }
 
+# A process that has another's memory open cannot be checkpointed: the
+# dump is refused with one line, and both processes go on to their end.
+mg_ipc_cr() {
+	local dir=$T/ckpt.ipc child
+	env $(mg_env shm) setsid "$PROGS/ipc_pair" hold </dev/null >"$T/ipc.hold" 2>"$T/ipc.hold.err" &
+	local parent=$!
+	wait_for "^child: holding" "$T/ipc.hold" 30 || { kill -9 $parent; return 1; }
+	child=$(pgrep -f "ipc_pair --child .* hold" | head -n 1)
+	CR_PID=$child cr_dump "$dir" && { kill -9 $parent; return 1; }
+	grep -q "maps another process's device memory (CUDA IPC)" "$dir/criu.err" "$dir/dump.log" || { kill -9 $parent; return 1; }
+	wait $parent && grep -q "parent: sees the child's writes: yes" "$T/ipc.hold"
+}
+
 run_multigpu_tests() {
 	want multi-gpu || want gpu-visible || want cr-multi-gpu || want migrate-gpu || want ipc || return
 	start_server mg $((PORT + 50)) "$MG_ENV" || { bad "the multi-GPU server did not start"; return; }
@@ -226,4 +240,11 @@ run_multigpu_tests() {
 		echo "note migrate-gpu: one GPU here; a move to another GPU needs two"
 	fi
 	want ipc && mg_ipc
+	want ipc && wants_cr_ok && cr_case "a process with another's memory open (CUDA IPC): its dump is refused, saying why; both go on" \
+		"$T/ckpt.ipc" mg_ipc_cr
+}
+
+# criu works here (the checkpoint tests' own check).
+wants_cr_ok() {
+	deadline 60 "$CRIU" check >/dev/null 2>&1
 }

@@ -1,11 +1,13 @@
 /*
- * ipc_pair [events]: two processes share device memory through CUDA IPC,
+ * ipc_pair [events|hold]: two processes share device memory through CUDA IPC,
  * as the processes of a job do. The parent fills a buffer, makes an IPC
  * handle of it and starts a child (this program again) with the handle;
  * the child opens it, checks every value, adds one to each with a kernel
  * and closes it; the parent then sees the child's writes. With "events"
  * an interprocess event, recorded by the child after its kernel, is what
- * the parent waits on. A damaged handle must be refused.
+ * the parent waits on. A damaged handle must be refused. With "hold" the
+ * child keeps the memory open for 20 s after "child: holding" (a test
+ * tries to checkpoint it meanwhile), then goes on.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +66,7 @@ static int all(CUdeviceptr d, unsigned want)
 	return ok;
 }
 
-static int child(const char *mem_text, const char *ev_text)
+static int child(const char *mem_text, const char *ev_text, int hold)
 {
 	CUipcMemHandle h, bad;
 	CUipcEventHandle eh;
@@ -83,6 +85,11 @@ static int child(const char *mem_text, const char *ev_text)
 	       "refused" : "ACCEPTED");
 	CHECK(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 	printf("child: every value is the parent's: %s\n", all(d, 7) ? "yes" : "NO");
+	if (hold) {
+		printf("child: holding\n");
+		fflush(stdout);
+		sleep(20);
+	}
 	if (ev_text) {
 		unhex(ev_text, &eh, sizeof(eh));
 		CHECK(cuIpcOpenEventHandle(&ev, eh));
@@ -100,7 +107,8 @@ static int child(const char *mem_text, const char *ev_text)
 
 int main(int argc, char **argv)
 {
-	int events = argc > 1 && !strcmp(argv[1], "events"), n = (int)N, status;
+	int events = argc > 1 && !strcmp(argv[1], "events"), hold = argc > 1 && !strcmp(argv[1], "hold");
+	int n = (int)N, status;
 	char mem_text[2 * sizeof(CUipcMemHandle) + 1], ev_text[2 * sizeof(CUipcEventHandle) + 1];
 	unsigned v = 7;
 	CUipcMemHandle h;
@@ -111,7 +119,8 @@ int main(int argc, char **argv)
 	void *args[] = { &d, &v, &n };
 
 	if (argc > 2 && !strcmp(argv[1], "--child"))
-		return child(argv[2], argc > 3 ? argv[3] : NULL);
+		return child(argv[2], argc > 3 && strcmp(argv[3], "hold") ? argv[3] : NULL,
+			     argc > 3 && !strcmp(argv[3], "hold"));
 	start("ipc_pair");
 	context();
 	CHECK(cuMemAlloc(&d, N * 4));
@@ -127,7 +136,8 @@ int main(int argc, char **argv)
 	printf("parent: %u values of 7, handed to a child%s\n", N, events ? " with an interprocess event" : "");
 	fflush(stdout);
 	if ((pid = fork()) == 0) {
-		execl("/proc/self/exe", argv[0], "--child", mem_text, events ? ev_text : (char *)NULL, (char *)NULL);
+		execl("/proc/self/exe", argv[0], "--child", mem_text, events ? ev_text : hold ? "hold" : (char *)NULL,
+		      (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
