@@ -3,9 +3,9 @@
  * serves every GPU of the node, or the subset --gpus names. A client that
  * asks for a number of GPUs (CICADA_GPUS=N), or any client when the server
  * runs with --gpus-per-client N, gets the N least loaded of them (load: the
- * sessions placed there and still running; ties go to the first listed);
- * otherwise it gets them all. The pool asks here when it hands a
- * connection over, and tells when the worker ends.
+ * sessions running there, one that sees them all counted on its GPU 0;
+ * ties go to the first listed); otherwise it gets them all. The pool asks
+ * here when it hands a connection over, and tells when the worker ends.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -75,6 +75,17 @@ static unsigned server_gpus(unsigned nreal, uint32_t *out)
 	return n;
 }
 
+/* Worker pid's session loads gpus (lock held); placement_release ends it. */
+static void note_held(pid_t pid, const uint32_t *gpus, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		pl.load[gpus[i]]++;
+	if (pl.nheld < MAX_HELD) {
+		pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n };
+		memcpy(pl.held[pl.nheld++].gpus, gpus, n * sizeof(*gpus));
+	}
+}
+
 /* The GPUs for the session of worker pid, which asked for want (0: the
  * server's default), on a node with nreal: into out, in the server's
  * order. Returns how many (0: every GPU of the node), or -1 when --gpus
@@ -94,11 +105,16 @@ int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
 	}
 	if (!want)
 		want = pl.per_client;
-	if (!want && !pl.nlist) {
+	if (!want) {
+		/* all of them: its load is on its GPU 0, where it works unless it chooses */
+		note_held(pid, all, nall ? 1 : 0);
 		pthread_mutex_unlock(&pl.lock);
-		return 0;
+		if (!pl.nlist)
+			return 0;            /* every GPU of the node */
+		memcpy(out, all, nall * sizeof(*out));
+		return (int)nall;
 	}
-	if (!want || want > nall)
+	if (want > nall)
 		want = nall;
 	while (n < want) {
 		int best = -1;
@@ -111,14 +127,9 @@ int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
 	}
 	n = 0;
 	for (unsigned i = 0; i < nall; i++)
-		if (picked[i]) {
+		if (picked[i])
 			out[n++] = all[i];
-			pl.load[all[i]]++;
-		}
-	if (pl.nheld < MAX_HELD) {
-		pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n };
-		memcpy(pl.held[pl.nheld++].gpus, out, n * sizeof(*out));
-	}
+	note_held(pid, out, n);
 	pthread_mutex_unlock(&pl.lock);
 	return (int)n;
 }

@@ -121,16 +121,25 @@ mg_placement() {
 	check "a server with --gpus 1: its clients see that GPU only" \
 		test "$(grep "^device [0-9]" "$T/mg.gpus1")" = "$(mg_uuid_line 1 0)"
 	start_server mgplace $((p + 1)) "$MG_ENV" --gpus-per-client 1 || { bad "a server with --gpus-per-client did not start"; return; }
-	for who in place env; do
-		local srv=mgplace extra=""
+	for who in place env all; do
+		local srv=mgplace extra="" first what
 		[ $who = env ] && srv=mg extra="CICADA_GPUS=1"
+		[ $who = all ] && srv=mg
+		first=$(mg_uuid_line 0 0)
+		[ $who = all ] && first="$(mg_uuid_line 0 0)
+$(mg_uuid_line 1 1)"
 		env $(cicada_env shm $srv) $extra timeout 60 "$PROGS/multi_gpu" 16 40 100 >"$T/mg.hold.$who" 2>&1 &
 		hold=$!
 		wait_for "^step 1 " "$T/mg.hold.$who" 30
-		deadline 60 env $(cicada_env shm $srv) $extra "$PROGS/multi_gpu" $MG_ARGS >"$T/mg.second.$who" 2>&1
+		deadline 60 env $(cicada_env shm $srv) CICADA_GPUS=1 "$PROGS/multi_gpu" $MG_ARGS >"$T/mg.second.$who" 2>&1
 		kill $hold 2>/dev/null; wait $hold 2>/dev/null
-		check "placement ($([ $who = env ] && echo CICADA_GPUS=1 || echo --gpus-per-client 1)): a session on the first GPU, the next on the less loaded second" \
-			sh -c "test \"\$(grep '^device [0-9]' '$T/mg.hold.$who')\" = \"$(mg_uuid_line 0 0)\" &&
+		case $who in
+		place) what="--gpus-per-client 1: a session on the first GPU, the next on the less loaded second" ;;
+		env) what="CICADA_GPUS=1: a session on the first GPU, the next on the less loaded second" ;;
+		all) what="a session that sees both GPUs counts on its first: a CICADA_GPUS=1 one goes to the second" ;;
+		esac
+		check "placement ($what)" \
+			sh -c "test \"\$(grep '^device [0-9]' '$T/mg.hold.$who')\" = \"$first\" &&
 			       test \"\$(grep '^device [0-9]' '$T/mg.second.$who')\" = \"$(mg_uuid_line 1 0)\""
 	done
 }
