@@ -573,28 +573,21 @@ int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUst
 	return rc;
 }
 
-/* The chunk holding the allocation at va, exported as a file descriptor
- * (ipc.c): its address, size and GPU. -1 if none. */
-int devmem_export(struct worker *w, uint64_t va, uint64_t *chunk_va, uint64_t *size, CUdevice *dev)
+/* The chunk holding the allocation at va (ipc.c exports it): its
+ * address, size, driver handle and GPU. 0, or -1 if none. */
+int devmem_chunk(struct worker *w, uint64_t va, uint64_t *chunk_va, uint64_t *size,
+		 CUmemGenericAllocationHandle *handle, int32_t *dev)
 {
 	struct devmem *m = w->devmem;
-	struct chunk *c;
-	int fd = -1;
+	struct chunk *c = m && alloc_find(m, va) >= 0 ? chunk_of(m, va) : NULL;
 
-	if (!m)
+	if (!c)
 		return -1;
-	pthread_rwlock_rdlock(&m->lock);
-	c = chunk_of(m, va);
-	if (c && alloc_find(m, va) >= 0 &&
-	    cuMemExportToShareableHandle(&fd, c->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS) {
-		*chunk_va = c->va;
-		*size = c->size;
-		*dev = device_of(m, c->va);
-	} else {
-		fd = -1;
-	}
-	pthread_rwlock_unlock(&m->lock);
-	return fd;
+	*chunk_va = c->va;
+	*size = c->size;
+	*handle = c->handle;
+	*dev = device_of(m, c->va);
+	return 0;
 }
 
 /* Tells hook of every chunk that goes from now on. */

@@ -147,7 +147,8 @@ int devmem_read_live(struct worker *w, uint64_t va, void *buf, size_t size, CUst
 CUresult devmem_create(struct worker *w, uint64_t va, uint64_t size, CUmemGenericAllocationHandle *h);
 CUdevice devmem_device(const struct worker *w, uint64_t va);
 unsigned devmem_access(const struct worker *w, CUdevice dev, CUmemAccessDesc *d);
-int devmem_export(struct worker *w, uint64_t va, uint64_t *chunk_va, uint64_t *size, CUdevice *dev);
+int devmem_chunk(struct worker *w, uint64_t va, uint64_t *chunk_va, uint64_t *size,
+		 CUmemGenericAllocationHandle *handle, int32_t *dev);
 void devmem_on_unmap(struct worker *w, void (*hook)(struct worker *w, uint64_t va));
 void devmem_set_source(struct worker *w, int (*take)(void *, uint64_t, uint64_t, CUmemGenericAllocationHandle *),
 		       void *ctx);

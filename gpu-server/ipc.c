@@ -186,47 +186,62 @@ static struct export *export_of(uint64_t va)
 	return NULL;
 }
 
-/* in: device pointer; out: the handle, 8 words. */
+/* Keeps memory the driver exported as fd under key, with a new secret,
+ * and names it in h (the fd is the table's, or closed). 0, or an error. */
+static CUresult export_add(struct worker *w, uint64_t key, int fd, struct ipc_handle *h)
+{
+	CUresult err = CUDA_SUCCESS;
+
+	if (start_listening(w)) {
+		log_warn("client %s: cannot open the IPC socket in %s: %s", w->peer, w->run_dir, strerror(errno));
+		err = CUDA_ERROR_OPERATING_SYSTEM;
+	} else if (getrandom(h->secret, sizeof(h->secret), 0) != sizeof(h->secret)) {
+		err = CUDA_ERROR_OPERATING_SYSTEM;
+	}
+	pthread_mutex_lock(&ipc.lock);
+	if (!err && array_grow((void **)&ipc.ex, &ipc.cap_ex, ipc.nex, sizeof(*ipc.ex)))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!err) {
+		h->va = key;
+		ipc.ex[ipc.nex] = (struct export){ .va = key, .size = h->size, .fd = fd };
+		memcpy(ipc.ex[ipc.nex++].secret, h->secret, sizeof(h->secret));
+	}
+	pthread_mutex_unlock(&ipc.lock);
+	if (err)
+		close(fd);
+	return err;
+}
+
+/* in: device pointer; out: the handle, 8 words. A chunk is exported
+ * once; later handles of it carry the same secret. */
 CUresult hand_ipc_get_mem_handle(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	scalar_res *r = res;
 	struct ipc_handle h = { .magic = IPC_MAGIC, .pid = (uint64_t)getpid() };
+	CUmemGenericAllocationHandle chunk;
 	uint64_t base, size;
 	struct export *e;
-	CUdevice dev;
+	CUresult err;
 	int fd;
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (devmem_range(w, a->v.v_val[0], &base, &size))
+	if (devmem_range(w, a->v.v_val[0], &base, &size) || devmem_chunk(w, base, &h.va, &h.size, &chunk, &h.device))
 		return CUDA_ERROR_INVALID_VALUE;     /* not an allocation of cuMemAlloc's */
-	if (start_listening(w)) {
-		log_warn("client %s: cannot open the IPC socket in %s: %s", w->peer, w->run_dir, strerror(errno));
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	}
-	if ((fd = devmem_export(w, base, &h.va, &h.size, &dev)) < 0) {
+	h.offset = base - h.va;
+	pthread_mutex_lock(&ipc.lock);
+	if ((e = export_of(h.va)))
+		memcpy(h.secret, e->secret, sizeof(h.secret));
+	pthread_mutex_unlock(&ipc.lock);
+	if (e)
+		return handle_reply(r, &h);
+	if (cuMemExportToShareableHandle(&fd, chunk, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)) {
 		log_info("client %s: cuIpcGetMemHandle: the driver cannot export the memory at 0x%llx", w->peer,
 			 (unsigned long long)base);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	h.offset = base - h.va;
-	h.device = dev;
-	pthread_mutex_lock(&ipc.lock);
-	if ((e = export_of(h.va))) {
-		close(fd);                   /* exported already: the same secret */
-	} else if (!array_grow((void **)&ipc.ex, &ipc.cap_ex, ipc.nex, sizeof(*ipc.ex)) &&
-		   getrandom(h.secret, sizeof(h.secret), 0) == sizeof(h.secret)) {
-		e = &ipc.ex[ipc.nex++];
-		*e = (struct export){ .va = h.va, .size = h.size, .fd = fd };
-		memcpy(e->secret, h.secret, sizeof(h.secret));
-	} else {
-		close(fd);
-	}
-	if (e)
-		memcpy(h.secret, e->secret, sizeof(h.secret));
-	pthread_mutex_unlock(&ipc.lock);
-	return e ? handle_reply(r, &h) : CUDA_ERROR_OUT_OF_MEMORY;
+	return (err = export_add(w, h.va, fd, &h)) ? err : handle_reply(r, &h);
 }
 
 /* in: an allocation handle of the client's VMM; out: the token, 8 words.
@@ -238,30 +253,17 @@ CUresult hand_vmm_export(struct worker *w, void *args, void *res)
 	scalar_res *r = res;
 	struct ipc_handle h = { .magic = VMM_MAGIC, .pid = (uint64_t)getpid(), .device = -1 };
 	CUmemGenericAllocationHandle real;
+	uint64_t key;
 	CUresult err;
 	int fd = -1;
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = vmm_alloc_real(w, a->v.v_val[0], &real, &h.size)))
+	if ((err = vmm_alloc_real(w, a->v.v_val[0], &real, &h.size)) ||
+	    (err = cuMemExportToShareableHandle(&fd, real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)))
 		return err;
-	if ((err = cuMemExportToShareableHandle(&fd, real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)))
-		return err;
-	if (start_listening(w) || getrandom(h.secret, sizeof(h.secret), 0) != sizeof(h.secret)) {
-		close(fd);
-		return CUDA_ERROR_OPERATING_SYSTEM;
-	}
-	pthread_mutex_lock(&ipc.lock);
-	h.va = VMM_KEY | ++ipc.vmm_exports;
-	if (array_grow((void **)&ipc.ex, &ipc.cap_ex, ipc.nex, sizeof(*ipc.ex))) {
-		pthread_mutex_unlock(&ipc.lock);
-		close(fd);
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	ipc.ex[ipc.nex] = (struct export){ .va = h.va, .size = h.size, .fd = fd };
-	memcpy(ipc.ex[ipc.nex++].secret, h.secret, sizeof(h.secret));
-	pthread_mutex_unlock(&ipc.lock);
-	return handle_reply(r, &h);
+	key = VMM_KEY | ++ipc.vmm_exports;           /* (the main thread's alone) */
+	return (err = export_add(w, key, fd, &h)) ? err : handle_reply(r, &h);
 }
 
 /* --- the opening side --- */
@@ -301,32 +303,45 @@ static uint64_t import_place(uint64_t size, uint64_t align)
 	return va;
 }
 
-static CUresult map_import(struct worker *w, int fd, const struct ipc_handle *h, uint64_t *va)
+/* The memory a handle names, fetched from its worker and imported: the
+ * driver's handle of it. Says why in the log if it cannot. */
+static CUresult import(struct worker *w, const struct ipc_handle *h, CUmemGenericAllocationHandle *mh)
+{
+	const char *why = "";
+	CUresult err;
+	int fd;
+
+	if ((fd = fetch(w, h, &why)) < 0) {
+		log_info("client %s: cannot open a handle of worker %llu: %s", w->peer, (unsigned long long)h->pid, why);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	err = cuMemImportFromShareableHandle(mh, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	close(fd);
+	return err;
+}
+
+/* Maps imported memory mh (taken: released if it fails) in the import region. */
+static CUresult map_import(struct worker *w, CUmemGenericAllocationHandle mh, const struct ipc_handle *h,
+			   uint64_t *va)
 {
 	CUmemAccessDesc access[CICADA_MAX_GPUS];
-	CUmemGenericAllocationHandle mh;
 	CUdeviceptr got;
-	CUresult err;
+	CUresult err = CUDA_SUCCESS;
 
-	if (!ipc.reserved) {
-		if ((err = cuMemAddressReserve(&got, IPC_SIZE, 0, IPC_BASE, 0)))
-			return err;
+	if (!ipc.reserved && !(err = cuMemAddressReserve(&got, IPC_SIZE, 0, IPC_BASE, 0))) {
 		if (got != IPC_BASE) {
 			cuMemAddressFree(got, IPC_SIZE);
-			return CUDA_ERROR_OUT_OF_MEMORY;
+			err = CUDA_ERROR_OUT_OF_MEMORY;
 		}
-		ipc.reserved = 1;
+		ipc.reserved = !err;
 	}
-	if (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)) || !(*va = import_place(h->size, 1ull << 21)))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if ((err = cuMemImportFromShareableHandle(&mh, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)))
-		return err;
-	if ((err = cuMemMap(*va, h->size, 0, mh, 0))) {
-		cuMemRelease(mh);
-		return err;
-	}
-	if ((err = cuMemSetAccess(*va, h->size, access, devmem_access(w, h->device, access)))) {
+	if (!err && (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)) ||
+		     !(*va = import_place(h->size, 1ull << 21))))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (!err && !(err = cuMemMap(*va, h->size, 0, mh, 0)) &&
+	    (err = cuMemSetAccess(*va, h->size, access, devmem_access(w, h->device, access))))
 		cuMemUnmap(*va, h->size);
+	if (err) {
 		cuMemRelease(mh);
 		return err;
 	}
@@ -339,11 +354,10 @@ CUresult hand_ipc_open_mem_handle(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	scalar_res *r = res;
-	const char *why = "";
+	CUmemGenericAllocationHandle mh;
 	struct ipc_handle h;
 	uint64_t va;
 	CUresult err;
-	int fd;
 
 	if (a->v.v_len != sizeof(h) / 8 + 1)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -354,13 +368,9 @@ CUresult hand_ipc_open_mem_handle(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_INVALID_CONTEXT;   /* the driver's answer in the exporting process */
 	if (device_out(w, h.device) == (uint64_t)(int64_t)CU_DEVICE_INVALID)
 		log_info("client %s: an IPC handle of a GPU it does not see (GPU %d of the node)", w->peer, h.device);
-	if ((fd = fetch(w, &h, &why)) < 0) {
-		log_info("client %s: cannot open an IPC handle of worker %llu: %s", w->peer, (unsigned long long)h.pid, why);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	err = map_import(w, fd, &h, &va);
-	close(fd);
-	if (err) {
+	if ((err = import(w, &h, &mh)))
+		return err;
+	if ((err = map_import(w, mh, &h, &va))) {
 		log_info("client %s: cannot map an IPC handle's memory (%llu bytes): error %d", w->peer,
 			 (unsigned long long)h.size, err);
 		return err;
@@ -398,23 +408,15 @@ CUresult hand_vmm_import(struct worker *w, void *args, void *res)
 	scalar_res *r = res;
 	CUmemGenericAllocationHandle real;
 	struct ipc_handle h;
-	const char *why = "";
 	uint64_t id;
 	CUresult err;
-	int fd;
 
 	if (a->v.v_len != sizeof(h) / 8)
 		return CUDA_ERROR_INVALID_VALUE;
 	memcpy(&h, a->v.v_val, sizeof(h));
 	if (memcmp(h.magic, VMM_MAGIC, 8) || !(h.va & VMM_KEY) || !h.size)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((fd = fetch(w, &h, &why)) < 0) {
-		log_info("client %s: cannot import memory of worker %llu: %s", w->peer, (unsigned long long)h.pid, why);
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	err = cuMemImportFromShareableHandle(&real, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-	close(fd);
-	if (err)
+	if ((err = import(w, &h, &real)))
 		return err;
 	if ((err = vmm_adopt(w, real, h.size, &id))) {
 		cuMemRelease(real);

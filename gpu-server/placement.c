@@ -78,12 +78,12 @@ static unsigned server_gpus(unsigned nreal, uint32_t *out)
 /* Worker pid's session loads gpus (lock held); placement_release ends it. */
 static void note_held(pid_t pid, const uint32_t *gpus, unsigned n)
 {
+	if (pl.nheld == MAX_HELD)
+		return;                      /* not counted: it could never be taken back */
 	for (unsigned i = 0; i < n; i++)
 		pl.load[gpus[i]]++;
-	if (pl.nheld < MAX_HELD) {
-		pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n };
-		memcpy(pl.held[pl.nheld++].gpus, gpus, n * sizeof(*gpus));
-	}
+	pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n };
+	memcpy(pl.held[pl.nheld++].gpus, gpus, n * sizeof(*gpus));
 }
 
 /* The GPUs for the session of worker pid, which asked for want (0: the

@@ -38,6 +38,17 @@ static int resume_on(struct gpu_session *src, const struct gpu_session *dst, cha
 	return 0;
 }
 
+/* The target's side of a paused source session: no ticket yet, the
+ * target's address (local: the source's) and token. */
+static void target_session(const struct migrate_opts *o, const struct gpu_session *src, struct gpu_session *dst)
+{
+	*dst = *src;
+	dst->ctl = -1;
+	dst->ticket[0] = 0;
+	snprintf(dst->server, sizeof(dst->server), "%s", o->target[0] ? o->target : src->server);
+	snprintf(dst->token_hex, sizeof(dst->token_hex), "%s", o->token_hex[0] ? o->token_hex : src->token_hex);
+}
+
 /* Ends a session made on the target for a move that failed. */
 static void release_target(struct gpu_session *dst)
 {
@@ -78,11 +89,7 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 		goto out;
 	}
 	rc = -1;
-	*dst = *src;
-	dst->ctl = -1;
-	dst->ticket[0] = 0;
-	snprintf(dst->server, sizeof(dst->server), "%s", o->target);
-	snprintf(dst->token_hex, sizeof(dst->token_hex), "%s", o->token_hex);
+	target_session(o, src, dst);
 	if (last[0])
 		snprintf(src->parent, sizeof(src->parent), "../%s/%s", last, name);
 	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err) ||
@@ -122,11 +129,7 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 		if (rc <= 0)
 			return -1;
 		rc = -1;
-		dst = src;
-		dst.ctl = -1;
-		dst.ticket[0] = 0;
-		snprintf(dst.server, sizeof(dst.server), "%s", o->target[0] ? o->target : src.server);
-		snprintf(dst.token_hex, sizeof(dst.token_hex), "%s", o->token_hex[0] ? o->token_hex : src.token_hex);
+		target_session(o, &src, &dst);
 		snprintf(r->target, sizeof(r->target), "%s", dst.server);
 		if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err))
 			goto out;

@@ -224,7 +224,7 @@ mg_ipc() {
 # dump is refused with one line, and both processes go on to their end.
 mg_ipc_cr() {
 	local dir=$T/ckpt.ipc child
-	env $(mg_env shm) setsid "$PROGS/ipc_pair" hold </dev/null >"$T/ipc.hold" 2>"$T/ipc.hold.err" &
+	env $(mg_env shm) timeout -k 5 120 setsid "$PROGS/ipc_pair" hold </dev/null >"$T/ipc.hold" 2>"$T/ipc.hold.err" &
 	local parent=$!
 	wait_for "^child: holding" "$T/ipc.hold" 30 || { kill -9 $parent; return 1; }
 	child=$(pgrep -f "ipc_pair --child .* hold" | head -n 1)
