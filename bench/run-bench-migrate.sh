@@ -3,14 +3,16 @@
 # (cr_pattern: SIZE MiB of device memory, half incompressible, half a
 # pattern; DIRTY% of it rewritten every 100 ms) from one gpu-server to
 # another with gpu-migrate, with pre-copy and without it (stop-and-copy,
-# the baseline), and reports downtime, total time, bytes on the wire and
-# pre-copy rounds. Then checkpoints of the same program with CRIU: a full
+# the baseline), and only its GPU state (--gpu-only, with pre-copy), and
+# reports downtime, total time, bytes on the wire and pre-copy rounds. Then checkpoints of the same program with CRIU: a full
 # one, and an incremental one after DIRTY% changed. The target server is
 # another node (network and pid namespace) where iproute2 is here, else a
 # pid namespace on loopback. On a machine without a GPU it runs against
 # the CPU stand-in, says so, and its figures measure Cicada's own path
 # only. MIGRATE_SIZES_MIB (default "1024 8192" on a GPU, "256 1024"
-# without) and MIGRATE_DIRTY ("0 10") choose the cases.
+# without), MIGRATE_DIRTY ("0 10") and MIGRATE_MODES ("precopy
+# stop-and-copy gpu-only") choose the cases; MIGRATE_STREAMS, if set,
+# gpu-migrate's --streams.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD B=$ROOT/build
@@ -38,6 +40,8 @@ else
 	echo "bench-migrate: no GPU here: against the CPU stand-in (Cicada's own path; no GPU copies)"
 fi
 DIRTY=${MIGRATE_DIRTY:-"0 10"}
+MODES=${MIGRATE_MODES:-"precopy stop-and-copy gpu-only"}
+STREAMS=${MIGRATE_STREAMS:+--streams $MIGRATE_STREAMS}
 [ "$(id -u)" = 0 ] || { echo "bench-migrate: needs root (CRIU, namespaces)"; exit 1; }
 head -c 24 /dev/urandom | base64 >"$T/token"
 
@@ -90,11 +94,12 @@ printf '\n%-9s %-6s %-13s %10s %10s %12s %12s %7s   %s\n' "state" "dirty" "mode"
 	"downtime = dump + send + restore"
 for size in $SIZES; do
 	for d in $DIRTY; do
-		for mode in precopy stop-and-copy; do
+		for mode in $MODES; do
 			launch "$size" "$d" || { echo "bench-migrate: the program did not start ($size MiB)"; tail -3 "$T/app.$size.$d"; exit 1; }
 			opt=""; [ $mode = stop-and-copy ] && opt=--no-precopy
+			[ $mode = gpu-only ] && opt=--gpu-only
 			CICADA_TOKEN_FILE=$T/token timeout -k 5 900 "$B/bin/gpu-migrate" "$APP" --to "$ip:$((PORT + 1))" --json \
-				--timeout 600 --work-dir "$T" $opt >"$T/m.json" 2>"$T/m.err"
+				--timeout 600 --work-dir "$T" $opt $STREAMS >"$T/m.json" 2>"$T/m.err"
 			if grep -q '"ok":true' "$T/m.json"; then
 				printf '%-9s %-6s %-13s %9.3fs %9.3fs %12s %12s %7s   %s + %s + %s s\n' "$size MiB" "$d%" "$mode" \
 					"$(field downtime_s "$T/m.json")" "$(field total_s "$T/m.json")" \

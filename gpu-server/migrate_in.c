@@ -4,8 +4,10 @@
  * (OP_MIGRATE); a thread here answers "ready" and receives, into a
  * fresh directory under the run directory, first the pre-copy rounds of
  * the process's device memory, sent while it still runs (each a stream
- * followed by 'p'), then, once gpu-migrate has frozen it, its CRIU image
- * directory (a stream followed by 'f'). It runs `criu restore` of that
+ * followed by 'p'), then, once gpu-migrate has frozen it, its GPU
+ * snapshot as soon as the plugin has written it (a stream followed by
+ * 'g'; optional), then the rest of its CRIU image directory (a stream
+ * followed by 'f'). It runs `criu restore` of that
  * (detached, with Cicada's plugin, whose restore of the GPU state comes
  * back to this server's unix listener), answers with the restored pid or
  * the reason it failed, and removes the images either way. Only servers
@@ -197,15 +199,28 @@ static void preloader_start(struct incoming *in)
 	wire_buf_free(&b);
 }
 
-/* Passes round k (its snapshot, precopy-K/NAME) to the preloader. */
+/* Passes round k (its snapshot, precopy-K/NAME) to the preloader, or
+ * with k 0 the final snapshot (cicada-gpu-PID, at the top), which came
+ * while criu still dumped the process: loaded now, the restore finds it
+ * in place. */
 static void preload_round(struct incoming *in, int dirfd, int k)
 {
-	char name[32];
+	char name[64];
 	int rfd, sfd = -1;
 	struct dirent *e;
 	DIR *d;
 
-	snprintf(name, sizeof(name), "precopy-%d", k);
+	if (k) {
+		snprintf(name, sizeof(name), "precopy-%d", k);
+	} else {
+		snapshot_name((int)in->pid, name, sizeof(name));
+		if (in->preload >= 0 && (sfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) >= 0 &&
+		    wire_send_fd_tagged(in->preload, sfd, 'G'))
+			log_warn("migration from %s: the preloading worker is gone", in->peer);
+		if (sfd >= 0)
+			close(sfd);
+		return;
+	}
 	if (in->preload < 0 || (rfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return;
 	if (!(d = fdopendir(rfd))) {
@@ -216,7 +231,7 @@ static void preload_round(struct incoming *in, int dirfd, int k)
 		if (e->d_name[0] != '.')
 			sfd = openat(rfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	closedir(d);
-	if (sfd >= 0 && wire_send_fd(in->preload, sfd))
+	if (sfd >= 0 && wire_send_fd_tagged(in->preload, sfd, 'R'))
 		log_warn("migration from %s: the preloading worker is gone", in->peer);
 	if (sfd >= 0)
 		close(sfd);
@@ -474,23 +489,27 @@ static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 {
 	uint64_t part;
 	char mark = 0;
-	int rounds = 0;
+	int rounds = 0, final = 0;
 
 	*bytes = 0;
 	do {
 		if (snap_recv_trees(in->fds, in->nfds, dirfd, &part, err))
 			return -1;
 		*bytes += part;
-		if (read(in->fd, &mark, 1) != 1 || (mark != 'p' && mark != 'f'))
+		if (read(in->fd, &mark, 1) != 1 || (mark != 'p' && mark != 'g' && mark != 'f'))
 			return snprintf(err, WIRE_ERRLEN, "the migration stream ended early (the link broke?)"), -1;
-		if (mark == 'p' && ++rounds > ROUNDS_MAX)
-			return snprintf(err, WIRE_ERRLEN, "more than %d pre-copy rounds", ROUNDS_MAX), -1;
+		if ((mark == 'p' && (final || ++rounds > ROUNDS_MAX)) || (mark == 'g' && final++))
+			return snprintf(err, WIRE_ERRLEN, "the migration stream is out of order, or has more than %d rounds", ROUNDS_MAX), -1;
 		if (mark == 'p') {
 			log_info("migration from %s: pre-copy round %d, %llu bytes", in->peer, rounds,
 				 (unsigned long long)part);
 			preload_round(in, dirfd, rounds);
+		} else if (mark == 'g') {
+			log_info("migration from %s: the frozen process's GPU snapshot, %llu bytes", in->peer,
+				 (unsigned long long)part);
+			preload_round(in, dirfd, 0);
 		}
-	} while (mark == 'p');
+	} while (mark != 'f');
 	return 0;
 }
 

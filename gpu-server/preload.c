@@ -37,7 +37,7 @@ struct preload {
 	struct worker *w;
 	int ctl;                             /* migrate_in's connection */
 	uint64_t gran, next;                 /* scratch addresses handed out */
-	int reserved, broken;
+	int reserved;
 	struct pre_chunk *chunks;
 	unsigned nchunks, cap_chunks;
 	struct pre_piece *pieces;            /* what the device holds, by va */
@@ -120,13 +120,29 @@ static int have_loaded(void *ctx, uint64_t va, uint64_t size, uint64_t sum)
 	return have(((struct worker *)ctx)->preload, va, size, sum);
 }
 
+/* A piece outside the arena's chunks (a final snapshot holds module
+ * globals too) is left to the restore. */
 static int write_scratch(void *ctx, uint64_t va, const void *buf, size_t size)
 {
 	struct preload *p = ((struct worker *)ctx)->preload;
 	struct pre_chunk *c = chunk_at(p, va, size);
 
+	if (!c)
+		return 0;
 	cuCtxSetCurrent(p->w->base_ctx);
-	return !c || cuMemcpyHtoD(c->at + (va - c->va), buf, size) ? -1 : 0;
+	return cuMemcpyHtoD(c->at + (va - c->va), buf, size) ? -1 : 0;
+}
+
+/* A round that failed midway may have written any piece it stores: those
+ * are no longer known to be in place (the restore writes them from the
+ * round's files); what earlier rounds loaded elsewhere stays. */
+static void forget_pieces(struct preload *p, const Cicada__Manifest *m)
+{
+	for (size_t i = 0; i < m->n_pieces; i++) {
+		struct pre_piece *pc = m->pieces[i]->in_parent ? NULL : piece_at(p, m->pieces[i]->va);
+		if (pc)
+			pc->size = 0;
+	}
 }
 
 static int note_pieces(struct preload *p, const Cicada__Manifest *m)
@@ -172,6 +188,8 @@ static int load_round(struct preload *p, int dirfd, char *err)
 		}
 	if (!snap_read_memory(r, &ops, err) && !note_pieces(p, m))
 		rc = 0;
+	else
+		forget_pieces(p, m);
 	p->bytes = m->data_size;
 out:
 	snap_reader_close(r);
@@ -194,25 +212,28 @@ void preload_start(struct worker *w, int ctl)
 	log_info("preloading a migration's device memory (session %.8s)", w->ticket);
 }
 
-/* A command from migrate_in: 1 to go on, 0 once it has gone (EOF). */
+/* A command from migrate_in: 1 to go on, 0 once it has gone (EOF). A
+ * round (tag 'R') loaded is dropped from its files; the final snapshot
+ * of a frozen process (tag 'G': it came while criu still dumped the
+ * process) is kept, for the restore reads it should a piece be missing. */
 static int command(struct preload *p)
 {
-	char err[SNAP_ERRLEN];
-	int dirfd = wire_recv_fd(p->ctl);
+	char err[SNAP_ERRLEN], tag = 0;
+	int dirfd = wire_recv_fd_tagged(p->ctl, &tag);
 	uint64_t t0 = wire_now_ns();
 
 	if (dirfd < 0)
 		return 0;
-	if (p->broken) {
-		close(dirfd);
-		return 1;
-	}
 	if (load_round(p, dirfd, err)) {
-		log_warn("preload: a pre-copy round was not loaded (%s); the restore writes it all", err);
-		p->broken = 1;
-	} else {
-		log_info("preload: a pre-copy round loaded in %.3f s (%llu bytes stored)", (wire_now_ns() - t0) / 1e9,
+		log_warn("preload: a pre-copy round was not loaded (%s); the restore writes what it holds", err);
+	} else if (tag == 'G') {
+		log_info("preload: the final snapshot loaded in %.3f s (%llu bytes stored)", (wire_now_ns() - t0) / 1e9,
 			 (unsigned long long)p->bytes);
+	} else {
+		/* what the round held is in device memory now: its pages go */
+		log_info("preload: a pre-copy round loaded in %.3f s (%llu bytes stored, %llu freed)",
+			 (wire_now_ns() - t0) / 1e9, (unsigned long long)p->bytes,
+			 (unsigned long long)snap_drop_data(dirfd));
 	}
 	close(dirfd);
 	return 1;
@@ -300,7 +321,7 @@ int preload_attach(struct worker *w)
 
 	if (!p)
 		return 0;
-	if (p->broken || !p->nchunks) {
+	if (!p->nchunks) {
 		release(p);                  /* the restore needs the room */
 		return 0;
 	}

@@ -92,9 +92,13 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 	target_session(o, src, dst);
 	if (last[0])
 		snprintf(src->parent, sizeof(src->parent), "../%s/%s", last, name);
-	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err) ||
-	    send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err) ||
-	    target_answer(fd, o->timeout_s + 30, o->target, &res, err))
+	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err))
+		goto out;
+	r->dump_s = migrate_now() - *frozen;
+	if (send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err))
+		goto out;
+	r->send_s = migrate_now() - *frozen - r->dump_s;
+	if (target_answer(fd, o->timeout_s + 30, o->target, &res, err))
 		goto out;
 	snprintf(dst->ticket, sizeof(dst->ticket), "%s", res.message ? res.message : "");
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
@@ -145,6 +149,8 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 		goto out;
 	made = 0;
 	r->downtime_s = migrate_now() - frozen;
+	if (r->dump_s > 0)
+		r->restore_s = r->downtime_s - r->dump_s - r->send_s;
 	if (server_request(&src, OP_RELEASE, -1, NULL, why))
 		fprintf(stderr, "gpu-migrate: ending the source session: %s\n", why);
 	rc = 0;

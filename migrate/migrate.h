@@ -28,7 +28,7 @@ struct migrate_opts {
 	int streams;                         /* TCP connections for the images (and pre-copy rounds) */
 };
 
-#define MIGRATE_STREAMS 4
+#define MIGRATE_STREAMS 8
 
 struct migrate_result {
 	const char *mode;                    /* "whole" or "gpu-only" */

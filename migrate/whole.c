@@ -6,13 +6,16 @@
  * rounds send its device memory (the worker hashes it on the GPU):
  * its worker writes it into the staging directory (precopy-K/), each
  * round keeping only the pieces changed since the one before, and each
- * round goes to the target at once; rounds stop when one stores little
- * or no less than the one before. Only then is the process frozen: criu dump --leave-stopped with
+ * round goes to the target at once (its data freed here once sent);
+ * rounds stop when one stores little or no less than the one before.
+ * Only then is the process frozen: criu dump --leave-stopped with
  * Cicada's plugin writes its images and its GPU snapshot into a staging
  * directory (the GPU snapshot incremental on the last round: only what
- * changed since), and keeps the source GPU session paused. The images stream
- * to the target, whose server restores the process (GPU state into the
- * worker that preloaded the rounds). On success the frozen source is killed and its
+ * changed since), and keeps the source GPU session paused. The GPU
+ * snapshot goes to the target as soon as it is written, while criu still
+ * dumps, and the rest of the images after; the target's server restores
+ * the process (GPU state into the worker that preloaded the rounds and
+ * that snapshot). On success the frozen source is killed and its
  * session ended; on any failure it gets SIGCONT and goes on where it
  * was, its GPU session resuming on the source (a guard process does
  * that if gpu-migrate itself dies).
@@ -119,12 +122,34 @@ void streams_close(int *fds, int n)
 			close(fds[k]);
 }
 
-/* criu dump of the process into the staging directory, left stopped. */
-static int dump(const struct migrate_opts *o, const struct staging *s, char *err)
+/* The plugin's GPU snapshot, once it is in place (renamed there whole),
+ * goes to the target while criu still dumps the rest ('g'): the target
+ * loads it meanwhile. 1 once sent, 0 if not there yet, -1 with err. */
+static int send_gpu_early(const struct staging *s, const int *fds, struct migrate_result *r, char *err)
+{
+	char name[64];
+	uint64_t part = 0;
+	struct stat st;
+
+	snapshot_name(r->pid, name, sizeof(name));
+	if (fstatat(s->fd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISDIR(st.st_mode))
+		return 0;
+	if (send_part(s, fds, name, NULL, 'g', NULL, r, &part, err))
+		return -1;
+	r->final_bytes += part;
+	return 1;
+}
+
+/* criu dump of the process into the staging directory, left stopped;
+ * its GPU snapshot is sent as soon as it is written. *gpu_sent says
+ * whether it was. */
+static int dump(const struct migrate_opts *o, const struct staging *s, const int *fds, struct migrate_result *r,
+		int *gpu_sent, char *err)
 {
 	char pid[16], last[512] = "", kept[1100];
 	pid_t child;
-	int status = 0, waited = 0;
+	int status = 0, waited = 0, sent = 0;
+	double t0 = migrate_now();
 
 	snprintf(pid, sizeof(pid), "%d", o->pid);
 	if ((child = fork()) == 0) {
@@ -135,16 +160,30 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 		      "-o", "dump.log", "-v4", (char *)NULL);
 		_exit(127);
 	}
-	while (child > 0 && waitpid(child, &status, WNOHANG) == 0 && waited++ < o->timeout_s * 50)
-		usleep(20000);
-	if (child > 0 && waited > o->timeout_s * 50) {
+	/* (a failed send lets criu finish: killed, it could leave its
+	 * parasite in the process) */
+	while (child > 0 && (waited = (int)waitpid(child, &status, WNOHANG)) == 0 &&
+	       migrate_now() - t0 < o->timeout_s) {
+		if (!sent)
+			sent = send_gpu_early(s, fds, r, err);
+		usleep(sent < 0 ? 20000 : 2000);
+	}
+	if (waited < 0)
+		status = -1;
+	if (child > 0 && waited == 0) {
 		kill(child, SIGKILL);
 		waitpid(child, &status, 0);
 		snprintf(err, WIRE_ERRLEN, "criu dump ran past %d s and was stopped", o->timeout_s);
 		return -1;
 	}
-	if (child > 0 && WIFEXITED(status) && !WEXITSTATUS(status))
-		return 0;
+	if (child > 0 && WIFEXITED(status) && !WEXITSTATUS(status)) {
+		if (!sent)
+			sent = send_gpu_early(s, fds, r, err);
+		*gpu_sent = sent > 0;
+		return sent < 0 ? -1 : 0;
+	}
+	if (sent < 0)
+		return -1;                   /* (err says why: the link) */
 	if (kill(o->pid, 0) && errno == ESRCH) {
 		snprintf(err, WIRE_ERRLEN, "process %d ended before it could be frozen; nothing was moved", o->pid);
 		return -1;
@@ -166,9 +205,10 @@ static int dump(const struct migrate_opts *o, const struct staging *s, char *err
 #define ROUNDS_MAX 6
 #define ROUND_SMALL (16ull << 20)            /* a round this small ends pre-copy */
 
-/* Sends a part of the staging directory (only, or all but skip) and its
- * mark; counts its bytes, and what they hold uncompressed (the GPU
- * snapshot in it is name, under sub if not NULL). */
+/* Sends a part of the staging directory (only, or all but skip's
+ * prefixes) and its mark; counts its bytes, and what they hold
+ * uncompressed (the GPU snapshot in it is name, under sub if not NULL;
+ * sub "-": the part holds none). */
 int send_part(const struct staging *st, const int *fds, const char *only, const char *skip, char mark,
 		     const char *sub, struct migrate_result *r, uint64_t *part, char *err)
 {
@@ -193,6 +233,21 @@ int send_part(const struct staging *st, const int *fds, const char *only, const 
 		rc = -1;
 	}
 	return rc;
+}
+
+/* A sent round's data is not read again (the next round's parent is its
+ * manifest, and unchanged pieces are found by their device hashes): its
+ * pages are freed at once rather than written back to disk. */
+static void drop_round(const struct staging *st, const char *round, const char *name)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", round, name);
+	if ((fd = openat(st->fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) >= 0) {
+		snap_drop_data(fd);
+		close(fd);
+	}
 }
 
 /* Pre-copy rounds while the process runs; *last gets the last round's
@@ -225,6 +280,7 @@ int precopy(const struct migrate_opts *o, const struct staging *st, const int *f
 		}
 		if (send_part(st, fds, round, NULL, 'p', round, r, NULL, err))
 			return -1;
+		drop_round(st, round, name);
 		r->rounds = k;
 		snprintf(last, 32, "%s", round);
 		if (k == 1)
@@ -267,10 +323,11 @@ static int go(int fd, const struct migrate_opts *o)
 int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err)
 {
 	struct staging st = { .fd = -1 };
-	char last[32], key[CICADA_TICKET_LEN + 1] = "";
+	char last[32], key[CICADA_TICKET_LEN + 1] = "", name[64], skip[96];
 	double t0 = migrate_now(), frozen;
+	uint64_t part = 0;
 	hello_res res;
-	int fds[SNAP_STREAMS_MAX], fd, rc = -1, stopped = 0;
+	int fds[SNAP_STREAMS_MAX], fd, rc = -1, stopped = 0, gpu_sent = 0;
 
 	r->mode = "whole";
 	r->pid = o->pid;
@@ -290,13 +347,16 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	if (last[0])
 		setenv("CICADA_SNAPSHOT_PARENT", last, 1);      /* the plugin's parent: the last round */
 	frozen = migrate_now();
-	if (dump(o, &st, err)) {
+	if (dump(o, &st, fds, r, &gpu_sent, err)) {
 		signal_tree(o->pid, SIGCONT);  /* criu resumes it; a killed criu did not */
 		goto out;
 	}
 	stopped = 1;
 	r->dump_s = migrate_now() - frozen;
-	rc = send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err);
+	snapshot_name(o->pid, name, sizeof(name));
+	snprintf(skip, sizeof(skip), "precopy- %s", gpu_sent ? name : "");
+	rc = send_part(&st, fds, NULL, skip, 'f', gpu_sent ? "-" : NULL, r, &part, err);
+	r->final_bytes += part;
 	r->send_s = migrate_now() - frozen - r->dump_s;
 	if (rc || target_answer(fd, o->timeout_s + 30, o->target, &res, err)) {
 		rc = -1;

@@ -156,7 +156,8 @@ int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
 /* A whole CRIU image directory (its files, and those of its
  * subdirectories, two levels down) over fd, for moving a process to
  * another node; only the top-level entry only, if not NULL, and none
- * whose name starts with skip, if not NULL. The receiver writes into
+ * whose name starts with one of skip's space-separated prefixes, if not
+ * NULL. The receiver writes into
  * dirfd (several streams may go into one directory: their files must
  * not meet), and the caller removes it after a failure. progress (may be NULL) is told the
  * bytes moved so far; a non-zero return stops the transfer (fault tests).
@@ -181,6 +182,12 @@ int snap_recv_trees(const int *fds, unsigned nfds, int dirfd, uint64_t *bytes, c
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */
 int snap_remove_dir(int dirfd, const char *name, char *err);
+/* Frees what the device-memory data files of the snapshot directory
+ * dirfd hold, keeping their sizes (holes punched): for a migration's
+ * pre-copy round once it is loaded or sent, so that rounds do not pile
+ * up as dirty pages. A piece read from them later fails its checksum.
+ * Returns the bytes freed; best effort (0 where holes cannot be made). */
+uint64_t snap_drop_data(int dirfd);
 /* Why a criu run failed, from its log name under dirfd: the Cicada
  * plugin's error if it gave one, else criu's first error; "" if none. */
 void snap_criu_reason(int dirfd, const char *name, char *out, size_t len);

@@ -196,7 +196,17 @@ typedef int (*file_fn)(void *ctx, int dirfd, const char *name, uint64_t size);
 /* Calls fn for the regular files of dirfd's directory prefix ("", "dir/"
  * or "dir/sub/") and those of its subdirectories, down to depth 2; at the
  * top, only the entry named only (if not NULL) and none starting with
- * skip (if not NULL). */
+ * one of skip's prefixes (if not NULL; separated by spaces). */
+static int skipped(const char *name, const char *skip)
+{
+	for (const char *p = skip; p && *p; p += strcspn(p, " "), p += strspn(p, " ")) {
+		size_t n = strcspn(p, " ");
+		if (n && !strncmp(name, p, n))
+			return 1;
+	}
+	return 0;
+}
+
 static int walk(int dirfd, const char *prefix, int depth, const char *only, const char *skip, file_fn fn,
 		void *ctx, char *err)
 {
@@ -215,7 +225,7 @@ static int walk(int dirfd, const char *prefix, int depth, const char *only, cons
 	while (!rc && (e = readdir(d))) {
 		if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp."))
 			continue;
-		if (depth == 0 && ((only && strcmp(e->d_name, only)) || (skip && !strncmp(e->d_name, skip, strlen(skip)))))
+		if (depth == 0 && ((only && strcmp(e->d_name, only)) || skipped(e->d_name, skip)))
 			continue;
 		snprintf(name, sizeof(name), "%s%s", prefix, e->d_name);
 		if (!name_ok(name) || fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))

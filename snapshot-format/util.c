@@ -1,7 +1,8 @@
 /*
  * util.c: the snapshot library's small helpers: one-line errors, whole
  * reads and writes, the temporary-directory-then-rename rule, the strict
- * set of file names, and the thread and compression knobs.
+ * set of file names, the thread and compression knobs, and the dropping
+ * of a migration round's data once it is used.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -235,6 +236,25 @@ void snap_image_name(char *buf, uint64_t hash_lo, uint64_t hash_hi)
 {
 	snprintf(buf, SNAP_NAME_MAX, "module-%016llx%016llx.bin",
 		 (unsigned long long)hash_hi, (unsigned long long)hash_lo);
+}
+
+uint64_t snap_drop_data(int dirfd)
+{
+	char name[SNAP_NAME_MAX];
+	uint64_t freed = 0;
+	struct stat st;
+	int fd;
+
+	for (size_t k = 0;; k++) {
+		snap_data_name(name, k);
+		if ((fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+			break;
+		if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size > 0 &&
+		    !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, st.st_size))
+			freed += (uint64_t)st.st_size;
+		close(fd);
+	}
+	return freed;
 }
 
 /* Data file k: device-memory.img, then device-memory-<k>.img. */

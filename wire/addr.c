@@ -198,7 +198,19 @@ int wire_dial(const struct wire_addr *addr, char *err)
 
 int wire_send_fd(int sock, int fd)
 {
-	char byte = 'F', ctl[CMSG_SPACE(sizeof(int))];
+	return wire_send_fd_tagged(sock, fd, 'F');
+}
+
+int wire_recv_fd(int sock)
+{
+	char tag;
+
+	return wire_recv_fd_tagged(sock, &tag);
+}
+
+int wire_send_fd_tagged(int sock, int fd, char tag)
+{
+	char byte = tag, ctl[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { &byte, 1 };
 	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
 	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
@@ -211,7 +223,7 @@ int wire_send_fd(int sock, int fd)
 	return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
-int wire_recv_fd(int sock)
+int wire_recv_fd_tagged(int sock, char *tag)
 {
 	char byte, ctl[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { &byte, 1 };
@@ -225,6 +237,7 @@ int wire_recv_fd(int sock)
 	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int)))
 		return -1;
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	*tag = byte;
 	return fd;
 }
 

@@ -39,6 +39,9 @@ int wire_listen(const struct wire_addr *addr, char *err);
 int wire_dial(const struct wire_addr *addr, char *err);
 int wire_send_fd(int sock, int fd);
 int wire_recv_fd(int sock);
+/* The same with a one-byte tag that says what the descriptor is for. */
+int wire_send_fd_tagged(int sock, int fd, char tag);
+int wire_recv_fd_tagged(int sock, char *tag);
 int wire_read_line(int fd, char *buf, size_t len);
 int wire_send_all(int fd, const void *buf, size_t len);
 int wire_recv_all(int fd, void *buf, size_t len);
