@@ -4,8 +4,9 @@
 # pattern; DIRTY% of it rewritten every 100 ms) from one gpu-server to
 # another with gpu-migrate, with pre-copy and without it (stop-and-copy,
 # the baseline), and only its GPU state (--gpu-only, with pre-copy), and
-# reports downtime, total time, bytes on the wire and pre-copy rounds. Then checkpoints of the same program with CRIU: a full
-# one, and an incremental one after DIRTY% changed. The target server is
+# reports downtime, total time, bytes on the wire and pre-copy rounds.
+# Then checkpoints of the same program with CRIU: a full one, and an
+# incremental one after DIRTY% changed. The target server is
 # another node (network and pid namespace) where iproute2 is here, else a
 # pid namespace on loopback. On a machine without a GPU it runs against
 # the CPU stand-in, says so, and its figures measure Cicada's own path

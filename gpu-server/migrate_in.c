@@ -199,28 +199,26 @@ static void preloader_start(struct incoming *in)
 	wire_buf_free(&b);
 }
 
-/* Passes round k (its snapshot, precopy-K/NAME) to the preloader, or
- * with k 0 the final snapshot (cicada-gpu-PID, at the top), which came
- * while criu still dumped the process: loaded now, the restore finds it
- * in place. */
+/* Hands the snapshot directory sfd to the preloader (tag 'R': a round,
+ * 'G': the final snapshot), and closes it. */
+static void preload_send(struct incoming *in, int sfd, char tag)
+{
+	if (sfd < 0)
+		return;
+	if (in->preload >= 0 && wire_send_fd_tagged(in->preload, sfd, tag))
+		log_warn("migration from %s: the preloading worker is gone", in->peer);
+	close(sfd);
+}
+
+/* Passes round k (its snapshot, precopy-K/NAME) to the preloader. */
 static void preload_round(struct incoming *in, int dirfd, int k)
 {
-	char name[64];
+	char name[32];
 	int rfd, sfd = -1;
 	struct dirent *e;
 	DIR *d;
 
-	if (k) {
-		snprintf(name, sizeof(name), "precopy-%d", k);
-	} else {
-		snapshot_name((int)in->pid, name, sizeof(name));
-		if (in->preload >= 0 && (sfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) >= 0 &&
-		    wire_send_fd_tagged(in->preload, sfd, 'G'))
-			log_warn("migration from %s: the preloading worker is gone", in->peer);
-		if (sfd >= 0)
-			close(sfd);
-		return;
-	}
+	snprintf(name, sizeof(name), "precopy-%d", k);
 	if (in->preload < 0 || (rfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
 		return;
 	if (!(d = fdopendir(rfd))) {
@@ -231,10 +229,19 @@ static void preload_round(struct incoming *in, int dirfd, int k)
 		if (e->d_name[0] != '.')
 			sfd = openat(rfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	closedir(d);
-	if (sfd >= 0 && wire_send_fd_tagged(in->preload, sfd, 'R'))
-		log_warn("migration from %s: the preloading worker is gone", in->peer);
-	if (sfd >= 0)
-		close(sfd);
+	preload_send(in, sfd, 'R');
+}
+
+/* Passes the frozen process's GPU snapshot (cicada-gpu-PID, at the top),
+ * which came while criu still dumped it, to the preloader: loaded now,
+ * the restore finds it in place. */
+static void preload_final(struct incoming *in, int dirfd)
+{
+	char name[64];
+
+	snapshot_name((int)in->pid, name, sizeof(name));
+	if (in->preload >= 0)
+		preload_send(in, openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW), 'G');
 }
 
 /* The preloader goes with the migration: unused, it ends. */
@@ -507,7 +514,7 @@ static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 		} else if (mark == 'g') {
 			log_info("migration from %s: the frozen process's GPU snapshot, %llu bytes", in->peer,
 				 (unsigned long long)part);
-			preload_round(in, dirfd, 0);
+			preload_final(in, dirfd);
 		}
 	} while (mark != 'f');
 	return 0;

@@ -157,9 +157,9 @@ int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
  * subdirectories, two levels down) over fd, for moving a process to
  * another node; only the top-level entry only, if not NULL, and none
  * whose name starts with one of skip's space-separated prefixes, if not
- * NULL. The receiver writes into
- * dirfd (several streams may go into one directory: their files must
- * not meet), and the caller removes it after a failure. progress (may be NULL) is told the
+ * NULL. The receiver writes into dirfd (several streams may go into one
+ * directory: their files must not meet), and the caller removes it
+ * after a failure. progress (may be NULL) is told the
  * bytes moved so far; a non-zero return stops the transfer (fault tests).
  * *bytes (may be NULL) gets the bytes moved either way. */
 struct snap_progress {
