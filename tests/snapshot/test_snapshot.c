@@ -920,6 +920,7 @@ static const char *reads_back(int dirfd, const char *name, struct device *d)
 
 struct tree_sender {
 	int dirfd, fd, rc;
+	const char *skip;                    /* top-level prefixes left out */
 	uint64_t bytes;
 	struct snap_progress pr;
 	char err[SNAP_ERRLEN];
@@ -929,7 +930,7 @@ static void *tree_send_thread(void *arg)
 {
 	struct tree_sender *s = arg;
 
-	s->rc = snap_send_tree(s->dirfd, s->fd, NULL, NULL, &s->pr, &s->bytes, s->err);
+	s->rc = snap_send_tree(s->dirfd, s->fd, NULL, s->skip, &s->pr, &s->bytes, s->err);
 	close(s->fd);
 	return NULL;
 }
@@ -972,6 +973,20 @@ static const char *t_tree_stream(void)
 	CHECK(got == s.bytes && got < sizeof(pages) / 4 + sizeof(rnd) + 4096,
 	      "%llu bytes crossed for %zu: the page images were not compressed", (unsigned long long)got,
 	      sizeof(pages) + sizeof(rnd));
+	/* again, leaving out what starts with either of two prefixes */
+	out = fresh_dir("tree-out-skip");
+	s.skip = "precopy- core-";
+	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
+	s.fd = sv[0];
+	pthread_create(&t, NULL, tree_send_thread, &s);
+	rc = snap_recv_tree(sv[1], out, NULL, &got, err);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	CHECK(!s.rc && !rc, "send with skip: %s", s.rc ? s.err : err);
+	if (same_file(s.dirfd, out, "pages-1.img"))
+		return why;
+	CHECK(faccessat(out, "core-1.img", F_OK, 0) && faccessat(out, "precopy-1", F_OK, 0),
+	      "a skipped entry was sent");
 	close(s.dirfd);
 	close(out);
 	return NULL;
@@ -1118,6 +1133,50 @@ static const char *t_incremental_chain(void)
 	return res;
 }
 
+/* A migration round's data dropped (snap_drop_data): its files keep their
+ * sizes but not their blocks; a child still opens, reading a piece left
+ * to the dropped parent is refused, and a new child on it is still made
+ * (unchanged pieces are found by the parent's checksums, not its data). */
+static const char *t_drop_data(void)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct device d, back;
+	struct snap_memory_ops ops;
+	struct snap_reader *r;
+	struct stat before, after;
+	size_t skipped = 0;
+	int fd = fresh_dir("drop"), base, rc;
+	uint64_t freed;
+
+	dev_init(&d, 1);
+	CHECK(!write_sample_from(fd, "base", &d, NULL, NULL, err), "base: %s", err);
+	d.r[0].mem[100] ^= 1;
+	CHECK(!write_sample_from(fd, "incr", &d, "../base", NULL, err), "incr: %s", err);
+	base = openat(fd, "base", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	CHECK(base >= 0 && !fstatat(base, SNAP_DATA_NAME, &before, 0), "no data file in base");
+	freed = snap_drop_data(base);
+	CHECK(!fstatat(base, SNAP_DATA_NAME, &after, 0), "the data file went");
+	close(base);
+	CHECK(freed > 0 && after.st_size == before.st_size && after.st_blocks < before.st_blocks,
+	      "freed %llu bytes; size %lld to %lld, blocks %lld to %lld", (unsigned long long)freed,
+	      (long long)before.st_size, (long long)after.st_size, (long long)before.st_blocks,
+	      (long long)after.st_blocks);
+	r = snap_reader_open(fd, "incr", err);
+	CHECK(r, "incr no longer opens: %s", err);
+	dev_init(&back, 0);
+	ops = ops_for(&back);
+	rc = snap_read_memory(r, &ops, err);
+	snap_reader_close(r);
+	dev_free(&back);
+	CHECK(rc && (strstr(err, "checksum") || strstr(err, "decompress")), "incr read back over dropped data: %s",
+	      rc ? err : "no error");
+	CHECK(!write_sample_from(fd, "incr2", &d, "../base", &skipped, err), "incr2: %s", err);
+	CHECK(skipped > 0, "incr2 left no piece to its dropped parent");
+	dev_free(&d);
+	close(fd);
+	return NULL;
+}
+
 /* A parent changed since (a snapshot written again under its name), a
  * parent gone, and a parent's piece damaged: refused with one line. */
 static const char *t_incremental_broken_parents(void)
@@ -1193,6 +1252,7 @@ static const struct {
 	{ "remove_dir", t_remove_dir },
 	{ "incremental_chain", t_incremental_chain },
 	{ "incremental_broken_parents", t_incremental_broken_parents },
+	{ "drop_data", t_drop_data },
 	{ "keyed", t_keyed },
 	{ "tree_stream", t_tree_stream },
 };
