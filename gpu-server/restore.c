@@ -221,11 +221,13 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	size_t mapped = 0;
 	CUcontext ctx;
 	int preloaded;
+	uint64_t t0 = wire_now_ns(), t1, t2, t3;
 
 	preloaded = preload_attach(w);       /* chunks written before the freeze, if any */
 	if (check_gpus(w, m, err) || (!preloaded && check_room(m, err)) || load_images(w, r, m, err) ||
 	    reserve_arena(w, m, err))
 		return -1;
+	t1 = wire_now_ns();
 	/* Calls and mappings in their original interleaving: where the driver
 	 * places module variables depends on what was mapped before. */
 	for (size_t i = 0; i < m->n_records; i++) {
@@ -239,11 +241,17 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 		return -1;
 	if (check_globals(w, m, err) || vmm_restore(w, m, err))
 		return -1;
+	t2 = wire_now_ns();
 	worker_memory_ops(w, &ops);
 	if (preloaded)
 		ops.have = preload_in_place;
-	if (snap_read_memory(r, &ops, err) || objects_restore(w, m, err))
+	if (snap_read_memory(r, &ops, err))
 		return -1;
+	t3 = wire_now_ns();
+	if (objects_restore(w, m, err))
+		return -1;
+	log_debug("restore: images and arena %.3f s, replay and mappings %.3f s, memory %.3f s, objects %.3f s",
+		  (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9, (wire_now_ns() - t3) / 1e9);
 	w->current_ctx = m->current_ctx;
 	if (m->current_ctx && !handle_get(w, H_CTX, m->current_ctx, (void **)&ctx))
 		cuCtxSetCurrent(ctx);

@@ -72,19 +72,28 @@ static size_t pool_next(struct pool *p)
 	return atomic_load(&p->failed) || i >= p->n ? p->n : i;
 }
 
-static int bufs_get(struct pool *p, struct bufs *b)
-{
-	b->zcap = ZSTD_compressBound(SNAP_PIECE_SIZE);
-	b->raw = p->ops->alloc_host(p->ops->ctx, SNAP_PIECE_SIZE);
-	b->z = malloc(b->zcap);
-	return b->raw && b->z ? 0 : -1;
-}
-
 static void bufs_put(struct pool *p, struct bufs *b)
 {
 	if (b->raw)
 		p->ops->free_host(p->ops->ctx, b->raw, SNAP_PIECE_SIZE);
 	free(b->z);
+	*b = (struct bufs){ 0 };
+}
+
+/* A thread's buffers, made when its first piece needs them: pinned host
+ * memory costs milliseconds, and where every piece is left to a parent
+ * or already in place none is needed. 0, or -1 with none held. */
+static int bufs_need(struct pool *p, struct bufs *b)
+{
+	if (b->raw)
+		return 0;
+	b->zcap = ZSTD_compressBound(SNAP_PIECE_SIZE);
+	b->raw = p->ops->alloc_host(p->ops->ctx, SNAP_PIECE_SIZE);
+	b->z = malloc(b->zcap);
+	if (b->raw && b->z)
+		return 0;
+	bufs_put(p, b);
+	return -1;
 }
 
 /* Data that does not compress (weights, random) is stored raw without
@@ -114,6 +123,8 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 
 	if (pc->in_parent)
 		return 0;                    /* its device hash said: unchanged */
+	if (!cctx || bufs_need(p, b))
+		return pool_fail(p, pc, "out of memory for a writing thread");
 	if (p->ops->read(p->ops->ctx, pc->va, b->raw, pc->size))
 		return pool_fail(p, pc, "reading device memory failed");
 	pc->checksum = XXH3_64bits(b->raw, pc->size);
@@ -156,8 +167,6 @@ static void *write_thread(void *arg)
 	unsigned t = atomic_fetch_add(&p->thread, 1);
 	size_t i;
 
-	if (bufs_get(p, &b) || !cctx)
-		pool_fail(p, &p->pieces[0], "out of memory for a writing thread");
 	while ((i = pool_next(p)) < p->n)
 		write_piece(p, &p->pieces[i], &b, cctx, t);
 	ZSTD_freeCCtx(cctx);
@@ -175,6 +184,8 @@ static int read_piece(struct pool *p, size_t i, struct bufs *b, ZSTD_DCtx *dctx)
 
 	if (p->ops->have && p->ops->have(p->ops->ctx, pc->va, pc->size, pc->checksum))
 		return 0;                    /* in place already (a preloaded migration) */
+	if (!dctx || bufs_need(p, b))
+		return pool_fail(p, pc, "out of memory for a reading thread");
 	if (pc->in_parent) {                 /* found when the chain was opened */
 		st = r->src[i].pc;
 		r = r->src[i].r;
@@ -209,8 +220,6 @@ static void *read_thread(void *arg)
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 	size_t i;
 
-	if (bufs_get(p, &b) || !dctx)
-		pool_fail(p, p->rpieces[0], "out of memory for a reading thread");
 	while ((i = pool_next(p)) < p->n)
 		read_piece(p, i, &b, dctx);
 	ZSTD_freeDCtx(dctx);
