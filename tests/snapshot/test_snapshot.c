@@ -935,6 +935,23 @@ static void *tree_send_thread(void *arg)
 	return NULL;
 }
 
+/* Sends s's directory over a socket pair into out; the receiver's
+ * result (s->rc has the sender's), -1 with err if no pair was made. */
+static int tree_pass(struct tree_sender *s, int out, uint64_t *got, char *err)
+{
+	pthread_t t;
+	int sv[2], rc;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return snprintf(err, SNAP_ERRLEN, "socketpair"), -1;
+	s->fd = sv[0];
+	pthread_create(&t, NULL, tree_send_thread, s);
+	rc = snap_recv_tree(sv[1], out, NULL, got, err);
+	pthread_join(t, NULL);
+	close(sv[1]);
+	return rc;
+}
+
 /* A CRIU-like image directory (compressible page images, a random file,
  * a snapshot two levels down) arrives byte for byte, the page images
  * compressed on the way. */
@@ -945,8 +962,7 @@ static const char *t_tree_stream(void)
 	struct tree_sender s = { 0 };
 	uint64_t got = 0;
 	uint64_t x = 88172645463325252ull;
-	int sv[2], out = fresh_dir("tree-out"), rc;
-	pthread_t t;
+	int out = fresh_dir("tree-out"), rc;
 
 	for (size_t i = 0; i < sizeof(pages); i++)
 		pages[i] = (uint8_t)(i / 512);
@@ -958,12 +974,7 @@ static const char *t_tree_stream(void)
 	CHECK(!snap_write_file(s.dirfd, "pages-1.img", pages, sizeof(pages), err) &&
 	      !snap_write_file(s.dirfd, "core-1.img", rnd, sizeof(rnd), err) &&
 	      !snap_write_file(s.dirfd, "precopy-1/cicada-gpu-1/manifest", rnd, 100, err), "write: %s", err);
-	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
-	s.fd = sv[0];
-	pthread_create(&t, NULL, tree_send_thread, &s);
-	rc = snap_recv_tree(sv[1], out, NULL, &got, err);
-	pthread_join(t, NULL);
-	close(sv[1]);
+	rc = tree_pass(&s, out, &got, err);
 	CHECK(!s.rc, "send: %s", s.err);
 	CHECK(!rc, "recv: %s", err);
 	if (same_file(s.dirfd, out, "pages-1.img") || same_file(s.dirfd, out, "core-1.img") ||
@@ -974,14 +985,10 @@ static const char *t_tree_stream(void)
 	      "%llu bytes crossed for %zu: the page images were not compressed", (unsigned long long)got,
 	      sizeof(pages) + sizeof(rnd));
 	/* again, leaving out what starts with either of two prefixes */
+	close(out);
 	out = fresh_dir("tree-out-skip");
 	s.skip = "precopy- core-";
-	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
-	s.fd = sv[0];
-	pthread_create(&t, NULL, tree_send_thread, &s);
-	rc = snap_recv_tree(sv[1], out, NULL, &got, err);
-	pthread_join(t, NULL);
-	close(sv[1]);
+	rc = tree_pass(&s, out, &got, err);
 	CHECK(!s.rc && !rc, "send with skip: %s", s.rc ? s.err : err);
 	if (same_file(s.dirfd, out, "pages-1.img"))
 		return why;
