@@ -23,11 +23,6 @@ int worker_quiesce(struct worker *w, char *err)
 		snprintf(err, WIRE_ERRLEN, "a CUDA graph capture is in progress; try again when it has ended");
 		return -1;
 	}
-	if (ipc_busy() || vmm_imported()) {
-		snprintf(err, WIRE_ERRLEN, "the application maps another process's device memory (CUDA IPC); "
-			 "close those handles first");
-		return -1;
-	}
 	for (unsigned i = 0; i < w->nhandles; i++) {
 		if (w->handles[i].kind != H_CTX)
 			continue;
@@ -248,6 +243,7 @@ static void parts_free(struct manifest_parts *p)
 	free(p->globals);
 	free(p->ranges);
 	vmm_save_free(&p->m);
+	ipc_save_free(&p->m);
 	objects_save_free(&p->m);
 }
 
@@ -306,7 +302,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	}
 	if (worker_quiesce(w, err))
 		return -1;
-	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m)) {
+	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m) || ipc_save(w, &p.m)) {
 		snprintf(err, SNAP_ERRLEN, "out of memory");
 		goto out;
 	}

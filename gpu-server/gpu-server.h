@@ -94,6 +94,7 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real);
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id);
 void handle_forget(struct worker *w, uint64_t id);
+void handle_set(struct worker *w, uint64_t id, void *real);
 uint64_t handle_find(struct worker *w, enum handle_kind kind, const void *real);
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id);
 
@@ -181,8 +182,9 @@ void vmm_save_free(struct Cicada__Manifest *m);
 int vmm_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
 int vmm_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
 CUresult vmm_alloc_real(struct worker *w, uint64_t id, CUmemGenericAllocationHandle *h, uint64_t *size);
-CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, uint64_t *id);
-int vmm_imported(void);
+CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, const void *token, uint64_t *id);
+typedef CUresult (*vmm_open_fn)(struct worker *w, const void *token, CUmemGenericAllocationHandle *h, void *ctx);
+CUresult vmm_resume(struct worker *w, vmm_open_fn open, void *ctx);
 
 /* objects.c, objects_save.c, objects_restore.c: graphs, executable
  * graphs, arrays' contents, texture and surface objects, as a checkpoint
@@ -348,9 +350,13 @@ int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_
 pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
 		     void (*taken)(pid_t pid, void *arg), void *arg);
 
-/* ipc.c: CUDA IPC between the clients of one server */
-int ipc_busy(void);
+/* ipc.c, ipc_save.c: CUDA IPC between the clients of one server, and
+ * through checkpoints */
 void ipc_end(void);
+int ipc_save(struct worker *w, struct Cicada__Manifest *m);
+void ipc_save_free(struct Cicada__Manifest *m);
+int ipc_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
+int ipc_resume(struct worker *w, char *err);
 
 /* placement.c: the GPUs a new session gets */
 int placement_set_gpus(const char *list, char *err);

@@ -142,6 +142,13 @@ uint64_t handle_find(struct worker *w, enum handle_kind kind, const void *real)
 	return 0;
 }
 
+/* Binds id, of its kind still, to another driver object. */
+void handle_set(struct worker *w, uint64_t id, void *real)
+{
+	if (id >= HANDLE_BASE && id - HANDLE_BASE < w->nhandles)
+		w->handles[id - HANDLE_BASE].real = real;
+}
+
 void handle_forget(struct worker *w, uint64_t id)
 {
 	if (id >= HANDLE_BASE && id - HANDLE_BASE < w->nhandles)

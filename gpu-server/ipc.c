@@ -2,15 +2,14 @@
  * ipc.c: CUDA IPC between the clients of one gpu-server (two processes of
  * a job, each with its worker). A client's cuIpcGetMemHandle names the
  * arena chunk that holds the allocation: the handle carries the exporting
- * worker's pid, the chunk, the allocation's offset in it, its GPU and a
- * random secret. The worker of a client that opens the handle connects
- * to the exporter's IPC socket, <run_dir>/ipc-<pid>.sock (the run
- * directory is private to the server's user), proves the secret, and
- * receives the chunk's physical memory as a file descriptor, which it maps
- * in an import region of its own address space. The exporter keeps the
- * descriptor while the chunk lives, so what it hands out is always the
- * memory the handle named. Event handles are the driver's own: workers are
- * processes of one node.
+ * session's owner id (ipc_owner: random, and kept across restores), the
+ * chunk, the allocation's offset in it, its GPU and a random secret. The
+ * worker of a client that opens the handle connects to the exporter's IPC
+ * socket, <run_dir>/ipc-<owner>.sock (the run directory is private to the
+ * server's user), proves the secret, and receives the chunk's physical
+ * memory as a file descriptor, which it maps in an import region of its
+ * own address space. The exporter keeps the descriptor while the chunk
+ * lives, so what it hands out is always the memory the handle named.
  *
  * The application's own VMM allocations travel the same way
  * (cuMemExportToShareableHandle with POSIX file descriptors, as NCCL
@@ -19,8 +18,10 @@
  * holding the token (interposer/ipc.c); the importing worker fetches the
  * memory and the client holds it as an allocation of its own.
  *
- * A session with imported memory cannot be checkpointed: the memory is
- * another process's (worker_quiesce asks ipc_busy and vmm_imported).
+ * Interprocess events are handles of the same kind: the exporter keeps
+ * the driver's handle of the event, and the opening worker fetches it
+ * through the socket. So a handle never names a worker's pid or the
+ * driver's objects, and survives a checkpoint: ipc_save.c.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,58 +30,33 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "gpu-server.h"
+#include "ipc-internal.h"
 
 #define IPC_BASE 0x380000000000ull           /* 56 TiB: above the application's VMM (vmm.c) */
 #define IPC_SIZE (1ull << 42)
-#define IPC_MAGIC "CICADA01"
-#define VMM_MAGIC "CICADAVM"
-#define VMM_KEY (1ull << 63)                 /* export keys of VMM allocations */
-
-struct ipc_handle {
-	char magic[8];
-	uint64_t pid;                        /* the exporting worker */
-	uint64_t va, size;                   /* its chunk */
-	uint64_t offset;                     /* of the allocation in the chunk */
-	uint8_t secret[16];
-	int32_t device;                      /* the chunk's GPU */
-	uint32_t pad;
-};
-_Static_assert(sizeof(struct ipc_handle) == sizeof(CUipcMemHandle), "an IPC handle is 64 bytes");
 
 struct ipc_request {
-	uint64_t va, size;
+	uint64_t va, size;                   /* the export's key and size (an event's: 0) */
 	uint8_t secret[16];
 };
 
-struct export {
-	uint64_t va, size;
-	uint8_t secret[16];
-	int fd;
-};
+struct ipc_state ipc = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
-struct import {
-	uint64_t va, size;                   /* where it is mapped here */
-	CUmemGenericAllocationHandle h;
-};
+/* The session's name among the server's workers (never 0). */
+uint64_t ipc_owner(void)
+{
+	if (!ipc.owner && getrandom(&ipc.owner, sizeof(ipc.owner), 0) != sizeof(ipc.owner))
+		ipc.owner = ((uint64_t)getpid() << 32) ^ wire_now_ns();
+	if (!ipc.owner)
+		ipc.owner = 1;
+	return ipc.owner;
+}
 
-static struct {
-	struct export *ex;
-	unsigned nex, cap_ex;
-	pthread_mutex_t lock;
-	int listening;
-	char path[108];
-	struct import *im;
-	unsigned nim, cap_im;
-	uint64_t next;                       /* import region: bump, reset when empty */
-	int reserved;
-	uint64_t vmm_exports;                /* keys given so far */
-} ipc = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* --- the exporting side --- */
+/* --- the socket --- */
 
 /* A handle as the reply's 8 words. */
 static CUresult handle_reply(scalar_res *r, const struct ipc_handle *h)
@@ -97,7 +73,7 @@ static void forget(struct worker *w, uint64_t va)
 {
 	pthread_mutex_lock(&ipc.lock);
 	for (unsigned i = 0; i < ipc.nex; i++)
-		if (ipc.ex[i].va == va) {
+		if (ipc.ex[i].key == va && ipc.ex[i].fd >= 0 && !(va & (VMM_KEY | EVENT_KEY))) {
 			close(ipc.ex[i].fd);
 			ipc.ex[i] = ipc.ex[--ipc.nex];
 			break;
@@ -105,24 +81,35 @@ static void forget(struct worker *w, uint64_t va)
 	pthread_mutex_unlock(&ipc.lock);
 }
 
+/* One request: the memory as a descriptor, or an event's driver handle. */
 static void serve_one(int c)
 {
 	struct ipc_request q;
+	CUipcEventHandle eh = { { 0 } };
 	int32_t status = -1;
-	int fd = -1;
+	int fd = -1, event = 0;
 
 	if (wire_recv_all(c, &q, sizeof(q)))
 		return;
 	pthread_mutex_lock(&ipc.lock);
-	for (unsigned i = 0; i < ipc.nex; i++)
-		if (ipc.ex[i].va == q.va && ipc.ex[i].size == q.size && !memcmp(ipc.ex[i].secret, q.secret, 16)) {
-			fd = dup(ipc.ex[i].fd);
-			break;
-		}
+	for (unsigned i = 0; i < ipc.nex; i++) {
+		const struct export *e = &ipc.ex[i];
+		if (e->key != q.va || e->size != q.size || memcmp(e->secret, q.secret, 16))
+			continue;
+		if (e->fd >= 0)
+			fd = dup(e->fd);
+		else
+			eh = e->eh, event = 1;
+		break;
+	}
 	pthread_mutex_unlock(&ipc.lock);
-	status = fd >= 0 ? 0 : -1;
-	if (!wire_send_all(c, &status, sizeof(status)) && fd >= 0)
-		wire_send_fd(c, fd);
+	status = fd >= 0 || event ? 0 : -1;
+	if (!wire_send_all(c, &status, sizeof(status))) {
+		if (fd >= 0)
+			wire_send_fd(c, fd);
+		else if (event)
+			wire_send_all(c, &eh, sizeof(eh));
+	}
 	if (fd >= 0)
 		close(fd);
 }
@@ -147,68 +134,121 @@ static void *listen_loop(void *arg)
 	}
 }
 
+static void socket_path(const struct worker *w, uint64_t owner, char *out, size_t len)
+{
+	snprintf(out, len, "%s/ipc-%016llx.sock", w->run_dir, (unsigned long long)owner);
+}
+
+/* The socket takes over the path from a worker this session was restored
+ * from, should that one still live (it lets go of it: ipc_end). */
 static int start_listening(struct worker *w)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
 	pthread_t t;
 	int l;
 
 	if (ipc.listening)
 		return 0;
-	snprintf(ipc.path, sizeof(ipc.path), "%s/ipc-%d.sock", w->run_dir, (int)getpid());
+	socket_path(w, ipc_owner(), ipc.path, sizeof(ipc.path));
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ipc.path);
 	unlink(ipc.path);
 	if ((l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -1;
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 64) ||
+	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 64) || stat(ipc.path, &st) ||
 	    pthread_create(&t, NULL, listen_loop, (void *)(intptr_t)l)) {
 		close(l);
 		return -1;
 	}
 	pthread_detach(t);
+	ipc.inode = st.st_ino;
 	ipc.listening = 1;
 	devmem_on_unmap(w, forget);
 	return 0;
 }
 
-/* The worker ends: its socket goes. */
+/* The worker ends: its socket goes, unless another worker took the path. */
 void ipc_end(void)
 {
-	if (ipc.listening)
+	struct stat st;
+
+	if (ipc.listening && !stat(ipc.path, &st) && st.st_ino == ipc.inode)
 		unlink(ipc.path);
 }
 
-static struct export *export_of(uint64_t va)
+/* The memory or event a handle names, from its exporter: *fd (memory) or
+ * *eh (events). 0; -2 if the exporter is not there (gone, not restored
+ * yet, or another server's); -1 if it refused. why says which. */
+int ipc_fetch(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventHandle *eh, const char **why)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ipc_request q = { .va = h->va, .size = h->size };
+	int32_t status = -1;
+	int s, rc = -1;
+
+	*fd = -1;
+	memcpy(q.secret, h->secret, sizeof(q.secret));
+	socket_path(w, h->owner, sa.sun_path, sizeof(sa.sun_path));
+	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return *why = "no socket", -1;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+		*why = "its process is gone, or it is another server's", rc = -2;
+	else if (wire_send_all(s, &q, sizeof(q)) || wire_recv_all(s, &status, sizeof(status)) || status)
+		*why = "the exporting process no longer has it";
+	else if (!memcmp(h->magic, EVENT_MAGIC, 8) ? wire_recv_all(s, eh, sizeof(*eh)) : (*fd = wire_recv_fd(s)) < 0)
+		*why = "it did not arrive";
+	else
+		rc = 0;
+	close(s);
+	return rc;
+}
+
+/* --- the exporting side --- */
+
+static struct export *export_of(uint64_t key)
 {
 	for (unsigned i = 0; i < ipc.nex; i++)
-		if (ipc.ex[i].va == va)
+		if (ipc.ex[i].key == key)
 			return &ipc.ex[i];
 	return NULL;
 }
 
-/* Keeps memory the driver exported as fd under key, with a new secret,
- * and names it in h (the fd is the table's, or closed). 0, or an error. */
-static CUresult export_add(struct worker *w, uint64_t key, int fd, struct ipc_handle *h)
+/* Keeps e (its descriptor is the table's, or closed) under its key, with
+ * the given secret (a restore) or a new one, replacing an export of that
+ * key, and fills the handle h names it by. 0, or an error. */
+CUresult ipc_export_add(struct worker *w, const struct export *e, const uint8_t *secret, struct ipc_handle *h)
 {
+	struct export n = *e, *old;
 	CUresult err = CUDA_SUCCESS;
 
 	if (start_listening(w)) {
 		log_warn("client %s: cannot open the IPC socket in %s: %s", w->peer, w->run_dir, strerror(errno));
 		err = CUDA_ERROR_OPERATING_SYSTEM;
-	} else if (getrandom(h->secret, sizeof(h->secret), 0) != sizeof(h->secret)) {
+	} else if (secret) {
+		memcpy(n.secret, secret, sizeof(n.secret));
+	} else if (getrandom(n.secret, sizeof(n.secret), 0) != sizeof(n.secret)) {
 		err = CUDA_ERROR_OPERATING_SYSTEM;
 	}
 	pthread_mutex_lock(&ipc.lock);
-	if (!err && array_grow((void **)&ipc.ex, &ipc.cap_ex, ipc.nex, sizeof(*ipc.ex)))
+	if (!err && (old = export_of(n.key))) {
+		if (old->fd >= 0)
+			close(old->fd);
+		*old = n;
+	} else if (!err && array_grow((void **)&ipc.ex, &ipc.cap_ex, ipc.nex, sizeof(*ipc.ex))) {
 		err = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!err) {
-		h->va = key;
-		ipc.ex[ipc.nex] = (struct export){ .va = key, .size = h->size, .fd = fd };
-		memcpy(ipc.ex[ipc.nex++].secret, h->secret, sizeof(h->secret));
+	} else if (!err) {
+		ipc.ex[ipc.nex++] = n;
 	}
 	pthread_mutex_unlock(&ipc.lock);
-	if (err)
-		close(fd);
+	if (err && n.fd >= 0)
+		close(n.fd);
+	if (!err) {
+		h->owner = ipc.owner;
+		h->va = n.key;
+		h->size = n.size;
+		h->device = n.device;
+		memcpy(h->secret, n.secret, sizeof(h->secret));
+	}
 	return err;
 }
 
@@ -218,30 +258,35 @@ CUresult hand_ipc_get_mem_handle(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	scalar_res *r = res;
-	struct ipc_handle h = { .magic = IPC_MAGIC, .pid = (uint64_t)getpid() };
+	struct ipc_handle h = { .magic = IPC_MAGIC };
+	struct export e = { .fd = -1 };
 	CUmemGenericAllocationHandle chunk;
 	uint64_t base, size;
-	struct export *e;
+	struct export *old;
 	CUresult err;
-	int fd;
+	int found;
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (devmem_range(w, a->v.v_val[0], &base, &size) || devmem_chunk(w, base, &h.va, &h.size, &chunk, &h.device))
+	if (devmem_range(w, a->v.v_val[0], &base, &size) || devmem_chunk(w, base, &e.key, &e.size, &chunk, &e.device))
 		return CUDA_ERROR_INVALID_VALUE;     /* not an allocation of cuMemAlloc's */
-	h.offset = base - h.va;
+	h.offset = base - e.key;
 	pthread_mutex_lock(&ipc.lock);
-	if ((e = export_of(h.va)))
-		memcpy(h.secret, e->secret, sizeof(h.secret));
+	if ((found = (old = export_of(e.key)) != NULL)) {
+		h.owner = ipc.owner, h.va = old->key, h.size = old->size, h.device = old->device;
+		memcpy(h.secret, old->secret, sizeof(h.secret));
+	}
 	pthread_mutex_unlock(&ipc.lock);
-	if (e)
+	if (found)
 		return handle_reply(r, &h);
-	if (cuMemExportToShareableHandle(&fd, chunk, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)) {
+	if (cuMemExportToShareableHandle(&e.fd, chunk, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)) {
 		log_info("client %s: cuIpcGetMemHandle: the driver cannot export the memory at 0x%llx", w->peer,
 			 (unsigned long long)base);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	return (err = export_add(w, h.va, fd, &h)) ? err : handle_reply(r, &h);
+	if ((err = ipc_export_add(w, &e, NULL, &h)))
+		return err;
+	return handle_reply(r, &h);
 }
 
 /* in: an allocation handle of the client's VMM; out: the token, 8 words.
@@ -251,50 +296,62 @@ CUresult hand_vmm_export(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	scalar_res *r = res;
-	struct ipc_handle h = { .magic = VMM_MAGIC, .pid = (uint64_t)getpid(), .device = -1 };
+	struct ipc_handle h = { .magic = VMM_MAGIC };
+	struct export e = { .device = -1, .fd = -1 };
 	CUmemGenericAllocationHandle real;
-	uint64_t key;
 	CUresult err;
-	int fd = -1;
 
 	if (a->v.v_len != 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = vmm_alloc_real(w, a->v.v_val[0], &real, &h.size)) ||
-	    (err = cuMemExportToShareableHandle(&fd, real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)))
+	e.local = a->v.v_val[0];
+	if ((err = vmm_alloc_real(w, e.local, &real, &e.size)) ||
+	    (err = cuMemExportToShareableHandle(&e.fd, real, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)))
 		return err;
-	key = VMM_KEY | ++ipc.vmm_exports;           /* (the main thread's alone) */
-	return (err = export_add(w, key, fd, &h)) ? err : handle_reply(r, &h);
+	e.key = VMM_KEY | ++ipc.vmm_exports;         /* (the main thread's alone) */
+	if ((err = ipc_export_add(w, &e, NULL, &h)))
+		return err;
+	return handle_reply(r, &h);
+}
+
+/* in: the event's id; out: its handle, 8 words. The driver's handle of
+ * the event stays here for the processes that open ours. */
+CUresult hand_ipc_get_event_handle(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	struct ipc_handle h = { .magic = EVENT_MAGIC };
+	struct export e = { .device = -1, .fd = -1 }, *old;
+	uint8_t secret[16];
+	CUresult err;
+	int same;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	e.local = a->v.v_val[0];
+	e.key = EVENT_KEY | e.local;
+	if ((err = handle_get(w, H_EVENT, e.local, (void **)&e.event)) || (err = cuIpcGetEventHandle(&e.eh, e.event)))
+		return err;
+	pthread_mutex_lock(&ipc.lock);
+	if ((same = (old = export_of(e.key)) && old->event == e.event))
+		memcpy(secret, old->secret, sizeof(secret));     /* the same event: the same handle */
+	pthread_mutex_unlock(&ipc.lock);
+	if ((err = ipc_export_add(w, &e, same ? secret : NULL, &h)))
+		return err;
+	return handle_reply(r, &h);
 }
 
 /* --- the opening side --- */
 
-/* The exporter's memory as a descriptor, or -1 (err says why). */
-static int fetch(struct worker *w, const struct ipc_handle *h, const char **why)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ipc_request q = { .va = h->va, .size = h->size };
-	int32_t status = -1;
-	int s, fd = -1;
-
-	memcpy(q.secret, h->secret, sizeof(q.secret));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ipc-%llu.sock", w->run_dir, (unsigned long long)h->pid);
-	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
-		return *why = "no socket", -1;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)))
-		*why = "its process is gone, or it is another server's";
-	else if (wire_send_all(s, &q, sizeof(q)) || wire_recv_all(s, &status, sizeof(status)) || status)
-		*why = "the exporting process no longer has that memory";
-	else if ((fd = wire_recv_fd(s)) < 0)
-		*why = "the memory did not arrive";
-	close(s);
-	return fd;
-}
-
+/* Where imported memory goes in the region: bump, from its start again
+ * when no memory is imported (events are imports too). */
 static uint64_t import_place(uint64_t size, uint64_t align)
 {
+	unsigned mapped = 0;
 	uint64_t va;
 
-	if (!ipc.nim)
+	for (unsigned i = 0; i < ipc.nim; i++)
+		mapped += !ipc.im[i].event;
+	if (!mapped || ipc.next < IPC_BASE)
 		ipc.next = IPC_BASE;
 	va = (ipc.next + align - 1) / align * align;
 	if (va + size > IPC_BASE + IPC_SIZE)
@@ -303,7 +360,7 @@ static uint64_t import_place(uint64_t size, uint64_t align)
 	return va;
 }
 
-/* The memory a handle names, fetched from its worker and imported: the
+/* The memory a handle names, fetched from its exporter and imported: the
  * driver's handle of it. Says why in the log if it cannot. */
 static CUresult import(struct worker *w, const struct ipc_handle *h, CUmemGenericAllocationHandle *mh)
 {
@@ -311,8 +368,9 @@ static CUresult import(struct worker *w, const struct ipc_handle *h, CUmemGeneri
 	CUresult err;
 	int fd;
 
-	if ((fd = fetch(w, h, &why)) < 0) {
-		log_info("client %s: cannot open a handle of worker %llu: %s", w->peer, (unsigned long long)h->pid, why);
+	if (ipc_fetch(w, h, &fd, NULL, &why)) {
+		log_info("client %s: cannot open a handle of session %016llx: %s", w->peer,
+			 (unsigned long long)h->owner, why);
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	err = cuMemImportFromShareableHandle(mh, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -320,33 +378,45 @@ static CUresult import(struct worker *w, const struct ipc_handle *h, CUmemGeneri
 	return err;
 }
 
-/* Maps imported memory mh (taken: released if it fails) in the import region. */
-static CUresult map_import(struct worker *w, CUmemGenericAllocationHandle mh, const struct ipc_handle *h,
-			   uint64_t *va)
+/* The import region, reserved once. */
+CUresult ipc_reserve(void)
 {
-	CUmemAccessDesc access[CICADA_MAX_GPUS];
 	CUdeviceptr got;
-	CUresult err = CUDA_SUCCESS;
+	CUresult err;
 
-	if (!ipc.reserved && !(err = cuMemAddressReserve(&got, IPC_SIZE, 0, IPC_BASE, 0))) {
-		if (got != IPC_BASE) {
-			cuMemAddressFree(got, IPC_SIZE);
-			err = CUDA_ERROR_OUT_OF_MEMORY;
-		}
-		ipc.reserved = !err;
-	}
-	if (!err && (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)) ||
-		     !(*va = import_place(h->size, 1ull << 21))))
-		err = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!err && !(err = cuMemMap(*va, h->size, 0, mh, 0)) &&
-	    (err = cuMemSetAccess(*va, h->size, access, devmem_access(w, h->device, access))))
-		cuMemUnmap(*va, h->size);
-	if (err) {
-		cuMemRelease(mh);
+	if (ipc.reserved)
+		return CUDA_SUCCESS;
+	if ((err = cuMemAddressReserve(&got, IPC_SIZE, 0, IPC_BASE, 0))) {
+		log_warn("cannot reserve the CUDA IPC import region: error %d", (int)err);
 		return err;
 	}
-	ipc.im[ipc.nim++] = (struct import){ *va, h->size, mh };
+	if (got != IPC_BASE) {
+		log_warn("the CUDA IPC import region 0x%llx is taken (the driver offers 0x%llx)",
+			 (unsigned long long)IPC_BASE, (unsigned long long)got);
+		cuMemAddressFree(got, IPC_SIZE);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	ipc.reserved = 1;
 	return CUDA_SUCCESS;
+}
+
+/* Maps imported memory mh at va, accessible from the client's GPUs. */
+CUresult ipc_map(struct worker *w, CUmemGenericAllocationHandle mh, const struct ipc_handle *h, uint64_t va)
+{
+	CUmemAccessDesc access[CICADA_MAX_GPUS];
+	CUresult err;
+
+	if ((err = ipc_reserve()))
+		return err;
+	if ((err = cuMemMap(va, h->size, 0, mh, 0))) {
+		log_info("client %s: cannot map imported memory at 0x%llx: error %d", w->peer, (unsigned long long)va, err);
+		return err;
+	}
+	if ((err = cuMemSetAccess(va, h->size, access, devmem_access(w, h->device, access)))) {
+		log_info("client %s: cannot give access to imported memory (GPU %d): error %d", w->peer, h->device, err);
+		cuMemUnmap(va, h->size);
+	}
+	return err;
 }
 
 /* in: the handle (8 words), flags; out: the device pointer. */
@@ -354,28 +424,34 @@ CUresult hand_ipc_open_mem_handle(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	scalar_res *r = res;
-	CUmemGenericAllocationHandle mh;
-	struct ipc_handle h;
-	uint64_t va;
+	struct import im = { 0 };
 	CUresult err;
 
-	if (a->v.v_len != sizeof(h) / 8 + 1)
+	if (a->v.v_len != sizeof(im.from) / 8 + 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	memcpy(&h, a->v.v_val, sizeof(h));
-	if (memcmp(h.magic, IPC_MAGIC, 8) || !h.size || h.offset >= h.size)
+	memcpy(&im.from, a->v.v_val, sizeof(im.from));
+	if (memcmp(im.from.magic, IPC_MAGIC, 8) || !im.from.size || im.from.offset >= im.from.size ||
+	    im.from.va & (VMM_KEY | EVENT_KEY))
 		return CUDA_ERROR_INVALID_VALUE;
-	if (h.pid == (uint64_t)getpid())
+	if (im.from.owner == ipc.owner)
 		return CUDA_ERROR_INVALID_CONTEXT;   /* the driver's answer in the exporting process */
-	if (device_out(w, h.device) == (uint64_t)(int64_t)CU_DEVICE_INVALID)
-		log_info("client %s: an IPC handle of a GPU it does not see (GPU %d of the node)", w->peer, h.device);
-	if ((err = import(w, &h, &mh)))
+	if (device_out(w, im.from.device) == (uint64_t)(int64_t)CU_DEVICE_INVALID)
+		log_info("client %s: an IPC handle of a GPU it does not see (GPU %d of the node)", w->peer,
+			 im.from.device);
+	if (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if ((err = import(w, &im.from, &im.h)))
 		return err;
-	if ((err = map_import(w, mh, &h, &va))) {
+	if (!(im.va = import_place(im.from.size, 1ull << 21)))
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	if (err || (err = ipc_map(w, im.h, &im.from, im.va))) {
 		log_info("client %s: cannot map an IPC handle's memory (%llu bytes): error %d", w->peer,
-			 (unsigned long long)h.size, err);
+			 (unsigned long long)im.from.size, err);
+		cuMemRelease(im.h);
 		return err;
 	}
-	return one_scalar(r, va + h.offset);
+	ipc.im[ipc.nim++] = im;
+	return one_scalar(r, im.va + im.from.offset);
 }
 
 CUresult wrap_cuIpcCloseMemHandle(struct worker *w, CUdeviceptr dptr)
@@ -383,21 +459,15 @@ CUresult wrap_cuIpcCloseMemHandle(struct worker *w, CUdeviceptr dptr)
 	for (unsigned i = 0; i < ipc.nim; i++) {
 		struct import *m = &ipc.im[i];
 
-		if (dptr < m->va || dptr - m->va >= m->size)
+		if (m->event || m->pending || dptr < m->va || dptr - m->va >= m->from.size)
 			continue;
 		cuCtxSynchronize();
-		cuMemUnmap(m->va, m->size);
+		cuMemUnmap(m->va, m->from.size);
 		cuMemRelease(m->h);
 		ipc.im[i] = ipc.im[--ipc.nim];
 		return CUDA_SUCCESS;
 	}
 	return CUDA_ERROR_INVALID_VALUE;
-}
-
-/* Whether the session maps another process's memory (no checkpoint then). */
-int ipc_busy(void)
-{
-	return ipc.nim > 0;
 }
 
 /* in: a VMM export's token (8 words); out: the allocation handle the
@@ -418,26 +488,42 @@ CUresult hand_vmm_import(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = import(w, &h, &real)))
 		return err;
-	if ((err = vmm_adopt(w, real, h.size, &id))) {
+	if ((err = vmm_adopt(w, real, h.size, &h, &id))) {
 		cuMemRelease(real);
 		return err;
 	}
 	return one_scalar(r, id);
 }
 
-/* in: the driver's event handle (8 words); out: the event's id. */
+/* in: the event's handle (8 words); out: the event's id. */
 CUresult hand_ipc_open_event_handle(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	scalar_res *r = res;
-	CUipcEventHandle h;
-	CUevent ev;
+	struct import im = { 0 };
+	CUipcEventHandle eh;
+	const char *why = "";
 	CUresult err;
+	int fd;
 
-	if (a->v.v_len != sizeof(h) / 8)
+	if (a->v.v_len != sizeof(im.from) / 8)
 		return CUDA_ERROR_INVALID_VALUE;
-	memcpy(&h, a->v.v_val, sizeof(h));
-	if ((err = cuIpcOpenEventHandle(&ev, h)))
+	memcpy(&im.from, a->v.v_val, sizeof(im.from));
+	if (memcmp(im.from.magic, EVENT_MAGIC, 8) || im.from.size || !(im.from.va & EVENT_KEY))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (ipc_fetch(w, &im.from, &fd, &eh, &why)) {
+		log_info("client %s: cannot open an event handle of session %016llx: %s", w->peer,
+			 (unsigned long long)im.from.owner, why);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if ((err = cuIpcOpenEventHandle(&im.real, eh)))
 		return err;
-	return one_scalar(r, handle_put(w, H_EVENT, ev));
+	if (!(im.event = handle_put(w, H_EVENT, im.real))) {
+		cuEventDestroy(im.real);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	ipc.im[ipc.nim++] = im;
+	return one_scalar(r, im.event);
 }

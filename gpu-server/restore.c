@@ -248,7 +248,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	if (snap_read_memory(r, &ops, err))
 		return -1;
 	t3 = wire_now_ns();
-	if (objects_restore(w, m, err))
+	if (objects_restore(w, m, err) || ipc_restore(w, m, err))
 		return -1;
 	log_debug("restore: images and arena %.3f s, replay and mappings %.3f s, memory %.3f s, objects %.3f s",
 		  (t1 - t0) / 1e9, (t2 - t1) / 1e9, (t3 - t2) / 1e9, (wire_now_ns() - t3) / 1e9);

@@ -216,6 +216,12 @@ static int serve_client(struct worker *w, struct handed *c)
 		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, c->msg);
 		return 0;
 	}
+	if (ipc_resume(w, c->msg)) {             /* a restored session's CUDA IPC */
+		log_error("client %s: %s", w->peer, c->msg);
+		refuse(c, CUDA_ERROR_INVALID_VALUE, c->msg);
+		detach_shm(w);
+		return 0;
+	}
 	c->r.shm_ok = c->h.want_shm;
 	c->r.regions_lost = w->regions_lost;
 	if (reply(c)) {

@@ -31,7 +31,8 @@ struct vmm_alloc {
 	uint64_t id;                         /* while held */
 	unsigned index;                      /* while saving */
 	uint64_t after;                      /* the replay log's seq when made */
-	int imported;                        /* another process's memory (ipc.c) */
+	uint8_t *imported;                   /* another process's memory: the export's token (ipc.c) */
+	int pending;                         /* restored: imported again when the client comes (vmm_resume) */
 };
 
 struct vmm_resv {
@@ -76,13 +77,11 @@ static CUresult alloc_of(struct worker *w, uint64_t id, struct vmm_alloc **a)
 	return err ? err : *a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;    /* id 0 */
 }
 
-static unsigned imported;                    /* imported allocations alive */
-
 static void alloc_unref(struct vmm_alloc *a)
 {
 	if (a->held || a->maps)
 		return;
-	imported -= a->imported != 0;
+	free(a->imported);
 	free(a);
 }
 
@@ -245,17 +244,22 @@ CUresult vmm_alloc_real(struct worker *w, uint64_t id, CUmemGenericAllocationHan
 	return err;
 }
 
-/* Another process's memory, imported (ipc.c), as an allocation of the
- * client's: its id. It cannot be checkpointed (vmm_imported). */
-CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, uint64_t *id)
+/* Another process's memory, imported (ipc.c) by the export's token, as
+ * an allocation of the client's: its id. A snapshot keeps the token, not
+ * the bytes (the exporter's snapshot has them). */
+CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, const void *token, uint64_t *id)
 {
 	struct vmm_alloc *a = calloc(1, sizeof(*a));
 	CUmemGenericAllocationHandle held;
 	CUresult err;
 
-	if (!a)
+	if (!a || !(a->imported = malloc(SNAP_IPC_HANDLE_SIZE))) {
+		free(a);
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	memcpy(a->imported, token, SNAP_IPC_HANDLE_SIZE);
 	if ((err = cuMemGetAllocationPropertiesFromHandle(&a->prop, h))) {
+		free(a->imported);
 		free(a);
 		return err;
 	}
@@ -263,21 +267,14 @@ CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t si
 		a->prop.location.id = (int)device_out(w, a->prop.location.id);
 	a->h = h;
 	a->size = size;
-	a->imported = 1;
 	a->after = replay_seq(w);
 	if ((err = hold(w, a, &held))) {
+		free(a->imported);
 		free(a);
 		return err;
 	}
 	*id = (uint64_t)held;
-	imported++;
 	return CUDA_SUCCESS;
-}
-
-/* Whether the client holds or maps memory imported from another process. */
-int vmm_imported(void)
-{
-	return imported > 0;
 }
 
 /* The driver's handle goes when the client lets go of its last
@@ -429,7 +426,7 @@ unsigned vmm_ranges(const struct worker *w, struct snap_range *out)
 	unsigned n = 0;
 
 	for (unsigned i = 0; v && i < v->nmaps; i++)
-		if (accessible(v, v->maps[i].va, v->maps[i].size)) {
+		if (!v->maps[i].a->imported && accessible(v, v->maps[i].va, v->maps[i].size)) {
 			if (out)
 				out[n] = (struct snap_range){ v->maps[i].va, v->maps[i].size };
 			n++;
@@ -464,6 +461,11 @@ static int save_alloc(Cicada__Manifest *m, struct vmm_alloc *a)
 	p->held = a->held;
 	p->after_seq = a->after;
 	p->has_prop = p->has_flags = p->has_handle = p->has_held = p->has_after_seq = 1;
+	if (a->imported) {
+		p->imported.data = a->imported;
+		p->imported.len = SNAP_IPC_HANDLE_SIZE;
+		p->has_imported = 1;
+	}
 	a->index = (unsigned)m->n_vmm_allocations - 1;
 	return (int)a->index;
 }
@@ -605,7 +607,16 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 	a->flags = p->flags;
 	a->after = replay_seq(w);            /* this worker's log numbers its records anew */
 	a->held = 1;
-	if ((rc = create(w, a))) {
+	if (p->has_imported && !(a->imported = malloc(SNAP_IPC_HANDLE_SIZE))) {
+		free(a);
+		*out = NULL;
+		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+	}
+	if (p->has_imported)
+		memcpy(a->imported, p->imported.data, SNAP_IPC_HANDLE_SIZE);
+	if ((a->pending = p->has_imported)) {
+		rc = CUDA_SUCCESS;           /* another process's: imported when the client comes */
+	} else if ((rc = create(w, a))) {
 		snprintf(err, SNAP_ERRLEN, "cannot create an allocation of %llu bytes (error %d)",
 			 (unsigned long long)a->size, (int)rc);
 		free(a);
@@ -628,7 +639,7 @@ static int restore_map(struct worker *w, const Cicada__VmmMapping *p, struct vmm
 	struct vmm *v = w->vmm;
 
 	if (!al || array_grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)) ||
-	    cuMemMap(p->va, p->size, p->offset, al->h, 0)) {
+	    (!al->pending && cuMemMap(p->va, p->size, p->offset, al->h, 0))) {
 		snprintf(err, SNAP_ERRLEN, "cannot map the application's device memory at 0x%llx",
 			 (unsigned long long)p->va);
 		return -1;
@@ -649,7 +660,7 @@ static int restore_access(struct worker *w, const Cicada__VmmAccess *x, char *er
 		uint64_t lo = v->maps[i].va > x->va ? v->maps[i].va : x->va;
 		uint64_t hi = v->maps[i].va + v->maps[i].size < x->va + x->size ? v->maps[i].va + v->maps[i].size :
 										   x->va + x->size;
-		if (lo < hi && set_access(w, lo, hi - lo, d)) {
+		if (lo < hi && !v->maps[i].a->pending && set_access(w, lo, hi - lo, d)) {
 			snprintf(err, SNAP_ERRLEN, "cannot set access to 0x%llx", (unsigned long long)lo);
 			return -1;
 		}
@@ -704,11 +715,62 @@ int vmm_restore(struct worker *w, const Cicada__Manifest *m, char *err)
 		struct vmm_alloc *a = st->a[i];
 		if (!a || --a->held)
 			continue;
-		cuMemRelease(a->h);
+		if (!a->pending)
+			cuMemRelease(a->h);
 		alloc_unref(a);
 	}
 	free(st->a), free(st->done_r), free(st->done_m), free(st->done_x);
 	free(st);
 	w->vmm_restoring = NULL;
 	return rc;
+}
+
+/* --- imported memory, after a restore --- */
+
+/* Imports pending allocation a again (open gives the driver's handle of
+ * the token's memory) and maps it where it was, with the access the
+ * client had given there. */
+static CUresult resume_alloc(struct worker *w, struct vmm_alloc *a, vmm_open_fn open, void *ctx)
+{
+	struct vmm *v = w->vmm;
+	CUresult err;
+
+	if ((err = open(w, a->imported, &a->h, ctx)))
+		return err;
+	for (unsigned i = 0; i < v->nmaps; i++)
+		if (v->maps[i].a == a && (err = cuMemMap(v->maps[i].va, v->maps[i].size, v->maps[i].offset, a->h, 0)))
+			return err;
+	for (unsigned j = 0; j < v->naccess; j++)
+		for (unsigned i = 0; i < v->nmaps; i++) {
+			const struct vmm_map *mp = &v->maps[i];
+			const struct vmm_access *x = &v->access[j];
+			uint64_t lo = mp->va > x->va ? mp->va : x->va;
+			uint64_t hi = mp->va + mp->size < x->va + x->size ? mp->va + mp->size : x->va + x->size;
+			if (mp->a == a && lo < hi && (err = set_access(w, lo, hi - lo, x->d)))
+				return err;
+		}
+	a->pending = 0;
+	if (!a->held)
+		cuMemRelease(a->h);          /* the mappings keep the memory, as before */
+	log_info("client %s: imported again the VMM memory of another process (%llu bytes)", w->peer,
+		 (unsigned long long)a->size);
+	return CUDA_SUCCESS;
+}
+
+/* The client comes back after a restore: the VMM memory it had imported
+ * from other processes is imported and mapped again. 0, or an error. */
+CUresult vmm_resume(struct worker *w, vmm_open_fn open, void *ctx)
+{
+	struct vmm *v = w->vmm;
+	CUresult err;
+
+	for (unsigned i = 0; i < w->nhandles; i++) {
+		struct vmm_alloc *a = w->handles[i].real;
+		if (w->handles[i].kind == H_VMM && a->pending && (err = resume_alloc(w, a, open, ctx)))
+			return err;
+	}
+	for (unsigned i = 0; v && i < v->nmaps; i++)
+		if (v->maps[i].a->pending && (err = resume_alloc(w, v->maps[i].a, open, ctx)))
+			return err;
+	return CUDA_SUCCESS;
 }

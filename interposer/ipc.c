@@ -46,6 +46,19 @@ CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, u
 	return cuIpcOpenMemHandle_v2(pdptr, handle, flags);
 }
 
+CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent event)
+{
+	uint64_t in[1] = { (uint64_t)(uintptr_t)event }, out[HANDLE_WORDS];
+	CUresult err;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = client_scalar_call(P_ipc_get_event_handle, 0, in, 1, out, HANDLE_WORDS)))
+		return err;
+	memcpy(handle->reserved, out, sizeof(handle->reserved));
+	return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *event, CUipcEventHandle handle)
 {
 	uint64_t in[HANDLE_WORDS], out[1];

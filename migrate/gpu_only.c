@@ -58,6 +58,26 @@ static void release_target(struct gpu_session *dst)
 		fprintf(stderr, "gpu-migrate: ending the target session: %s\n", why);
 }
 
+/* Whether the snapshot names CUDA IPC exports or imports: the process
+ * shares device memory with others, which a move of its GPU state alone
+ * would part (the whole job moves together: whole.c). err says so. */
+static int shares_memory(const struct migrate_opts *o, int dirfd, const char *name, char *err)
+{
+	char why[SNAP_ERRLEN];
+	struct snap_reader *r = snap_reader_open(dirfd, name, why);
+	const Cicada__Manifest *m = r ? snap_reader_manifest(r) : NULL;
+	int shares = m && (m->n_ipc_exports || m->n_ipc_imports);
+
+	for (size_t i = 0; m && !shares && i < m->n_vmm_allocations; i++)
+		shares = m->vmm_allocations[i]->has_imported;
+	if (r)
+		snap_reader_close(r);
+	if (shares)
+		snprintf(err, WIRE_ERRLEN, "process %d shares device memory with other processes (CUDA IPC): its GPU "
+			 "state cannot move without them; move the whole job (without --gpu-only)", o->pid);
+	return shares;
+}
+
 /* With pre-copy, to another node's server (--accept-migrations): rounds
  * of the device memory go to a worker there that loads them while the
  * program runs; then the session pauses, the source writes only what
@@ -92,7 +112,7 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 	target_session(o, src, dst);
 	if (last[0])
 		snprintf(src->parent, sizeof(src->parent), "../%s/%s", last, name);
-	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err))
+	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err) || shares_memory(o, st.fd, name, err))
 		goto out;
 	r->dump_s = migrate_now() - *frozen;
 	if (send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err))
@@ -135,9 +155,10 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 		rc = -1;
 		target_session(o, &src, &dst);
 		snprintf(r->target, sizeof(r->target), "%s", dst.server);
-		if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err))
-			goto out;
 		snapshot_name(o->pid, name, sizeof(name));
+		if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err) ||
+		    shares_memory(o, st.fd, name, err))
+			goto out;
 		snapshot_sizes(st.fd, name, &device, &stored);
 		r->wire_bytes = dir_bytes(st.fd, 0);
 		r->state_bytes = r->wire_bytes - stored + device;

@@ -153,6 +153,9 @@ static void print_text(const Cicada__Manifest *m)
 		       snap_size_str(size, sizeof(size), m->arena_size));
 	if (m->has_current_ctx)
 		printf("current context  %llu\n", (unsigned long long)m->current_ctx);
+	if (m->n_ipc_exports || m->n_ipc_imports)
+		printf("CUDA IPC         %016llx: %zu exported, %zu opened of other processes\n",
+		       (unsigned long long)m->ipc_owner, m->n_ipc_exports, m->n_ipc_imports);
 	text_memory(m, &t);
 	printf("images           %zu, %s\n", m->n_images, snap_size_str(size, sizeof(size), t.image));
 	for (size_t i = 0; i < m->n_images; i++)
@@ -242,6 +245,8 @@ static void print_json(const Cicada__Manifest *m)
 	json_str("created", time_str(when, sizeof(when), m->created_unix_ns, "%Y-%m-%dT%H:%M:%SZ"), ",\n");
 	if (m->gpu)
 		json_gpu(m->gpu);
+	printf("  \"ipc\": {\"owner\": %llu, \"exports\": %zu, \"imports\": %zu},\n",
+	       (unsigned long long)m->ipc_owner, m->n_ipc_exports, m->n_ipc_imports);
 	json_memory(m, &t);
 	json_lists(m);
 	printf("}\n");

@@ -32,9 +32,11 @@ static int span_ok(uint64_t va, uint64_t size)
 
 static int check_top(const Cicada__Manifest *m, char *err)
 {
-	if (m->format_version != SNAP_FORMAT_VERSION)
-		return snap_fail(err, "manifest says format version %u, its header %u",
-				 m->format_version, SNAP_FORMAT_VERSION);
+	if (m->format_version < SNAP_FORMAT_OLDEST || m->format_version > SNAP_FORMAT_VERSION)
+		return snap_fail(err, "manifest says format version %u; this build reads %u to %u",
+				 m->format_version, SNAP_FORMAT_OLDEST, SNAP_FORMAT_VERSION);
+	if (m->format_version < 2 && (m->has_ipc_owner || m->n_ipc_exports || m->n_ipc_imports))
+		return snap_fail(err, "manifest of format version %u names CUDA IPC handles", m->format_version);
 	if (!m->producer || !text_ok(m->producer))
 		return snap_fail(err, "manifest producer is not printable text");
 	if (m->gpu && m->gpu->name && !text_ok(m->gpu->name))
@@ -135,6 +137,8 @@ static int check_vmm(const Cicada__Manifest *m, char *err)
 		if (!a->size || a->prop.len != SNAP_VMM_PROP_SIZE)
 			return snap_fail(err, "manifest allocation property %zu is not %u bytes", i,
 					 SNAP_VMM_PROP_SIZE);
+		if (a->has_imported && (a->imported.len != SNAP_IPC_HANDLE_SIZE || m->format_version < 2))
+			return snap_fail(err, "manifest allocation %zu: an import token of %zu bytes", i, a->imported.len);
 		if (!a->handle != !a->held || a->held > SNAP_MAX_ENTRIES)
 			return snap_fail(err, "manifest allocation %zu: %u references to handle %llu", i, a->held,
 					 (unsigned long long)a->handle);
@@ -149,6 +153,22 @@ static int check_vmm(const Cicada__Manifest *m, char *err)
 	for (size_t i = 0; i < m->n_vmm_access; i++)
 		if (!span_ok(m->vmm_access[i]->va, m->vmm_access[i]->size))
 			return snap_fail(err, "manifest access range %zu is empty or wraps", i);
+	return 0;
+}
+
+/* CUDA IPC entries: 64-byte handles. */
+static int check_ipc(const Cicada__Manifest *m, char *err)
+{
+	for (size_t i = 0; i < m->n_ipc_exports; i++)
+		if (m->ipc_exports[i]->handle.len != SNAP_IPC_HANDLE_SIZE)
+			return snap_fail(err, "manifest IPC export %zu is %zu bytes, not %u", i,
+					 m->ipc_exports[i]->handle.len, SNAP_IPC_HANDLE_SIZE);
+	for (size_t i = 0; i < m->n_ipc_imports; i++)
+		if (m->ipc_imports[i]->handle.len != SNAP_IPC_HANDLE_SIZE)
+			return snap_fail(err, "manifest IPC import %zu is %zu bytes, not %u", i,
+					 m->ipc_imports[i]->handle.len, SNAP_IPC_HANDLE_SIZE);
+	if ((m->n_ipc_exports || m->n_ipc_imports) && (!m->has_ipc_owner || !m->ipc_owner))
+		return snap_fail(err, "manifest names CUDA IPC handles but no owner");
 	return 0;
 }
 
@@ -186,7 +206,7 @@ static int check_piece(const Cicada__Manifest *m, size_t i, char *err)
 int snap_manifest_check(const Cicada__Manifest *m, char *err)
 {
 	if (check_top(m, err) || check_data(m, err) || check_images(m, err) ||
-	    check_records(m, err) || check_spans(m, err) || check_vmm(m, err))
+	    check_records(m, err) || check_spans(m, err) || check_vmm(m, err) || check_ipc(m, err))
 		return -1;
 	for (size_t i = 0; i < m->n_pieces; i++)
 		if (check_piece(m, i, err))
@@ -227,9 +247,9 @@ static int check_header(const uint8_t *b, size_t len, char *err)
 	if (len < SNAP_HEADER_SIZE)
 		return snap_fail(err, "manifest truncated (%zu bytes, the header alone is %u)",
 				 len, SNAP_HEADER_SIZE);
-	if (snap_get_le(b + 8, 4) != SNAP_FORMAT_VERSION)
-		return snap_fail(err, "snapshot format version %llu is not supported (this build reads %d)",
-				 (unsigned long long)snap_get_le(b + 8, 4), SNAP_FORMAT_VERSION);
+	if (snap_get_le(b + 8, 4) < SNAP_FORMAT_OLDEST || snap_get_le(b + 8, 4) > SNAP_FORMAT_VERSION)
+		return snap_fail(err, "snapshot format version %llu is not supported (this build reads %d to %d)",
+				 (unsigned long long)snap_get_le(b + 8, 4), SNAP_FORMAT_OLDEST, SNAP_FORMAT_VERSION);
 	if (snap_get_le(b + 12, 4) != SNAP_HEADER_SIZE)
 		return snap_fail(err, "manifest header size %llu, expected %u",
 				 (unsigned long long)snap_get_le(b + 12, 4), SNAP_HEADER_SIZE);

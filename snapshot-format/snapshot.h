@@ -23,7 +23,8 @@
 #include <stdint.h>
 #include "manifest.pb-c.h"
 
-#define SNAP_FORMAT_VERSION 1
+#define SNAP_FORMAT_VERSION 2            /* what this build writes */
+#define SNAP_FORMAT_OLDEST 1             /* the oldest it reads (1: no CUDA IPC) */
 #define SNAP_DIR_NAME "cicada-gpu"        /* the default snapshot name */
 #define SNAP_NAME_LEN 200                 /* longest snapshot name */
 #define SNAP_ERRLEN 256
@@ -31,6 +32,7 @@
 #ifndef CICADA_VERSION
 #define CICADA_VERSION "0.1"
 #endif
+#define SNAP_IPC_HANDLE_SIZE 64u          /* a CUDA IPC handle (IpcEntry) */
 #define SNAP_VMM_PROP_SIZE 32u            /* sizeof(CUmemAllocationProp) */
 #define SNAP_PRODUCER "cicada " CICADA_VERSION   /* the manifest's producer */
 

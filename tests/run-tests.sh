@@ -28,8 +28,8 @@ nvml trace handshake tls allow-list session-owner server-dirs module-cache unrea
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
-multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc
-torch-shm torch-tcp torch-cr torch-cr-node
+multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
+torch-shm torch-tcp torch-cr torch-cr-node torch-cr-share
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-big"
 MODE=cpu SELECT=()
 for a in "$@"; do

@@ -40,16 +40,18 @@ cr_launch() {
 		>"$CR_OUT" 2>"$CR_OUT.err" &
 	CR_PID=$!
 	disown $CR_PID
-	wait_for "^step 2 " "$CR_OUT" 60
+	wait_for "^step 2 " "$CR_OUT" 60 || return 1
+	[ -z "${CR_PIDFILE:-}" ] || CR_PID=$(cat "$CR_PIDFILE")       # (a reaper's command)
 }
 
 # cr_dump DIR [criu options]: checkpoints $CR_PID into DIR, within
-# CR_DEADLINE seconds.
+# CR_DEADLINE seconds (CR_DUMP_OPTS: more criu options).
 cr_dump() {
 	local dir=$1; shift
 	mkdir -p "$dir"
+	# shellcheck disable=SC2086  # the options' words
 	DEADLINE_LOG=$dir/dump.log deadline "$CR_DEADLINE" \
-		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 "$@" 2>>"$dir/criu.err"
+		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 ${CR_DUMP_OPTS:-} "$@" 2>>"$dir/criu.err"
 }
 
 # cr_restore DIR [env...]: restores DIR; criu stays in the background as

@@ -72,13 +72,3 @@ CUresult CUDAAPI cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction
 }
 
 
-/* Events are the process's own here: no interprocess events. */
-CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult CUDAAPI cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}

@@ -6,7 +6,9 @@
  * cuEventElapsedTime needs.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "fakecuda.h"
 
 struct stream {
@@ -179,6 +181,38 @@ CUresult cuEventSynchronize(CUevent e)
 CUresult cuEventQuery(CUevent e)
 {
 	return check_event(e);
+}
+
+/* Interprocess events. The stand-in runs work as it is issued, so an event
+ * is complete once recorded: the process that opens a handle gets an
+ * interprocess event of its own. The handle names the exporter's pid and
+ * event, as the driver's does. */
+struct ipc_event {
+	char magic[8];
+	uint64_t pid;
+	uint64_t event;
+	char pad[40];
+};
+_Static_assert(sizeof(struct ipc_event) == sizeof(CUipcEventHandle), "an event handle is 64 bytes");
+
+CUresult cuIpcGetEventHandle(CUipcEventHandle *handle, CUevent ev)
+{
+	struct ipc_event h = { .magic = "FCIPCEV", .pid = (uint64_t)getpid(), .event = (uint64_t)(uintptr_t)ev };
+	unsigned need = CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING;
+
+	TRY(check_event(ev));
+	CHECK_ARG(handle && (((struct event *)ev)->flags & need) == need);
+	memcpy(handle, &h, sizeof(h));
+	return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenEventHandle(CUevent *pe, CUipcEventHandle handle)
+{
+	struct ipc_event h;
+
+	memcpy(&h, &handle, sizeof(h));
+	CHECK_ARG(pe && !memcmp(h.magic, "FCIPCEV", 8) && h.event);
+	return cuEventCreate(pe, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
 }
 
 CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)

@@ -18,12 +18,14 @@
 #   migrate-gpu   gpu-migrate --to local --gpu 1 moves a running program's GPU
 #                 state to another GPU of the node; output identical
 #   ipc           ipc_pair: two processes of one server share device memory
-#                 (and on a GPU an interprocess event) through CUDA IPC
-#                 handles; natively on a GPU, against its expected lines on
-#                 the stand-in (whose driver has no IPC of its own); and
+#                 and an interprocess event through CUDA IPC handles;
+#                 natively on a GPU, against its expected lines on the
+#                 stand-in (whose driver has no IPC of its own); and
 #                 vmm_share: VMM memory passed as a file descriptor, as
-#                 NCCL passes its buffers, identical to native; a process
-#                 holding another's memory cannot be checkpointed
+#                 NCCL passes its buffers, identical to native
+#   cr-ipc        the two processes of ipc_pair, and of vmm_share, checkpointed
+#                 together mid-run and restored; gpu-migrate --gpu-only of
+#                 one of them is refused
 
 MG_ENV=""
 [ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
@@ -187,15 +189,14 @@ mg_migrate_local() {
 
 # The two processes of ipc_pair, through Cicada over each transport.
 mg_ipc() {
-	local ref=$T/ipc.native tr arg=""
+	local ref=$T/ipc.native tr arg=events
 	if [ "$MODE" = gpu ]; then
-		arg=events
 		env $DRIVER_ENV timeout 120 "$PROGS/ipc_pair" $arg >"$ref" 2>"$ref.err" ||
 			{ bad "ipc_pair natively"; tail -3 "$ref.err"; return; }
 	else
-		printf '%s\n' "parent: 2097152 values of 7, handed to a child" "child: a damaged handle is refused" \
-			"child: every value is the parent's: yes" "child: added one to each, closed the handle" \
-			"parent: sees the child's writes: yes" done >"$ref"
+		printf '%s\n' "parent: 2097152 values of 7, handed to a child with an interprocess event" \
+			"child: a damaged handle is refused" "child: every value is the parent's: yes" \
+			"child: added one to each, closed the handle" "parent: sees the child's writes: yes" done >"$ref"
 	fi
 	for tr in shm unix tcp; do
 		deadline 120 env $(mg_env "$tr") "$PROGS/ipc_pair" $arg >"$T/ipc.$tr" 2>"$T/ipc.$tr.err"
@@ -220,21 +221,51 @@ mg_ipc() {
 	done
 }
 
-# A process that has another's memory open cannot be checkpointed: the
-# dump is refused with one line, and both processes go on to their end.
+# The two processes of a job sharing device memory through CUDA IPC are
+# checkpointed together while the child holds what the parent shared, and
+# restored. ipc_pair: the child holds the parent's buffer and event open,
+# then opens the handle of a second buffer, made before the dump;
+# vmm_share: the child maps the parent's VMM memory (its handle let go).
+# Both processes end with each other's writes.
 mg_ipc_cr() {
-	local dir=$T/ckpt.ipc child
-	env $(mg_env shm) timeout -k 5 120 setsid "$PROGS/ipc_pair" hold </dev/null >"$T/ipc.hold" 2>"$T/ipc.hold.err" &
-	local parent=$!
-	wait_for "^child: holding" "$T/ipc.hold" 30 || { kill -9 $parent; return 1; }
-	child=$(pgrep -f "ipc_pair --child .* hold" | head -n 1)
-	CR_PID=$child cr_dump "$dir" && { kill -9 $parent; return 1; }
-	grep -q "maps another process's device memory (CUDA IPC)" "$dir/criu.err" "$dir/dump.log" || { kill -9 $parent; return 1; }
-	wait $parent && grep -q "parent: sees the child's writes: yes" "$T/ipc.hold"
+	local prog=$1 dir=$T/ckpt.$1 child before
+	shift
+	printf '%s\n' "$@" >"$CR_REF"
+	CR_OUT=$T/$prog.hold
+	before=$(grep -c "opened again the CUDA IPC\|imported again the VMM" "$T/mg.log")
+	env $(mg_env shm) setsid "$PROGS/$prog" hold </dev/null >"$CR_OUT" 2>"$CR_OUT.err" &
+	CR_PID=$!
+	wait_for "^child: holding" "$CR_OUT" 30 || { kill -9 $CR_PID; return 1; }
+	child=$(pgrep -P "$CR_PID" -f "$prog --child")
+	# the GPU state of one of them alone is not moved: refused, both go on
+	CICADA_TOKEN_FILE=$T/token deadline 60 "$B/bin/gpu-migrate" "$child" --to local --gpu 0 --work-dir "$T" \
+		>"$dir.mig" 2>&1 && { echo "     gpu-migrate --gpu-only moved one process of the pair"; kill -9 $CR_PID; return 1; }
+	grep -q "shares device memory with other processes (CUDA IPC)" "$dir.mig" ||
+		{ cat "$dir.mig"; kill -9 $CR_PID; return 1; }
+	cr_dump "$dir" || { kill -9 $CR_PID; return 1; }
+	wait $CR_PID 2>/dev/null                 # (the restore needs both pids free: not even zombies)
+	for _ in $(seq 100); do [ -e "/proc/$child" ] || break; sleep 0.05; done
+	cr_restore "$dir" || return 1
+	cr_finished && [ "$(grep -c "opened again the CUDA IPC\|imported again the VMM" "$T/mg.log")" -gt "$before" ]
+}
+
+mg_ipc_pair_cr() {
+	mg_ipc_cr ipc_pair "parent: 2097152 values of 7, handed to a child with an interprocess event" \
+		"child: a damaged handle is refused" "child: every value is the parent's: yes" "child: holding" \
+		"child: every value of the second buffer is the parent's: yes" \
+		"child: added one to each, closed the handle" "parent: sees the child's writes: yes" \
+		"parent: sees the child's writes to the second buffer: yes" done
+}
+
+mg_vmm_share_cr() {
+	[ -s "$T/vmm_share.native" ] || env $DRIVER_ENV timeout 120 "$PROGS/vmm_share" >"$T/vmm_share.native" 2>/dev/null
+	mg_ipc_cr vmm_share "$(head -n 1 "$T/vmm_share.native")" "child: a descriptor that is no export is refused" \
+		"child: every value is the parent's: yes" "child: holding" "child: added one to each, let go of the memory" \
+		"parent: sees the child's writes: yes" done
 }
 
 run_multigpu_tests() {
-	want multi-gpu || want gpu-visible || want cr-multi-gpu || want migrate-gpu || want ipc || return
+	want multi-gpu || want gpu-visible || want cr-multi-gpu || want migrate-gpu || want ipc || want cr-ipc || return
 	start_server mg $((PORT + 50)) "$MG_ENV" || { bad "the multi-GPU server did not start"; return; }
 	mg_native || { bad "multi_gpu natively"; tail -3 "$T/mg.native.err"; return; }
 	want multi-gpu && mg_same_as_native
@@ -249,8 +280,12 @@ run_multigpu_tests() {
 		echo "note migrate-gpu: one GPU here; a move to another GPU needs two"
 	fi
 	want ipc && mg_ipc
-	want ipc && wants_cr_ok && cr_case "a process with another's memory open (CUDA IPC): its dump is refused, saying why; both go on" \
-		"$T/ckpt.ipc" mg_ipc_cr
+	want cr-ipc && wants_cr_ok && CR_REF=$T/ipc_pair.hold.ref cr_case \
+		"two processes sharing memory and an event by CUDA IPC: --gpu-only refused, checkpointed mid-run, restored, both end right" \
+		"$T/ckpt.ipc_pair" mg_ipc_pair_cr
+	want cr-ipc && wants_cr_ok && CR_REF=$T/vmm_share.hold.ref cr_case \
+		"two processes sharing VMM memory by file descriptor (NCCL's way): --gpu-only refused, checkpointed, restored, both end right" \
+		"$T/ckpt.vmm_share" mg_vmm_share_cr
 }
 
 # criu works here (the checkpoint tests' own check).

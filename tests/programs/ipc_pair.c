@@ -5,9 +5,11 @@
  * the child opens it, checks every value, adds one to each with a kernel
  * and closes it; the parent then sees the child's writes. With "events"
  * an interprocess event, recorded by the child after its kernel, is what
- * the parent waits on. A damaged handle must be refused. With "hold" the
- * child keeps the memory open for 20 s after "child: holding" (a test
- * tries to checkpoint it meanwhile), then goes on.
+ * the parent waits on. A damaged handle must be refused. With "hold" (a
+ * test checkpoints both processes meanwhile and restores them) the child
+ * opens the buffer and the event, says "child: holding" and sleeps 20 s;
+ * then it opens a second buffer's handle, which the parent made before
+ * the hold, and goes on with both.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +68,24 @@ static int all(CUdeviceptr d, unsigned want)
 	return ok;
 }
 
-static int child(const char *mem_text, const char *ev_text, int hold)
+/* The second buffer's handle, opened after the hold: 9 in each value,
+ * and one added. */
+static void second(const char *text)
+{
+	CUipcMemHandle h;
+	CUdeviceptr d2;
+	int n = (int)N;
+	void *args[] = { &d2, &n };
+
+	unhex(text, &h, sizeof(h));
+	CHECK(cuIpcOpenMemHandle(&d2, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	printf("child: every value of the second buffer is the parent's: %s\n", all(d2, 9) ? "yes" : "NO");
+	CHECK(cuLaunchKernel(inc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuCtxSynchronize());
+	CHECK(cuIpcCloseMemHandle(d2));
+}
+
+static int child(const char *mem_text, const char *ev_text, const char *mem2_text)
 {
 	CUipcMemHandle h, bad;
 	CUipcEventHandle eh;
@@ -77,6 +96,10 @@ static int child(const char *mem_text, const char *ev_text, int hold)
 
 	start("ipc_pair child");
 	context();
+	if (ev_text) {                       /* (before the memory, as PyTorch does) */
+		unhex(ev_text, &eh, sizeof(eh));
+		CHECK(cuIpcOpenEventHandle(&ev, eh));
+	}
 	unhex(mem_text, &h, sizeof(h));
 	bad = h;
 	for (size_t i = 0; i < sizeof(bad.reserved); i++)
@@ -85,14 +108,11 @@ static int child(const char *mem_text, const char *ev_text, int hold)
 	       "refused" : "ACCEPTED");
 	CHECK(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 	printf("child: every value is the parent's: %s\n", all(d, 7) ? "yes" : "NO");
-	if (hold) {
+	if (mem2_text) {
 		printf("child: holding\n");
 		fflush(stdout);
 		sleep(20);
-	}
-	if (ev_text) {
-		unhex(ev_text, &eh, sizeof(eh));
-		CHECK(cuIpcOpenEventHandle(&ev, eh));
+		second(mem2_text);
 	}
 	CHECK(cuLaunchKernel(inc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
 	if (ev) {
@@ -107,24 +127,30 @@ static int child(const char *mem_text, const char *ev_text, int hold)
 
 int main(int argc, char **argv)
 {
-	int events = argc > 1 && !strcmp(argv[1], "events"), hold = argc > 1 && !strcmp(argv[1], "hold");
+	int hold = argc > 1 && !strcmp(argv[1], "hold"), events = hold || (argc > 1 && !strcmp(argv[1], "events"));
 	int n = (int)N, status;
 	char mem_text[2 * sizeof(CUipcMemHandle) + 1], ev_text[2 * sizeof(CUipcEventHandle) + 1];
-	unsigned v = 7;
+	char mem2_text[2 * sizeof(CUipcMemHandle) + 1];
+	unsigned v = 7, v2 = 9;
 	CUipcMemHandle h;
 	CUipcEventHandle eh;
-	CUdeviceptr d;
+	CUdeviceptr d, d2 = 0;
 	CUevent ev = NULL;
 	pid_t pid;
-	void *args[] = { &d, &v, &n };
+	void *args[] = { &d, &v, &n }, *args2[] = { &d2, &v2, &n };
 
 	if (argc > 2 && !strcmp(argv[1], "--child"))
-		return child(argv[2], argc > 3 && strcmp(argv[3], "hold") ? argv[3] : NULL,
-			     argc > 3 && !strcmp(argv[3], "hold"));
+		return child(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
 	start("ipc_pair");
 	context();
 	CHECK(cuMemAlloc(&d, N * 4));
 	CHECK(cuLaunchKernel(fill, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	if (hold) {
+		CHECK(cuMemAlloc(&d2, N * 4));
+		CHECK(cuLaunchKernel(fill, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args2, NULL));
+		CHECK(cuIpcGetMemHandle(&h, d2));
+		hex(&h, sizeof(h), mem2_text);
+	}
 	CHECK(cuCtxSynchronize());
 	CHECK(cuIpcGetMemHandle(&h, d));
 	hex(&h, sizeof(h), mem_text);
@@ -136,8 +162,8 @@ int main(int argc, char **argv)
 	printf("parent: %u values of 7, handed to a child%s\n", N, events ? " with an interprocess event" : "");
 	fflush(stdout);
 	if ((pid = fork()) == 0) {
-		execl("/proc/self/exe", argv[0], "--child", mem_text, events ? ev_text : hold ? "hold" : (char *)NULL,
-		      (char *)NULL);
+		execl("/proc/self/exe", argv[0], "--child", mem_text, events ? ev_text : (char *)NULL,
+		      hold ? mem2_text : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
@@ -145,7 +171,11 @@ int main(int argc, char **argv)
 	if (ev)
 		CHECK(cuEventSynchronize(ev));
 	printf("parent: sees the child's writes: %s\n", all(d, 8) ? "yes" : "NO");
+	if (hold)
+		printf("parent: sees the child's writes to the second buffer: %s\n", all(d2, 10) ? "yes" : "NO");
 	CHECK(cuMemFree(d));
+	if (hold)
+		CHECK(cuMemFree(d2));
 	printf("done\n");
 	return 0;
 }

@@ -6,7 +6,10 @@
  * (this program again) over a unix socket; the child imports it
  * (cuMemImportFromShareableHandle), maps it, checks every value and adds
  * one to each with a kernel; the parent then sees the child's writes. A
- * descriptor that is no export must be refused.
+ * descriptor that is no export must be refused. With "hold" (a test
+ * checkpoints both processes meanwhile and restores them) the child lets
+ * go of its handle once the memory is mapped, says "child: holding" and
+ * sleeps 20 s before its kernel.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -100,7 +103,7 @@ static int recv_fd(int sock)
 	return fd;
 }
 
-static int child(int sock, size_t size)
+static int child(int sock, size_t size, int hold)
 {
 	CUmemAllocationProp prop = { 0 };
 	CUmemGenericAllocationHandle h, bad;
@@ -120,13 +123,20 @@ static int child(int sock, size_t size)
 	close(fd);
 	va = map(h, size, g);
 	printf("child: every value is the parent's: %s\n", all(va, n, 7) ? "yes" : "NO");
+	if (hold) {
+		CHECK(cuMemRelease(h));      /* the mapping keeps the memory */
+		printf("child: holding\n");
+		fflush(stdout);
+		sleep(20);
+	}
 	ni = (int)n;
 	args[0] = &va;
 	args[1] = &ni;
 	CHECK(cuLaunchKernel(inc, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, NULL, args, NULL));
 	CHECK(cuCtxSynchronize());
 	CHECK(cuMemUnmap(va, size));
-	CHECK(cuMemRelease(h));
+	if (!hold)
+		CHECK(cuMemRelease(h));
 	CHECK(cuMemAddressFree(va, size));
 	printf("child: added one to each, let go of the memory\n");
 	return 0;
@@ -145,7 +155,7 @@ int main(int argc, char **argv)
 	void *args[3];
 
 	if (argc > 3 && !strcmp(argv[1], "--child"))
-		return child(atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10));
+		return child(atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10), argc > 4);
 	start("vmm_share");
 	context();
 	g = granularity(&prop);
@@ -168,7 +178,8 @@ int main(int argc, char **argv)
 	snprintf(sz, sizeof(sz), "%zu", size);
 	if ((pid = fork()) == 0) {
 		close(sv[0]);
-		execl("/proc/self/exe", argv[0], "--child", arg, sz, (char *)NULL);
+		execl("/proc/self/exe", argv[0], "--child", arg, sz, argc > 1 && !strcmp(argv[1], "hold") ? "hold" : NULL,
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);

@@ -32,7 +32,7 @@ if ! "$B/tests/snapshot/test_snapshot" sample "$T"; then
 	exit 1
 fi
 
-CHECK='grep -q "^format version   1$" <<<"$out" && grep -q "^pieces  *6 " <<<"$out" &&
+CHECK='grep -q "^format version   2$" <<<"$out" && grep -q "^pieces  *6 " <<<"$out" &&
        grep -q "cuModuleLoadData" <<<"$out" && grep -q "^images  *2," <<<"$out"'
 expect inspect 0 "$TOOL" inspect "$T"
 expect inspect_snapshot_dir 0 "$TOOL" inspect "$T/cicada-gpu"

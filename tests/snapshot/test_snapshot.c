@@ -518,7 +518,7 @@ static const char *damaged(const char *name, void (*damage)(int fd), const char 
 
 static void cut_manifest(int fd) { cut(fd, SNAP SNAP_MANIFEST_NAME, 5); }
 static void bad_magic(int fd) { patch(fd, SNAP SNAP_MANIFEST_NAME, 0, "CICADAXX", 8); }
-static void version_2(int fd) { patch(fd, SNAP SNAP_MANIFEST_NAME, 8, "\2", 1); }
+static void version_3(int fd) { patch(fd, SNAP SNAP_MANIFEST_NAME, 8, "\3", 1); }
 static void flip_manifest(int fd) { flip(fd, SNAP SNAP_MANIFEST_NAME, 40); }
 static void cut_image(int fd) { cut(fd, SNAP "module-000000000000000b0000000000000002.bin", 1); }
 
@@ -532,9 +532,9 @@ static const char *t_wrong_magic(void)
 	return damaged("magic", bad_magic, "not a Cicada GPU snapshot");
 }
 
-static const char *t_header_version_2(void)
+static const char *t_header_version_3(void)
 {
-	return damaged("version", version_2, "snapshot format version 2 is not supported (this build reads 1)");
+	return damaged("version", version_3, "snapshot format version 3 is not supported (this build reads 1 to 2)");
 }
 
 static const char *t_manifest_bit_flip(void)
@@ -595,6 +595,35 @@ static const char *parse_refused(Cicada__Manifest *m, const char *want)
 	return NULL;
 }
 
+/* CUDA IPC entries: 64-byte handles, an owner, and format version 2. */
+static const char *ipc_refused(Cicada__Manifest *m)
+{
+	uint8_t handle[SNAP_IPC_HANDLE_SIZE] = { 0 };
+	Cicada__IpcEntry e = CICADA__IPC_ENTRY__INIT, *es[1] = { &e };
+	const char *res;
+
+	e.handle.data = handle;
+	e.handle.len = 10;
+	m->n_ipc_imports = 1;
+	m->ipc_imports = es;
+	m->has_ipc_owner = 1;
+	m->ipc_owner = 7;
+	if ((res = parse_refused(m, "IPC import 0 is 10 bytes")))
+		return res;
+	e.handle.len = sizeof(handle);
+	m->ipc_owner = 0;
+	if ((res = parse_refused(m, "no owner")))
+		return res;
+	m->ipc_owner = 7;
+	m->format_version = 1;
+	if ((res = parse_refused(m, "format version 1 names CUDA IPC")))
+		return res;
+	m->format_version = SNAP_FORMAT_VERSION;
+	m->n_ipc_imports = 0;
+	m->has_ipc_owner = 0;
+	return NULL;
+}
+
 static const char *t_invalid_manifests(void)
 {
 	Cicada__ModuleImage im = CICADA__MODULE_IMAGE__INIT, *ims[1] = { &im };
@@ -639,6 +668,10 @@ static const char *t_invalid_manifests(void)
 	m.n_pieces = 0;
 	m.data_file = "../device-memory.img";
 	if ((res = parse_refused(&m, "expected device-memory.img")))
+		return res;
+	m.data_file = SNAP_DATA_NAME;
+	m.data_size = 100;
+	if ((res = ipc_refused(&m)))
 		return res;
 	CHECK(!snap_manifest_parse("CICADAGS", 8, err) && refused(err, "truncated"), "short header: %s", err);
 	CHECK(!snap_manifest_parse("", 0, err) && refused(err, "not a Cicada"), "empty: %s", err);
@@ -1243,7 +1276,7 @@ static const struct {
 	{ "truncated_data_file", t_truncated_data_file },
 	{ "truncated_manifest", t_truncated_manifest },
 	{ "wrong_magic", t_wrong_magic },
-	{ "header_version_2", t_header_version_2 },
+	{ "header_version_3", t_header_version_3 },
 	{ "manifest_bit_flip", t_manifest_bit_flip },
 	{ "image_size_wrong", t_image_size_wrong },
 	{ "corrupted_image", t_corrupted_image },

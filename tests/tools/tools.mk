@@ -10,7 +10,11 @@ $(TOOLS_DIR)/wire_abuse: tests/tools/wire_abuse.c $(WIRE_LIB) $(GEN)/cicada.h nv
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
 
-all: $(TOOLS_DIR)/fault_client $(TOOLS_DIR)/wire_abuse
+$(TOOLS_DIR)/reaper: tests/tools/reaper.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
+
+all: $(TOOLS_DIR)/fault_client $(TOOLS_DIR)/wire_abuse $(TOOLS_DIR)/reaper
 
 # The never-crash sweep: callers generated from cuda.h for every exported
 # driver function (wire/gen-driver.py sweep).

@@ -14,8 +14,14 @@
 #   with the weights of a run never interrupted, bit for bit.
 # torch-cr-node: the same over TCP, restored on another node (a network
 #   namespace with its own server).
+# torch-cr-share: the share workload (a CUDA tensor handed by
+#   torch.multiprocessing to a spawned process, which writes it in turn
+#   with its parent) is dumped by criu mid-way, both processes with it,
+#   its server is killed, and both are restored into a new server; the
+#   tensor ends as in a run never interrupted.
 # Python is TORCH_PYTHON (default python3); without torch the tests say so
-# and are skipped.
+# and are skipped. TORCH_WORKLOADS names the workloads torch-shm and
+# torch-tcp run (default all).
 
 TORCH_PY=${TORCH_PYTHON:-python3}
 TORCH_W=$ROOT/tests/torch/workloads.py
@@ -25,7 +31,8 @@ TORCH_STEP_MS=150
 # torch_compare TRANSPORT: one verdict per workload, against the native run.
 torch_compare() {
 	local tr=$1 out=$T/torch.$1 name line
-	deadline 600 env $(cicada_env "$tr") CICADA_LOG=info "$TORCH_PY" "$TORCH_W" >"$out" 2>"$out.err"
+	# shellcheck disable=SC2086  # the names
+	deadline 600 env $(cicada_env "$tr") CICADA_LOG=info "$TORCH_PY" "$TORCH_W" ${TORCH_WORKLOADS:-} >"$out" 2>"$out.err"
 	while read -r name line; do
 		[ "$name" = workloads ] && continue
 		case $line in
@@ -44,15 +51,28 @@ torch_compare() {
 	grep -qx "workloads done" "$out" || { bad "torch workloads over $tr did not run to their end"; tail -3 "$out.err"; }
 }
 
+torch_cr_share() {
+	local CR_REF=$T/torch.share.ref
+	deadline 300 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" share-train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||
+		{ bad "torch share natively"; tail -3 "$CR_REF.err"; return; }
+	# the processes multiprocessing starts must be reaped once criu kills
+	# them, so that their pids are free for the restore: tests/tools/reaper
+	CR_PIDFILE=$T/torchshare.pid CR_TAG=torchshare CR_PORTS=44 cr_case \
+		"PyTorch processes sharing a CUDA tensor (torch.multiprocessing) dumped mid-way, server killed, restored: same tensor" \
+		"$T/ckpt.torchshare" cr_server_killed "$B/tests/tools/reaper" "$T/torchshare.pid" "$TORCH_PY" "$TORCH_W" \
+		share-train "$TORCH_STEPS" "$TORCH_STEP_MS"
+}
+
 run_torch_tests() {
 	[ "$MODE" = gpu ] || return
-	{ want torch-shm || want torch-tcp || want torch-cr || want torch-cr-node; } || return
+	{ want torch-shm || want torch-tcp || want torch-cr || want torch-cr-node || want torch-cr-share; } || return
 	if ! timeout 120 "$TORCH_PY" -c "import torch, transformers" 2>/dev/null; then
 		echo "skip torch tests: $TORCH_PY cannot import torch and transformers"
 		return
 	fi
 	if want torch-shm || want torch-tcp; then
-		deadline 600 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" >"$T/torch.native" 2>"$T/torch.native.err"
+		# shellcheck disable=SC2086
+		deadline 600 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" ${TORCH_WORKLOADS:-} >"$T/torch.native" 2>"$T/torch.native.err"
 		if ! grep -qx "workloads done" "$T/torch.native"; then
 			bad "torch workloads natively did not run to their end"; tail -3 "$T/torch.native.err"
 		else
@@ -60,6 +80,7 @@ run_torch_tests() {
 			want torch-tcp && torch_compare tcp
 		fi
 	fi
+	want torch-cr-share && torch_cr_share
 	want torch-cr || want torch-cr-node || return
 	CR_REF=$T/torch.train.ref
 	deadline 300 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||

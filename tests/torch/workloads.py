@@ -8,6 +8,9 @@
 #   python3 workloads.py train STEPS MS   CNN training that prints "step N
 #       loss" after every step and sleeps MS ms between steps, then "done
 #       DIGEST": the program that the checkpoint tests dump mid-way.
+#   python3 workloads.py share-train STEPS MS   the share workload, printing
+#       "step N sum" after every step and sleeping MS ms between steps,
+#       then "done DIGEST": what the checkpoint tests dump mid-way.
 #   python3 workloads.py bench SECONDS    CNN steps/s and decode tokens/s.
 #   python3 workloads.py ddp-worker       one rank of the ddp workload (torchrun
 #       starts two: one process per GPU, NCCL between them).
@@ -227,10 +230,57 @@ def ddp_worker():
     dist.destroy_process_group()
 
 
+def share_child(conn):
+    # the other process of share: updates the parent's tensor in place
+    w = conn.recv()
+    while True:
+        i = conn.recv()
+        if i is None:
+            break
+        with torch.no_grad():
+            w.mul_(0.5).add_(torch.tanh(w @ w.t()) * 0.01 + i)
+        torch.cuda.synchronize()
+        conn.send(i)
+
+
+def share(steps=10, ms=0, verbose=False):
+    # torch.multiprocessing: a CUDA tensor handed to a spawned process (CUDA
+    # IPC memory and event handles) through a pipe, written by both in turn
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    torch.manual_seed(0)
+    w = torch.randn(256, 256, device="cuda")
+    conn, theirs = ctx.Pipe()
+    p = ctx.Process(target=share_child, args=(theirs,))
+    p.start()
+    try:
+        conn.send(w)
+        for i in range(steps):
+            conn.send(i)
+            if not conn.poll(120):
+                raise RuntimeError("the other process did not answer")
+            conn.recv()
+            with torch.no_grad():
+                w.mul_(0.99)
+            s = w.sum().item()
+            if verbose:
+                print("step %d sum=%.6f" % (i, s), flush=True)
+            time.sleep(ms / 1000.0)
+        conn.send(None)
+        p.join(timeout=120)
+    finally:
+        if p.is_alive():
+            p.kill()
+    if p.exitcode != 0:
+        raise RuntimeError("the other process failed (exit %s)" % p.exitcode)
+    return digest([w])
+
+
 WORKLOADS = {"randn": randn, "cnn": cnn, "amp-bf16": lambda: cnn(20, torch.bfloat16),
              "amp-fp16": lambda: cnn(20, torch.float16), "gpt-decode": gpt_decode, "gpt-train": gpt_train,
              "compile": compiled, "graphs": graphs, "events": events, "mapped": mapped,
-             "expandable": expandable, "nvml": nvml, "two-gpus": two_gpus, "nccl": nccl, "ddp": ddp}
+             "expandable": expandable, "nvml": nvml, "share": share, "two-gpus": two_gpus, "nccl": nccl,
+             "ddp": ddp}
 
 
 def run(names):
@@ -289,6 +339,8 @@ if __name__ == "__main__":
     a = sys.argv[1:]
     if a[:1] == ["train"]:
         train(int(a[1]), int(a[2]))
+    elif a[:1] == ["share-train"]:
+        print("done %s" % share(int(a[1]), int(a[2]), True), flush=True)
     elif a[:1] == ["bench"]:
         bench(float(a[1]))
     elif a[:1] == ["ddp-worker"]:
