@@ -64,14 +64,12 @@ static void release_target(struct gpu_session *dst)
 static int shares_memory(const struct migrate_opts *o, int dirfd, const char *name, char *err)
 {
 	char why[SNAP_ERRLEN];
-	struct snap_reader *r = snap_reader_open(dirfd, name, why);
-	const Cicada__Manifest *m = r ? snap_reader_manifest(r) : NULL;
+	Cicada__Manifest *m = snap_manifest_load(dirfd, name, why);     /* (the process is frozen) */
 	int shares = m && (m->n_ipc_exports || m->n_ipc_imports);
 
 	for (size_t i = 0; m && !shares && i < m->n_vmm_allocations; i++)
 		shares = m->vmm_allocations[i]->has_imported;
-	if (r)
-		snap_reader_close(r);
+	snap_manifest_free(m);
 	if (shares)
 		snprintf(err, WIRE_ERRLEN, "process %d shares device memory with other processes (CUDA IPC): its GPU "
 			 "state cannot move without them; move the whole job (without --gpu-only)", o->pid);

@@ -94,6 +94,23 @@ static int load_manifest(struct snap_reader *r, const char *name, char *err)
 	return r->m ? 0 : -1;
 }
 
+Cicada__Manifest *snap_manifest_load(int dirfd, const char *name, char *err)
+{
+	Cicada__Manifest *m = NULL;
+	void *buf;
+	size_t len;
+	int fd;
+
+	if (!(name = snap_dir_name(name, err)) || (fd = snap_open_dir(dirfd, name, err)) < 0)
+		return NULL;
+	if (!snap_read_file(fd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err)) {
+		m = snap_manifest_parse(buf, len, err);
+		free(buf);
+	}
+	close(fd);
+	return m;
+}
+
 static int cmp_va(const void *key, const void *elem)
 {
 	uint64_t va = *(const uint64_t *)key, pva = (*(Cicada__Piece *const *)elem)->va;

@@ -146,6 +146,9 @@ void snap_reader_close(struct snap_reader *r);
 /* Parses and validates a manifest file's bytes (header included); free
  * the result with snap_manifest_free. Safe on any input. */
 Cicada__Manifest *snap_manifest_parse(const void *buf, size_t len, char *err);
+/* The manifest of snapshot name under dirfd alone: neither its data nor
+ * its parents are opened (a quick look; a restore opens a reader). */
+Cicada__Manifest *snap_manifest_load(int dirfd, const char *name, char *err);
 void snap_manifest_free(Cicada__Manifest *m);
 
 /* --- moving a snapshot over a connection (remote gpu-servers) --- */

@@ -682,7 +682,7 @@ static const char *t_invalid_manifests(void)
 static const char *t_commit_replaces(void)
 {
 	char err[SNAP_ERRLEN];
-	Cicada__Manifest m = CICADA__MANIFEST__INIT;
+	Cicada__Manifest m = CICADA__MANIFEST__INIT, *lm;
 	struct device d;
 	struct snap_reader *r;
 	struct snap_writer *w;
@@ -700,6 +700,10 @@ static const char *t_commit_replaces(void)
 	CHECK(r, "open: %s", err);
 	CHECK(snap_reader_manifest(r)->n_images == 1 && !snap_reader_manifest(r)->n_pieces, "old snapshot still there");
 	snap_reader_close(r);
+	lm = snap_manifest_load(fd, NULL, err);      /* the manifest alone */
+	CHECK(lm && lm->n_images == 1 && !lm->n_pieces, "manifest load: %s", lm ? "wrong manifest" : err);
+	snap_manifest_free(lm);
+	CHECK(!snap_manifest_load(fd, "no-such-snapshot", err) && err[0], "loaded a manifest that is not there");
 	close(fd);
 	return NULL;
 }
