@@ -30,7 +30,7 @@ cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental 
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-cr torch-cr-node torch-cr-share
-migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-big"
+migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-ipc migrate-big"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in

@@ -30,6 +30,8 @@ wait_for() {
 # cr_launch TRANSPORT SERVER [PROGRAM ARGS...]: starts a program (default
 # cr_pattern) through Cicada as its own session leader, output in
 # $T/cr.N.out; sets CR_PID and CR_OUT. CR_LIBS: more library folders.
+# CR_PIDFILE: the program is tests/tools/reaper, which writes there the pid
+# of the command it runs: CR_PID is that.
 cr_launch() {
 	local tr=$1 srv=$2
 	shift 2
@@ -41,17 +43,16 @@ cr_launch() {
 	CR_PID=$!
 	disown $CR_PID
 	wait_for "^step 2 " "$CR_OUT" 60 || return 1
-	[ -z "${CR_PIDFILE:-}" ] || CR_PID=$(cat "$CR_PIDFILE")       # (a reaper's command)
+	[ -z "${CR_PIDFILE:-}" ] || CR_PID=$(cat "$CR_PIDFILE")       # (tests/tools/reaper's command)
 }
 
 # cr_dump DIR [criu options]: checkpoints $CR_PID into DIR, within
-# CR_DEADLINE seconds (CR_DUMP_OPTS: more criu options).
+# CR_DEADLINE seconds.
 cr_dump() {
 	local dir=$1; shift
 	mkdir -p "$dir"
-	# shellcheck disable=SC2086  # the options' words
 	DEADLINE_LOG=$dir/dump.log deadline "$CR_DEADLINE" \
-		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 ${CR_DUMP_OPTS:-} "$@" 2>>"$dir/criu.err"
+		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 "$@" 2>>"$dir/criu.err"
 }
 
 # cr_restore DIR [env...]: restores DIR; criu stays in the background as

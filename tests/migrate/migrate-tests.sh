@@ -247,6 +247,21 @@ mig_big() {
 # gpu-migrate dies after the target restored the copy, before its go: the
 # copy there is ended (its GPU session too), and the application (its
 # guard resumes it) finishes on A: it never runs twice.
+# A job of two processes sharing device memory (ipc_pair: CUDA IPC memory
+# and an event, the child holding them open) moves whole to B: both
+# processes and both GPU states; there the child opens them again and
+# both end as if never moved.
+mig_ipc() {
+	ipc_pair_hold_lines >"$T/mig-ipc.ref"
+	CR_OUT=$T/mig-ipc.out
+	env $(cicada_env shm main) setsid "$PROGS/ipc_pair" hold </dev/null >"$CR_OUT" 2>"$CR_OUT.err" &
+	CR_PID=$!
+	wait_for "^child: holding" "$CR_OUT" 30 || { kill -9 $CR_PID; return 1; }
+	migrate "$CR_PID" --to "${MIG_ADDR_b#tcp:}" || { kill -9 $CR_PID; return 1; }
+	wait $CR_PID 2>/dev/null
+	CR_REF=$T/mig-ipc.ref cr_finished && mig_nothing_left && grep -q "opened again the CUDA IPC" "$T/mig-b.log"
+}
+
 mig_nogo() {
 	mig_launch || return 1
 	CICADA_MIGRATE_FAULT=nogo migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
@@ -298,6 +313,8 @@ run_migrate_tests() {
 		mig_killed
 	want migrate-killed && mig_case "gpu-migrate dead before the go: the copy on B is ended, the application finishes on A" \
 		mig_nogo
+	want migrate-ipc && mig_case "gpu-migrate: a job of two processes sharing device memory by CUDA IPC moves whole to B, both end right" \
+		mig_ipc
 	[ "$MODE" = gpu ] && want migrate-big && mig_case "gpu-migrate: 8 GiB, a tenth rewritten while it moves, between two servers on the GPU, output identical" \
 		mig_big
 	[ "$MODE" = gpu ] && want migrate-big && mig_case "gpu-migrate --gpu-only: the GPU state of 8 GiB, a tenth rewritten while it moves, output identical" \

@@ -249,12 +249,19 @@ mg_ipc_cr() {
 	cr_finished && [ "$(grep -c "opened again the CUDA IPC\|imported again the VMM" "$T/mg.log")" -gt "$before" ]
 }
 
-mg_ipc_pair_cr() {
-	mg_ipc_cr ipc_pair "parent: 2097152 values of 7, handed to a child with an interprocess event" \
+# What `ipc_pair hold` prints, wherever it runs (also migrate-ipc's).
+ipc_pair_hold_lines() {
+	printf '%s\n' "parent: 2097152 values of 7, handed to a child with an interprocess event" \
 		"child: a damaged handle is refused" "child: every value is the parent's: yes" "child: holding" \
 		"child: every value of the second buffer is the parent's: yes" \
 		"child: added one to each, closed the handle" "parent: sees the child's writes: yes" \
 		"parent: sees the child's writes to the second buffer: yes" done
+}
+
+mg_ipc_pair_cr() {
+	local lines
+	mapfile -t lines < <(ipc_pair_hold_lines)
+	mg_ipc_cr ipc_pair "${lines[@]}"
 }
 
 mg_vmm_share_cr() {
