@@ -25,7 +25,8 @@
 #                 NCCL passes its buffers, identical to native
 #   cr-ipc        the two processes of ipc_pair, and of vmm_share, checkpointed
 #                 together mid-run and restored; gpu-migrate --gpu-only of
-#                 one of them is refused
+#                 one of them is refused; the child restored alone is
+#                 refused (its exporter is gone) and ends
 
 MG_ENV=""
 [ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
@@ -264,6 +265,31 @@ mg_ipc_pair_cr() {
 	mg_ipc_cr ipc_pair "${lines[@]}"
 }
 
+# The child of ipc_pair alone is dumped (--leave-running) while it holds
+# its parent's memory open; both are killed; the child alone is restored:
+# its exporter is gone, so its reattach is refused after CICADA_IPC_WAIT
+# with one line naming what it had opened, and the restored child fails
+# at its next CUDA call (the end of its hold) rather than running on
+# without the memory.
+mg_ipc_orphan() {
+	local dir=$T/ckpt.ipc-orphan out=$T/ipc-orphan.out child
+	env $(mg_env shm) setsid "$PROGS/ipc_pair" hold </dev/null >"$out" 2>"$out.err" &
+	CR_PID=$!
+	wait_for "^child: holding" "$out" 30 || { kill -9 $CR_PID; return 1; }
+	child=$(pgrep -P "$CR_PID" -f "ipc_pair --child")
+	CR_PID=$child cr_dump "$dir" --leave-running || { kill -9 $CR_PID; return 1; }
+	kill -9 "$child" "$CR_PID"
+	wait "$CR_PID" 2>/dev/null
+	for _ in $(seq 100); do [ -e "/proc/$child" ] || break; sleep 0.05; done
+	cr_restore "$dir" || return 1
+	wait_for "refused the connection: cannot open again the CUDA IPC .* of session .*: its process is gone" \
+		"$out.err" 20 || return 1
+	for _ in $(seq 600); do [ -e "/proc/$child" ] && [ "$(awk '{ print $3 }' "/proc/$child/stat" 2>/dev/null)" != Z ] ||
+		break; sleep 0.05; done
+	cr_gone "$child" || { kill -9 "$child"; echo "     the restored child runs on"; return 1; }
+	! grep -q "child: added one" "$out"
+}
+
 mg_vmm_share_cr() {
 	[ -s "$T/vmm_share.native" ] || env $DRIVER_ENV timeout 120 "$PROGS/vmm_share" >"$T/vmm_share.native" 2>/dev/null
 	mg_ipc_cr vmm_share "$(head -n 1 "$T/vmm_share.native")" "child: a descriptor that is no export is refused" \
@@ -273,7 +299,8 @@ mg_vmm_share_cr() {
 
 run_multigpu_tests() {
 	want multi-gpu || want gpu-visible || want cr-multi-gpu || want migrate-gpu || want ipc || want cr-ipc || return
-	start_server mg $((PORT + 50)) "$MG_ENV" || { bad "the multi-GPU server did not start"; return; }
+	# (a restored importer waits 3 s for its exporter: mg_ipc_orphan)
+	start_server mg $((PORT + 50)) "$MG_ENV CICADA_IPC_WAIT=3" || { bad "the multi-GPU server did not start"; return; }
 	mg_native || { bad "multi_gpu natively"; tail -3 "$T/mg.native.err"; return; }
 	want multi-gpu && mg_same_as_native
 	want gpu-visible && mg_visible_tests
@@ -290,6 +317,9 @@ run_multigpu_tests() {
 	want cr-ipc && wants_cr_ok && CR_REF=$T/ipc_pair.hold.ref cr_case \
 		"two processes sharing memory and an event by CUDA IPC: --gpu-only refused, checkpointed mid-run, restored, both end right" \
 		"$T/ckpt.ipc_pair" mg_ipc_pair_cr
+	want cr-ipc && wants_cr_ok && cr_case \
+		"a process restored without the process whose memory it had open: refused with one line, it ends" \
+		"$T/ckpt.ipc-orphan" mg_ipc_orphan
 	want cr-ipc && wants_cr_ok && CR_REF=$T/vmm_share.hold.ref cr_case \
 		"two processes sharing VMM memory by file descriptor (NCCL's way): --gpu-only refused, checkpointed, restored, both end right" \
 		"$T/ckpt.vmm_share" mg_vmm_share_cr

@@ -9,7 +9,8 @@
  * test checkpoints both processes meanwhile and restores them) the child
  * opens the buffer and the event, says "child: holding" and sleeps 20 s;
  * then it opens a second buffer's handle, which the parent made before
- * the hold, and goes on with both.
+ * the hold, and goes on with both. The holding child leads a session of
+ * its own, so that criu may dump it alone.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,8 @@ static int child(const char *mem_text, const char *ev_text, const char *mem2_tex
 	void *args[] = { &d, &n };
 
 	start("ipc_pair child");
+	if (mem2_text)
+		setsid();                    /* a session of its own: a test dumps it alone */
 	context();
 	if (ev_text) {                       /* (before the memory, as PyTorch does) */
 		unhex(ev_text, &eh, sizeof(eh));
