@@ -302,10 +302,12 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	}
 	if (worker_quiesce(w, err))
 		return -1;
-	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m) || ipc_save(w, &p.m)) {
+	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m)) {
 		snprintf(err, SNAP_ERRLEN, "out of memory");
 		goto out;
 	}
+	if (ipc_save(w, &p.m, err))
+		goto out;
 	gpu_info(w, &p.gpu, p.gpu_name, sizeof(p.gpu_name), &p.uuid);
 	p.m.gpu = &p.gpu;
 	p.m.gpu_count = (uint32_t)w->ngpus;

@@ -46,6 +46,7 @@ struct worker {
 	CUresult pending;                    /* first error of a pipelined call */
 	struct handle_entry *handles;
 	unsigned nhandles, cap_handles;
+	void (*on_forget)(struct worker *w, enum handle_kind kind, uint64_t id);   /* handles_on_forget */
 	struct host_region regions[MAX_HOST_REGIONS];
 	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
 	CUcontext base_ctx;                  /* device 0's primary, for copies */
@@ -95,6 +96,7 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real);
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id);
 void handle_forget(struct worker *w, uint64_t id);
 void handle_set(struct worker *w, uint64_t id, void *real);
+void handles_on_forget(struct worker *w, void (*hook)(struct worker *w, enum handle_kind kind, uint64_t id));
 uint64_t handle_find(struct worker *w, enum handle_kind kind, const void *real);
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id);
 
@@ -353,7 +355,7 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 /* ipc.c, ipc_save.c: CUDA IPC between the clients of one server, and
  * through checkpoints */
 void ipc_end(void);
-int ipc_save(struct worker *w, struct Cicada__Manifest *m);
+int ipc_save(struct worker *w, struct Cicada__Manifest *m, char *err);
 void ipc_save_free(struct Cicada__Manifest *m);
 int ipc_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
 int ipc_resume(struct worker *w, char *err);

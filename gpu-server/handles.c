@@ -149,10 +149,19 @@ void handle_set(struct worker *w, uint64_t id, void *real)
 		w->handles[id - HANDLE_BASE].real = real;
 }
 
+/* hook learns of every id let go, before its slot is free (one hook: ipc.c's). */
+void handles_on_forget(struct worker *w, void (*hook)(struct worker *w, enum handle_kind kind, uint64_t id))
+{
+	w->on_forget = hook;
+}
+
 void handle_forget(struct worker *w, uint64_t id)
 {
-	if (id >= HANDLE_BASE && id - HANDLE_BASE < w->nhandles)
-		w->handles[id - HANDLE_BASE].kind = H_FREE;
+	if (id < HANDLE_BASE || id - HANDLE_BASE >= w->nhandles)
+		return;
+	if (w->on_forget && w->handles[id - HANDLE_BASE].kind != H_FREE)
+		w->on_forget(w, w->handles[id - HANDLE_BASE].kind, id);
+	w->handles[id - HANDLE_BASE].kind = H_FREE;
 }
 
 void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id)

@@ -14,6 +14,8 @@
 #define IPC_MAGIC "CICADA01"                 /* arena memory (cuIpcGetMemHandle) */
 #define VMM_MAGIC "CICADAVM"                 /* VMM memory (cuMemExportToShareableHandle) */
 #define EVENT_MAGIC "CICADAEV"               /* an interprocess event (cuIpcGetEventHandle) */
+#define IPC_BASE 0x380000000000ull           /* the import region, 56 TiB: above the application's VMM (vmm.c) */
+#define IPC_SIZE (1ull << 42)
 #define VMM_KEY (1ull << 63)                 /* export keys of VMM allocations */
 #define EVENT_KEY (1ull << 62)               /* and of events */
 
@@ -52,6 +54,7 @@ struct import {
 	uint64_t event;                      /* events: the id the client holds */
 	CUevent real;
 	int pending;                         /* restored: opened again when the client comes */
+	int alone;                           /* an event its exporter let go of: this process's own */
 };
 
 struct ipc_state {
@@ -73,6 +76,8 @@ extern struct ipc_state ipc;
 uint64_t ipc_owner(void);
 CUresult ipc_export_add(struct worker *w, const struct export *e, const uint8_t *secret, struct ipc_handle *h);
 int ipc_fetch(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventHandle *eh, const char **why);
+int ipc_probe(struct worker *w, const struct ipc_handle *h, const char **why);
+void ipc_watch(struct worker *w);
 CUresult ipc_reserve(void);
 CUresult ipc_map(struct worker *w, CUmemGenericAllocationHandle mh, const struct ipc_handle *h, uint64_t va);
 

@@ -36,12 +36,11 @@
 #include <unistd.h>
 #include "ipc-internal.h"
 
-#define IPC_BASE 0x380000000000ull           /* 56 TiB: above the application's VMM (vmm.c) */
-#define IPC_SIZE (1ull << 42)
-
 struct ipc_request {
 	uint64_t va, size;                   /* the export's key and size (an event's: 0) */
 	uint8_t secret[16];
+	uint32_t probe;                      /* only whether a restore could export it again */
+	uint32_t pad;
 };
 
 struct ipc_state ipc = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -81,13 +80,14 @@ static void forget(struct worker *w, uint64_t va)
 	pthread_mutex_unlock(&ipc.lock);
 }
 
-/* One request: the memory as a descriptor, or an event's driver handle. */
+/* One request: the memory as a descriptor, or an event's driver handle;
+ * or (a probe) whether it is here still, as a restore could export it. */
 static void serve_one(int c)
 {
 	struct ipc_request q;
 	CUipcEventHandle eh = { { 0 } };
 	int32_t status = -1;
-	int fd = -1, event = 0;
+	int fd = -1, event = 0, here = 0;
 
 	if (wire_recv_all(c, &q, sizeof(q)))
 		return;
@@ -96,6 +96,9 @@ static void serve_one(int c)
 		const struct export *e = &ipc.ex[i];
 		if (e->key != q.va || e->size != q.size || memcmp(e->secret, q.secret, 16))
 			continue;
+		here = !(e->key & VMM_KEY) || e->local;      /* a VMM export whose handle went is not */
+		if (q.probe)
+			break;
 		if (e->fd >= 0)
 			fd = dup(e->fd);
 		else
@@ -103,8 +106,10 @@ static void serve_one(int c)
 		break;
 	}
 	pthread_mutex_unlock(&ipc.lock);
-	status = fd >= 0 || event ? 0 : -1;
-	if (!wire_send_all(c, &status, sizeof(status))) {
+	status = fd >= 0 || event || (q.probe && here) ? 0 : -1;
+	if (q.probe) {
+		wire_send_all(c, &status, sizeof(status));
+	} else if (!wire_send_all(c, &status, sizeof(status))) {
 		if (fd >= 0)
 			wire_send_fd(c, fd);
 		else if (event)
@@ -176,17 +181,22 @@ void ipc_end(void)
 		unlink(ipc.path);
 }
 
-/* The memory or event a handle names, from its exporter: *fd (memory) or
- * *eh (events). 0; -2 if the exporter is not there (gone, not restored
- * yet, or another server's); -1 if it refused. why says which. */
-int ipc_fetch(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventHandle *eh, const char **why)
+/* Asks the exporter for what h names: *fd (memory) or *eh (events), or
+ * with fd NULL whether it has it still. 0; -2 if the exporter is not
+ * there (gone, not restored yet, or another server's); -1 if it refused.
+ * why says which. */
+static int ask(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventHandle *eh, const char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ipc_request q = { .va = h->va, .size = h->size };
+	struct ipc_request q = { .va = h->va, .size = h->size, .probe = !fd };
+	int event = !memcmp(h->magic, EVENT_MAGIC, 8);
 	int32_t status = -1;
 	int s, rc = -1;
 
-	*fd = -1;
+	if (fd)
+		*fd = -1;
+	if (fd && event && !eh)
+		return *why = "not a handle of memory", -1;
 	memcpy(q.secret, h->secret, sizeof(q.secret));
 	socket_path(w, h->owner, sa.sun_path, sizeof(sa.sun_path));
 	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
@@ -195,12 +205,54 @@ int ipc_fetch(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventH
 		*why = "its process is gone, or it is another server's", rc = -2;
 	else if (wire_send_all(s, &q, sizeof(q)) || wire_recv_all(s, &status, sizeof(status)) || status)
 		*why = "the exporting process no longer has it";
-	else if (!memcmp(h->magic, EVENT_MAGIC, 8) ? wire_recv_all(s, eh, sizeof(*eh)) : (*fd = wire_recv_fd(s)) < 0)
+	else if (fd && (event ? wire_recv_all(s, eh, sizeof(*eh)) : (*fd = wire_recv_fd(s)) < 0))
 		*why = "it did not arrive";
 	else
 		rc = 0;
 	close(s);
 	return rc;
+}
+
+int ipc_fetch(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventHandle *eh, const char **why)
+{
+	return ask(w, h, fd, eh, why);
+}
+
+int ipc_probe(struct worker *w, const struct ipc_handle *h, const char **why)
+{
+	return ask(w, h, NULL, NULL, why);
+}
+
+/* handles.c's hook: an event the client destroyed is neither exported nor
+ * imported any more; a VMM allocation whose handle the client let go
+ * cannot be found again by a restore (its export stays for importers
+ * meanwhile, as the driver keeps it). */
+static void let_go(struct worker *w, enum handle_kind kind, uint64_t id)
+{
+	for (unsigned i = 0; kind == H_EVENT && i < ipc.nim;) {
+		if (ipc.im[i].event == id)
+			ipc.im[i] = ipc.im[--ipc.nim];
+		else
+			i++;
+	}
+	pthread_mutex_lock(&ipc.lock);
+	for (unsigned i = 0; i < ipc.nex;) {
+		struct export *e = &ipc.ex[i];
+		if (kind == H_EVENT && e->key == (EVENT_KEY | id)) {
+			*e = ipc.ex[--ipc.nex];
+			continue;
+		}
+		if (kind == H_VMM && e->key & VMM_KEY && e->local == id)
+			e->local = 0;
+		i++;
+	}
+	pthread_mutex_unlock(&ipc.lock);
+}
+
+/* The hook, once the session exports or imports anything. */
+void ipc_watch(struct worker *w)
+{
+	handles_on_forget(w, let_go);
 }
 
 /* --- the exporting side --- */
@@ -221,6 +273,7 @@ CUresult ipc_export_add(struct worker *w, const struct export *e, const uint8_t 
 	struct export n = *e, *old;
 	CUresult err = CUDA_SUCCESS;
 
+	ipc_watch(w);
 	if (start_listening(w)) {
 		log_warn("client %s: cannot open the IPC socket in %s: %s", w->peer, w->run_dir, strerror(errno));
 		err = CUDA_ERROR_OPERATING_SYSTEM;
@@ -400,20 +453,26 @@ CUresult ipc_reserve(void)
 	return CUDA_SUCCESS;
 }
 
-/* Maps imported memory mh at va, accessible from the client's GPUs. */
+/* Maps imported memory mh at va, accessible from the client's GPUs (the
+ * handle's GPU number is the exporter's at the time: the memory's own
+ * properties say where it is now). */
 CUresult ipc_map(struct worker *w, CUmemGenericAllocationHandle mh, const struct ipc_handle *h, uint64_t va)
 {
 	CUmemAccessDesc access[CICADA_MAX_GPUS];
+	CUmemAllocationProp prop;
+	CUdevice dev = h->device;
 	CUresult err;
 
 	if ((err = ipc_reserve()))
 		return err;
+	if (!cuMemGetAllocationPropertiesFromHandle(&prop, mh) && prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+		dev = prop.location.id;
 	if ((err = cuMemMap(va, h->size, 0, mh, 0))) {
 		log_info("client %s: cannot map imported memory at 0x%llx: error %d", w->peer, (unsigned long long)va, err);
 		return err;
 	}
-	if ((err = cuMemSetAccess(va, h->size, access, devmem_access(w, h->device, access)))) {
-		log_info("client %s: cannot give access to imported memory (GPU %d): error %d", w->peer, h->device, err);
+	if ((err = cuMemSetAccess(va, h->size, access, devmem_access(w, dev, access)))) {
+		log_info("client %s: cannot give access to imported memory (GPU %d): error %d", w->peer, (int)dev, err);
 		cuMemUnmap(va, h->size);
 	}
 	return err;
@@ -524,6 +583,7 @@ CUresult hand_ipc_open_event_handle(struct worker *w, void *args, void *res)
 		cuEventDestroy(im.real);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	ipc_watch(w);
 	ipc.im[ipc.nim++] = im;
 	return one_scalar(r, im.event);
 }

@@ -47,14 +47,9 @@ static struct ipc_handle export_handle(const struct export *e)
 	return h;
 }
 
-/* Whether event id is still the event real (the client may have destroyed it). */
-static int event_alive(struct worker *w, uint64_t id, CUevent real)
-{
-	void *now;
-
-	return !handle_get(w, H_EVENT, id, &now) && now == real;
-}
-
+/* What a restore can export again: events and arena memory are dropped
+ * from the table when they go (let_go, forget); a VMM allocation whose
+ * handle the client let go cannot be found again. */
 static int save_exports(struct worker *w, Cicada__Manifest *m)
 {
 	int rc = 0;
@@ -63,8 +58,10 @@ static int save_exports(struct worker *w, Cicada__Manifest *m)
 	for (unsigned i = 0; !rc && i < ipc.nex; i++) {
 		const struct export *e = &ipc.ex[i];
 		struct ipc_handle h = export_handle(e);
-		if (e->key & EVENT_KEY && !event_alive(w, e->local, e->event))
+		if (e->key & VMM_KEY && !e->local) {
+			log_info("client %s: a VMM export whose handle was let go is not in the checkpoint", w->peer);
 			continue;
+		}
 		if (!entry(&m->ipc_exports, &m->n_ipc_exports, &h, e->local))
 			rc = -1;
 	}
@@ -72,23 +69,46 @@ static int save_exports(struct worker *w, Cicada__Manifest *m)
 	return rc;
 }
 
-/* Fills the manifest's IPC fields (ipc_save_free frees them). */
-int ipc_save(struct worker *w, Cicada__Manifest *m)
+/* An import, asking its exporter whether a restore of it could export it
+ * again: memory that it cannot refuses the checkpoint (its bytes are in no
+ * snapshot); an event becomes this process's own (it is complete now,
+ * and no other process can record it again). */
+static int save_import(struct worker *w, Cicada__Manifest *m, const struct import *im, char *err)
+{
+	const char *why = "";
+	Cicada__IpcEntry *e;
+	int gone = !im->pending && !im->alone && ipc_probe(w, &im->from, &why);
+
+	if (gone && !im->event) {
+		snprintf(err, WIRE_ERRLEN, "the application maps device memory another process no longer shares "
+			 "(CUDA IPC: %s); close that handle first", why);
+		return -1;
+	}
+	if (!(e = entry(&m->ipc_imports, &m->n_ipc_imports, &im->from, im->event ? im->event : im->va))) {
+		snprintf(err, WIRE_ERRLEN, "out of memory");
+		return -1;
+	}
+	e->alone = gone || im->alone;
+	e->has_alone = 1;
+	return 0;
+}
+
+/* Fills the manifest's IPC fields (ipc_save_free frees them); -1 with err
+ * if the session cannot be checkpointed. */
+int ipc_save(struct worker *w, Cicada__Manifest *m, char *err)
 {
 	if (!ipc.nex && !ipc.nim)
 		return 0;
 	m->ipc_owner = ipc_owner();
 	m->has_ipc_owner = 1;
 	if (!(m->ipc_exports = calloc(ipc.nex + 1, sizeof(void *))) ||
-	    !(m->ipc_imports = calloc(ipc.nim + 1, sizeof(void *))) || save_exports(w, m))
+	    !(m->ipc_imports = calloc(ipc.nim + 1, sizeof(void *))) || save_exports(w, m)) {
+		snprintf(err, WIRE_ERRLEN, "out of memory");
 		return -1;
-	for (unsigned i = 0; i < ipc.nim; i++) {
-		const struct import *im = &ipc.im[i];
-		if (im->event && !im->pending && !event_alive(w, im->event, im->real))
-			continue;
-		if (!entry(&m->ipc_imports, &m->n_ipc_imports, &im->from, im->event ? im->event : im->va))
-			return -1;
 	}
+	for (unsigned i = 0; i < ipc.nim; i++)
+		if (save_import(w, m, &ipc.im[i], err))
+			return -1;
 	return 0;
 }
 
@@ -136,17 +156,33 @@ static CUresult export_again(struct worker *w, const struct ipc_handle *h, uint6
 	return ipc_export_add(w, &e, h->secret, &out);
 }
 
-/* An import to open again: memory keeps its place in the import region;
- * an event's id is bound now, to an event that stands in until then. */
-static int import_later(struct worker *w, const struct ipc_handle *h, uint64_t local, char *err)
+/* Whether imported memory [va, va + h->size) fits the import region,
+ * beside what is there already. */
+static int place_ok(const struct ipc_handle *h, uint64_t va)
 {
-	struct import im = { .from = *h, .pending = 1 };
+	if (!h->size || h->offset >= h->size || h->size > IPC_SIZE || va < IPC_BASE || va - IPC_BASE > IPC_SIZE - h->size)
+		return 0;
+	for (unsigned i = 0; i < ipc.nim; i++)
+		if (!ipc.im[i].event && va < ipc.im[i].va + ipc.im[i].from.size && ipc.im[i].va < va + h->size)
+			return 0;
+	return 1;
+}
+
+/* An import to open again: memory keeps its place in the import region;
+ * an event's id is bound now, to an event that stands in until then (or
+ * for good, alone: its exporter had let go of it). */
+static int import_later(struct worker *w, const struct ipc_handle *h, uint64_t local, int alone, char *err)
+{
+	struct import im = { .from = *h, .pending = !alone, .alone = alone };
 	uint64_t id;
 
 	if (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)))
 		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
 	if (!memcmp(h->magic, EVENT_MAGIC, 8)) {
 		im.event = local;
+		if (local < HANDLE_BASE || local - HANDLE_BASE >= (1u << 24))
+			return snprintf(err, SNAP_ERRLEN, "the snapshot names an IPC event of id %llu",
+					(unsigned long long)local), -1;
 		if (cuEventCreate(&im.real, CU_EVENT_DISABLE_TIMING))
 			return snprintf(err, SNAP_ERRLEN, "cannot create an event"), -1;
 		w->replay_id = local;
@@ -156,8 +192,11 @@ static int import_later(struct worker *w, const struct ipc_handle *h, uint64_t l
 			cuEventDestroy(im.real);
 			return snprintf(err, SNAP_ERRLEN, "event handle %llu is taken", (unsigned long long)local), -1;
 		}
-	} else if (!memcmp(h->magic, IPC_MAGIC, 8)) {
+	} else if (!memcmp(h->magic, IPC_MAGIC, 8) && !alone) {
 		im.va = local;
+		if (!place_ok(h, local))
+			return snprintf(err, SNAP_ERRLEN, "the snapshot maps imported memory outside the import region, "
+					"or over other imports (0x%llx)", (unsigned long long)local), -1;
 		if (ipc_reserve())
 			return snprintf(err, SNAP_ERRLEN, "cannot reserve the CUDA IPC import region"), -1;
 		if (local + h->size > ipc.next)
@@ -186,9 +225,10 @@ int ipc_restore(struct worker *w, const Cicada__Manifest *m, char *err)
 	}
 	for (size_t i = 0; i < m->n_ipc_imports; i++) {
 		memcpy(&h, m->ipc_imports[i]->handle.data, sizeof(h));
-		if (import_later(w, &h, m->ipc_imports[i]->local, err))
+		if (import_later(w, &h, m->ipc_imports[i]->local, m->ipc_imports[i]->alone, err))
 			return -1;
 	}
+	ipc_watch(w);
 	return 0;
 }
 

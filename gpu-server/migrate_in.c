@@ -456,21 +456,21 @@ static void release_restored(const struct incoming *in, int dirfd, pid_t pid)
 
 /* The restored copy runs only on gpu-migrate's go ('c', answered 'k'),
  * which comes once the source is sure to end; without it (the link broke,
- * gpu-migrate died) the copy is ended, and the source goes on. */
+ * gpu-migrate died) the copy is ended, and the source goes on. Either
+ * goes to the whole tree, whose processes may lead sessions of their own. */
 static void start_or_end(struct incoming *in, int dirfd, pid_t pid)
 {
 	struct pollfd p = { .fd = in->fd, .events = POLLIN };
-	pid_t who = getpgid(pid) == pid ? -pid : pid;
 	char c = 0;
 
 	if (poll(&p, 1, 30000) == 1 && read(in->fd, &c, 1) == 1 && c == 'c') {
-		kill(who, SIGCONT);
+		wire_signal_tree(pid, SIGCONT);
 		c = 'k';
 		if (send(in->fd, &c, 1, MSG_NOSIGNAL) != 1)
 			log_warn("migration from %s: the go was not acknowledged, but pid %d runs", in->peer, (int)pid);
 		return;
 	}
-	kill(who, SIGKILL);
+	wire_signal_tree(pid, SIGKILL);
 	log_warn("migration from %s: no go from gpu-migrate; the restored pid %d is ended", in->peer, (int)pid);
 	release_restored(in, dirfd, pid);
 }

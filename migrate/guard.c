@@ -5,10 +5,9 @@
  * guard (success, or a failure it handled itself), the guard waits until
  * no criu holds the process any more and sends its tree SIGCONT: the
  * application goes on where it was, and its GPU session resumes on the
- * source. signal_tree signals a process and its descendants, the tree
- * criu dumps.
+ * source; then it removes gpu-migrate's staging directory, so that no
+ * image stays behind.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,37 +19,6 @@
 #include "migrate.h"
 
 static int guard_fd = -1;
-
-static void signal_children(int pid, int sig, int depth)
-{
-	char path[64], line[4096], *save;
-	FILE *f;
-	DIR *d;
-	struct dirent *e;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	if (depth > 64 || !(d = opendir(path)))
-		return;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, e->d_name);
-		if (!(f = fopen(path, "r")))
-			continue;
-		if (fgets(line, sizeof(line), f))
-			for (char *t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
-				signal_children(atoi(t), sig, depth + 1);
-		fclose(f);
-	}
-	closedir(d);
-	kill(pid, sig);
-}
-
-/* sig to pid and every descendant (children first). */
-void signal_tree(int pid, int sig)
-{
-	signal_children(pid, sig, 0);
-}
 
 /* The process's state letter and whether something traces it (criu). */
 static int proc_state(int pid, char *state, int *traced)
@@ -83,12 +51,12 @@ static void resume_when_free(int pid)
 		if (!traced && state != 'T' && state != 't' && i > 0)
 			return;
 		if (!traced)
-			signal_tree(pid, SIGCONT);
+			wire_signal_tree(pid, SIGCONT);
 		usleep(200000);
 	}
 }
 
-int guard_start(int pid, char *err)
+int guard_start(int pid, struct staging *st, char *err)
 {
 	int p[2];
 	pid_t g;
@@ -112,8 +80,11 @@ int guard_start(int pid, char *err)
 		setsid();                    /* outlives a kill of gpu-migrate's group */
 		if (fork() > 0)
 			_exit(0);
-		if (read(p[0], &c, 1) != 1)
+		if (read(p[0], &c, 1) != 1) {
 			resume_when_free(pid);
+			st->fd = -1;         /* (closed above) */
+			staging_remove(st);
+		}
 		_exit(0);
 	}
 	close(p[0]);

@@ -75,8 +75,7 @@ int precopy(const struct migrate_opts *o, const struct staging *st, const int *f
 	    char *last, char *err);
 
 /* guard.c */
-int guard_start(int pid, char *err);
+int guard_start(int pid, struct staging *st, char *err);
 void guard_disarm(void);
-void signal_tree(int pid, int sig);
 
 #endif

@@ -342,13 +342,13 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 		fds[k] = -1;
 	fds[0] = fd;
 	if (streams_open(o, key, fds, r, err) || staging_make(o->work_dir, &st, err) ||
-	    precopy(o, &st, fds, r, last, err) || guard_start(o->pid, err))
+	    precopy(o, &st, fds, r, last, err) || guard_start(o->pid, &st, err))
 		goto out;
 	if (last[0])
 		setenv("CICADA_SNAPSHOT_PARENT", last, 1);      /* the plugin's parent: the last round */
 	frozen = migrate_now();
 	if (dump(o, &st, fds, r, &gpu_sent, err)) {
-		signal_tree(o->pid, SIGCONT);  /* criu resumes it; a killed criu did not */
+		wire_signal_tree(o->pid, SIGCONT);  /* criu resumes it; a killed criu did not */
 		goto out;
 	}
 	stopped = 1;
@@ -374,7 +374,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 		rc = -1;
 		goto out;
 	}
-	signal_tree(o->pid, SIGKILL);
+	wire_signal_tree(o->pid, SIGKILL);
 	stopped = 0;
 	r->downtime_s = migrate_now() - frozen;
 	r->restore_s = r->downtime_s - r->dump_s - r->send_s;
@@ -382,7 +382,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	rc = 0;
 out:
 	if (stopped)
-		signal_tree(o->pid, SIGCONT);  /* it goes on where it was */
+		wire_signal_tree(o->pid, SIGCONT);  /* it goes on where it was */
 	guard_disarm();
 	streams_close(fds, SNAP_STREAMS_MAX);
 	staging_remove(&st);

@@ -50,7 +50,8 @@ static int check_top(const Cicada__Manifest *m, char *err)
 	    m->n_globals > SNAP_MAX_ENTRIES || m->n_pieces > SNAP_MAX_ENTRIES ||
 	    m->n_vmm_reservations > SNAP_MAX_ENTRIES || m->n_vmm_allocations > SNAP_MAX_ENTRIES ||
 	    m->n_vmm_mappings > SNAP_MAX_ENTRIES || m->n_vmm_access > SNAP_MAX_ENTRIES ||
-	    m->n_objects > SNAP_MAX_ENTRIES)
+	    m->n_objects > SNAP_MAX_ENTRIES || m->n_ipc_exports > SNAP_MAX_ENTRIES ||
+	    m->n_ipc_imports > SNAP_MAX_ENTRIES)
 		return snap_fail(err, "manifest lists too many entries");
 	if (m->parent && (!m->parent[0] || strlen(m->parent) > SNAP_PARENT_MAX || !text_ok(m->parent)))
 		return snap_fail(err, "manifest names a parent that is not a path");
@@ -137,8 +138,10 @@ static int check_vmm(const Cicada__Manifest *m, char *err)
 		if (!a->size || a->prop.len != SNAP_VMM_PROP_SIZE)
 			return snap_fail(err, "manifest allocation property %zu is not %u bytes", i,
 					 SNAP_VMM_PROP_SIZE);
-		if (a->has_imported && (a->imported.len != SNAP_IPC_HANDLE_SIZE || m->format_version < 2))
-			return snap_fail(err, "manifest allocation %zu: an import token of %zu bytes", i, a->imported.len);
+		if (a->has_imported && (a->imported.len != SNAP_IPC_HANDLE_SIZE || m->format_version < 2 ||
+					memcmp(a->imported.data, "CICADAVM", 8)))
+			return snap_fail(err, "manifest allocation %zu: an import token of %zu bytes, or not a VMM one", i,
+					 a->imported.len);
 		if (!a->handle != !a->held || a->held > SNAP_MAX_ENTRIES)
 			return snap_fail(err, "manifest allocation %zu: %u references to handle %llu", i, a->held,
 					 (unsigned long long)a->handle);
@@ -156,16 +159,29 @@ static int check_vmm(const Cicada__Manifest *m, char *err)
 	return 0;
 }
 
-/* CUDA IPC entries: 64-byte handles. */
+/* A CUDA IPC handle of one of the kinds a list takes (magics: 8 bytes
+ * each, in kinds), and the 64 bytes it must be. */
+static int ipc_handle_ok(const Cicada__IpcEntry *e, const char *kinds)
+{
+	if (e->handle.len != SNAP_IPC_HANDLE_SIZE)
+		return 0;
+	for (; *kinds; kinds += 8)
+		if (!memcmp(e->handle.data, kinds, 8))
+			return 1;
+	return 0;
+}
+
+/* CUDA IPC entries: 64-byte handles of the kinds gpu-server/ipc.c makes
+ * (arena memory, VMM memory, events), imports of memory or events. */
 static int check_ipc(const Cicada__Manifest *m, char *err)
 {
 	for (size_t i = 0; i < m->n_ipc_exports; i++)
-		if (m->ipc_exports[i]->handle.len != SNAP_IPC_HANDLE_SIZE)
-			return snap_fail(err, "manifest IPC export %zu is %zu bytes, not %u", i,
+		if (!ipc_handle_ok(m->ipc_exports[i], "CICADA01CICADAVMCICADAEV"))
+			return snap_fail(err, "manifest IPC export %zu is no handle (%zu bytes, %u expected)", i,
 					 m->ipc_exports[i]->handle.len, SNAP_IPC_HANDLE_SIZE);
 	for (size_t i = 0; i < m->n_ipc_imports; i++)
-		if (m->ipc_imports[i]->handle.len != SNAP_IPC_HANDLE_SIZE)
-			return snap_fail(err, "manifest IPC import %zu is %zu bytes, not %u", i,
+		if (!ipc_handle_ok(m->ipc_imports[i], "CICADA01CICADAEV"))
+			return snap_fail(err, "manifest IPC import %zu is no handle (%zu bytes, %u expected)", i,
 					 m->ipc_imports[i]->handle.len, SNAP_IPC_HANDLE_SIZE);
 	if ((m->n_ipc_exports || m->n_ipc_imports) && (!m->has_ipc_owner || !m->ipc_owner))
 		return snap_fail(err, "manifest names CUDA IPC handles but no owner");

@@ -210,6 +210,9 @@ void log_escape(const char *in, char *out, size_t len);
 
 uint64_t wire_now_ns(void);
 
+/* proc.c: sig to a process and every descendant (children first) */
+void wire_signal_tree(int pid, int sig);
+
 /* attr.c */
 size_t wire_pointer_attr_size(unsigned attr);
 int wire_jit_option_plain(unsigned option);

@@ -227,7 +227,7 @@ mig_killed() {
 	sleep 0.3
 	kill -9 "$m"
 	wait "$m" 2>/dev/null
-	mig_finished
+	mig_finished && [ -z "$(ls -A "$T/mig-work-killed")" ]   # (the guard removed the images)
 }
 
 # On a GPU: 8 GiB of device memory, a tenth rewritten every 100 ms (for
@@ -266,7 +266,7 @@ mig_nogo() {
 	mig_launch || return 1
 	CICADA_MIGRATE_FAULT=nogo migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
 	mig_finished && wait_for "no go from gpu-migrate; the restored pid .* is ended" "$T/mig-b.log" 10 &&
-		wait_for "the restored session .* is ended" "$T/mig-b.log" 10
+		wait_for "the restored session .* is ended" "$T/mig-b.log" 10 && mig_nothing_left
 }
 
 run_migrate_tests() {
@@ -309,9 +309,9 @@ run_migrate_tests() {
 	fi
 	want migrate-refused && mig_case "gpu-migrate: wrong token, a server not taking migrations, a GPU it lacks, no such process: refused with one line, nothing frozen" \
 		mig_refused
-	want migrate-killed && mig_case "gpu-migrate killed mid-transfer: the application resumes on A and finishes" \
+	want migrate-killed && mig_case "gpu-migrate killed mid-transfer: the application resumes on A and finishes, no images left" \
 		mig_killed
-	want migrate-killed && mig_case "gpu-migrate dead before the go: the copy on B is ended, the application finishes on A" \
+	want migrate-killed && mig_case "gpu-migrate dead before the go: the copy on B is ended, the application finishes on A, no images left" \
 		mig_nogo
 	want migrate-ipc && mig_case "gpu-migrate: a job of two processes sharing device memory by CUDA IPC moves whole to B, both end right" \
 		mig_ipc

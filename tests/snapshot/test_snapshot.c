@@ -608,9 +608,12 @@ static const char *ipc_refused(Cicada__Manifest *m)
 	m->ipc_imports = es;
 	m->has_ipc_owner = 1;
 	m->ipc_owner = 7;
-	if ((res = parse_refused(m, "IPC import 0 is 10 bytes")))
+	if ((res = parse_refused(m, "IPC import 0 is no handle (10 bytes")))
 		return res;
 	e.handle.len = sizeof(handle);
+	if ((res = parse_refused(m, "IPC import 0 is no handle")))      /* no kind's magic */
+		return res;
+	memcpy(handle, "CICADA01", 8);
 	m->ipc_owner = 0;
 	if ((res = parse_refused(m, "no owner")))
 		return res;
