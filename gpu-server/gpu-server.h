@@ -187,6 +187,7 @@ CUresult vmm_alloc_real(struct worker *w, uint64_t id, CUmemGenericAllocationHan
 CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, const void *token, uint64_t *id);
 typedef CUresult (*vmm_open_fn)(struct worker *w, const void *token, CUmemGenericAllocationHandle *h, void *ctx);
 CUresult vmm_resume(struct worker *w, vmm_open_fn open, void *ctx);
+int vmm_each_import(struct worker *w, int (*each)(struct worker *w, const void *token, void *ctx), void *ctx);
 
 /* objects.c, objects_save.c, objects_restore.c: graphs, executable
  * graphs, arrays' contents, texture and surface objects, as a checkpoint

@@ -93,10 +93,27 @@ static int save_import(struct worker *w, Cicada__Manifest *m, const struct impor
 	return 0;
 }
 
+/* vmm_each_import's: VMM memory imported, that its exporter could not
+ * export again after a restore (ctx: the error buffer). */
+static int vmm_import_gone(struct worker *w, const void *token, void *ctx)
+{
+	struct ipc_handle h;
+	const char *why = "";
+
+	memcpy(&h, token, sizeof(h));
+	if (!ipc_probe(w, &h, &why))
+		return 0;
+	snprintf(ctx, WIRE_ERRLEN, "the application maps VMM memory another process no longer shares as it did "
+		 "(CUDA IPC: %s; the exporter let go of its handle, or ended); release it first", why);
+	return -1;
+}
+
 /* Fills the manifest's IPC fields (ipc_save_free frees them); -1 with err
  * if the session cannot be checkpointed. */
 int ipc_save(struct worker *w, Cicada__Manifest *m, char *err)
 {
+	if (vmm_each_import(w, vmm_import_gone, err))
+		return -1;
 	if (!ipc.nex && !ipc.nim)
 		return 0;
 	m->ipc_owner = ipc_owner();

@@ -725,7 +725,29 @@ int vmm_restore(struct worker *w, const Cicada__Manifest *m, char *err)
 	return rc;
 }
 
-/* --- imported memory, after a restore --- */
+/* --- imported memory --- */
+
+/* each(w, token, ctx) for every allocation imported from another process
+ * and opened here (not pending): the first nonzero answer, else 0. */
+int vmm_each_import(struct worker *w, int (*each)(struct worker *w, const void *token, void *ctx), void *ctx)
+{
+	struct vmm *v = w->vmm;
+	int rc;
+
+	for (unsigned i = 0; i < w->nhandles; i++) {
+		struct vmm_alloc *a = w->handles[i].real;
+		if (w->handles[i].kind == H_VMM && a->imported && !a->pending && (rc = each(w, a->imported, ctx)))
+			return rc;
+	}
+	for (unsigned i = 0; v && i < v->nmaps; i++) {
+		struct vmm_alloc *a = v->maps[i].a;
+		if (a->imported && !a->pending && (rc = each(w, a->imported, ctx)))
+			return rc;
+	}
+	return 0;
+}
+
+/* After a restore: */
 
 /* Imports pending allocation a again (open gives the driver's handle of
  * the token's memory) and maps it where it was, with the access the

@@ -26,7 +26,8 @@
 #   cr-ipc        the two processes of ipc_pair, and of vmm_share, checkpointed
 #                 together mid-run and restored; gpu-migrate --gpu-only of
 #                 one of them is refused; the child restored alone is
-#                 refused (its exporter is gone) and ends
+#                 refused (its exporter is gone) and ends; a dump of a pair
+#                 whose exporter let go of its VMM handle is refused
 
 MG_ENV=""
 [ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
@@ -290,6 +291,20 @@ mg_ipc_orphan() {
 	! grep -q "child: added one" "$out"
 }
 
+# vmm_share hold-let-go: the parent let go of the handle it exported (its
+# mapping keeps the memory), so a restore could not export it again: the
+# dump of the pair is refused with one line, and both go on to their end.
+mg_ipc_let_go() {
+	local dir=$T/ckpt.let-go out=$T/let-go.out
+	env $(mg_env shm) setsid "$PROGS/vmm_share" hold-let-go </dev/null >"$out" 2>"$out.err" &
+	CR_PID=$!
+	wait_for "^child: holding" "$out" 30 || { kill -9 $CR_PID; return 1; }
+	cr_dump "$dir" && { echo "     the dump was not refused"; return 1; }
+	grep -q "maps VMM memory another process no longer shares" "$dir/criu.err" "$dir/dump.log" ||
+		{ kill -9 $CR_PID; return 1; }
+	wait $CR_PID && grep -q "^parent: sees the child's writes: yes" "$out"
+}
+
 mg_vmm_share_cr() {
 	[ -s "$T/vmm_share.native" ] || env $DRIVER_ENV timeout 120 "$PROGS/vmm_share" >"$T/vmm_share.native" 2>/dev/null
 	mg_ipc_cr vmm_share "$(head -n 1 "$T/vmm_share.native")" "child: a descriptor that is no export is refused" \
@@ -320,6 +335,9 @@ run_multigpu_tests() {
 	want cr-ipc && wants_cr_ok && cr_case \
 		"a process restored without the process whose memory it had open: refused with one line, it ends" \
 		"$T/ckpt.ipc-orphan" mg_ipc_orphan
+	want cr-ipc && wants_cr_ok && cr_case \
+		"a pair whose exporter let go of what it shared (a restore could not share it again): the dump is refused, saying why; both go on" \
+		"$T/ckpt.let-go" mg_ipc_let_go
 	want cr-ipc && wants_cr_ok && CR_REF=$T/vmm_share.hold.ref cr_case \
 		"two processes sharing VMM memory by file descriptor (NCCL's way): --gpu-only refused, checkpointed, restored, both end right" \
 		"$T/ckpt.vmm_share" mg_vmm_share_cr

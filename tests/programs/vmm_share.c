@@ -9,7 +9,9 @@
  * descriptor that is no export must be refused. With "hold" (a test
  * checkpoints both processes meanwhile and restores them) the child lets
  * go of its handle once the memory is mapped, says "child: holding" and
- * sleeps 20 s before its kernel.
+ * sleeps 20 s before its kernel; with "hold-let-go" the parent also lets
+ * go of its own handle once the descriptor is sent (its mapping keeps the
+ * memory), which a checkpoint of the pair cannot carry.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -153,6 +155,7 @@ int main(int argc, char **argv)
 	CUdeviceptr va;
 	pid_t pid;
 	void *args[3];
+	int let_go = argc > 1 && !strcmp(argv[1], "hold-let-go");
 
 	if (argc > 3 && !strcmp(argv[1], "--child"))
 		return child(atoi(argv[2]), (size_t)strtoull(argv[3], NULL, 10), argc > 4);
@@ -178,18 +181,21 @@ int main(int argc, char **argv)
 	snprintf(sz, sizeof(sz), "%zu", size);
 	if ((pid = fork()) == 0) {
 		close(sv[0]);
-		execl("/proc/self/exe", argv[0], "--child", arg, sz, argc > 1 && !strcmp(argv[1], "hold") ? "hold" : NULL,
+		execl("/proc/self/exe", argv[0], "--child", arg, sz, argc > 1 && !strncmp(argv[1], "hold", 4) ? "hold" : NULL,
 		      (char *)NULL);
 		_exit(127);
 	}
 	close(sv[1]);
 	send_fd(sv[0], fd);
 	close(fd);
+	if (let_go)
+		CHECK(cuMemRelease(h));
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
 		fail("the child failed");
 	printf("parent: sees the child's writes: %s\n", all(va, n, 8) ? "yes" : "NO");
 	CHECK(cuMemUnmap(va, size));
-	CHECK(cuMemRelease(h));
+	if (!let_go)
+		CHECK(cuMemRelease(h));
 	CHECK(cuMemAddressFree(va, size));
 	printf("done\n");
 	return 0;
