@@ -458,19 +458,26 @@ static void release_restored(const struct incoming *in, int dirfd, pid_t pid)
  * which comes once the source is sure to end; without it (the link broke,
  * gpu-migrate died) the copy is ended, and the source goes on. Either
  * goes to the whole tree, whose processes may lead sessions of their own. */
+static void signal_restored(pid_t pid, int sig)
+{
+	if (getpgid(pid) == pid)
+		kill(-pid, sig);             /* (its group, should /proc name no children) */
+	wire_signal_tree(pid, sig);
+}
+
 static void start_or_end(struct incoming *in, int dirfd, pid_t pid)
 {
 	struct pollfd p = { .fd = in->fd, .events = POLLIN };
 	char c = 0;
 
 	if (poll(&p, 1, 30000) == 1 && read(in->fd, &c, 1) == 1 && c == 'c') {
-		wire_signal_tree(pid, SIGCONT);
+		signal_restored(pid, SIGCONT);
 		c = 'k';
 		if (send(in->fd, &c, 1, MSG_NOSIGNAL) != 1)
 			log_warn("migration from %s: the go was not acknowledged, but pid %d runs", in->peer, (int)pid);
 		return;
 	}
-	wire_signal_tree(pid, SIGKILL);
+	signal_restored(pid, SIGKILL);
 	log_warn("migration from %s: no go from gpu-migrate; the restored pid %d is ended", in->peer, (int)pid);
 	release_restored(in, dirfd, pid);
 }
