@@ -320,7 +320,8 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 		goto out;
 	parent = use_parent(b.wr, name, parent);
 	add_memory(&b, p.ranges, p.allocs, p.chunks, p.globals);
-	if (objects_save(w, b.wr, &p.m, err) || replay_each(w, add_record, &b) || snap_write_memory(b.wr, p.ranges, p.nranges, &ops, err)) {
+	if (objects_save(w, b.wr, &p.m, err) || ipc_save_graphs(&p.m, err) || replay_each(w, add_record, &b) ||
+	    snap_write_memory(b.wr, p.ranges, p.nranges, &ops, err)) {
 		if (!err[0])
 			snprintf(err, SNAP_ERRLEN, "out of memory");
 		snap_writer_abort(b.wr);

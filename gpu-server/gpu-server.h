@@ -205,6 +205,7 @@ void objects_exec_event_set(struct worker *w, CUgraphExec exec, CUgraphNode node
 void objects_exec_updated(struct worker *w, CUgraphExec exec, CUgraph graph);
 int objects_save(struct worker *w, struct snap_writer *wr, struct Cicada__Manifest *m, char *err);
 void objects_save_free(struct Cicada__Manifest *m);
+int objects_use_event(const struct Cicada__Manifest *m, uint64_t id);
 int objects_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
 int objects_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
 
@@ -358,6 +359,7 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 void ipc_end(void);
 int ipc_save(struct worker *w, struct Cicada__Manifest *m, char *err);
 void ipc_save_free(struct Cicada__Manifest *m);
+int ipc_save_graphs(const struct Cicada__Manifest *m, char *err);
 int ipc_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
 int ipc_resume(struct worker *w, char *err);
 

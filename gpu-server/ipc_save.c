@@ -129,6 +129,20 @@ int ipc_save(struct worker *w, Cicada__Manifest *m, char *err)
 	return 0;
 }
 
+/* After the objects are described: no graph may record or wait on an event
+ * opened from another process (a restore could not give it back that
+ * event). -1 with err. */
+int ipc_save_graphs(const Cicada__Manifest *m, char *err)
+{
+	for (unsigned i = 0; i < ipc.nim; i++)
+		if (ipc.im[i].event && objects_use_event(m, ipc.im[i].event)) {
+			snprintf(err, WIRE_ERRLEN, "a CUDA graph records or waits on an event another process shares "
+				 "(CUDA IPC), which checkpoints do not cover yet; destroy that graph first");
+			return -1;
+		}
+	return 0;
+}
+
 void ipc_save_free(Cicada__Manifest *m)
 {
 	for (size_t i = 0; m->ipc_exports && i < m->n_ipc_exports; i++)

@@ -403,6 +403,31 @@ int objects_save(struct worker *w, struct snap_writer *wr, Cicada__Manifest *m, 
 	return rc;
 }
 
+/* Whether a graph or exec the manifest describes records or waits on
+ * event id (graph images are only decoded when asked). */
+int objects_use_event(const Cicada__Manifest *m, uint64_t id)
+{
+	int used = 0;
+
+	for (size_t i = 0; i < m->n_objects && !used; i++) {
+		const Cicada__Object *o = m->objects[i];
+		graph_image im;
+
+		if (o->kind != OBJ_GRAPH && o->kind != OBJ_EXEC)
+			continue;
+		memset(&im, 0, sizeof(im));
+		if (objects_decode((xdrproc_t)xdr_graph_image, &im, o->body.data, o->body.len))
+			continue;
+		for (u_int n = 0; n < im.nodes.nodes_len && !used; n++) {
+			const graph_params *g = &im.nodes.nodes_val[n].params;
+			used = (g->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD || g->type == CU_GRAPH_NODE_TYPE_WAIT_EVENT) &&
+			       g->v.v_len == GE_N && g->v.v_val[GE_EVENT] == id;
+		}
+		xdr_free((xdrproc_t)xdr_graph_image, (char *)&im);
+	}
+	return used;
+}
+
 void objects_save_free(Cicada__Manifest *m)
 {
 	for (size_t i = 0; i < m->n_objects; i++) {

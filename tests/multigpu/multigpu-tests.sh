@@ -27,7 +27,8 @@
 #                 together mid-run and restored; gpu-migrate --gpu-only of
 #                 one of them is refused; the child restored alone is
 #                 refused (its exporter is gone) and ends; a dump of a pair
-#                 whose exporter let go of its VMM handle is refused
+#                 whose exporter let go of its VMM handle, or whose child
+#                 holds a graph on the shared event, is refused
 
 MG_ENV=""
 [ "$MODE" = cpu ] && MG_ENV="FAKECUDA_DEVICES=2"
@@ -305,6 +306,20 @@ mg_ipc_let_go() {
 	wait $CR_PID && grep -q "^parent: sees the child's writes: yes" "$out"
 }
 
+# ipc_pair hold-graph: the child holds a CUDA graph that records the
+# parent's event, which a restore could not give back: the dump of the
+# pair is refused with one line, and both go on to their end.
+mg_ipc_graph() {
+	local dir=$T/ckpt.ipc-graph out=$T/ipc-graph.out
+	env $(mg_env shm) setsid "$PROGS/ipc_pair" hold-graph </dev/null >"$out" 2>"$out.err" &
+	CR_PID=$!
+	wait_for "^child: holding" "$out" 30 || { kill -9 $CR_PID; return 1; }
+	cr_dump "$dir" && { echo "     the dump was not refused"; return 1; }
+	grep -q "a CUDA graph records or waits on an event another process shares" "$dir/criu.err" "$dir/dump.log" ||
+		{ kill -9 $CR_PID; return 1; }
+	wait $CR_PID && grep -q "^parent: sees the child's writes to the second buffer: yes" "$out"
+}
+
 mg_vmm_share_cr() {
 	[ -s "$T/vmm_share.native" ] || env $DRIVER_ENV timeout 120 "$PROGS/vmm_share" >"$T/vmm_share.native" 2>/dev/null
 	mg_ipc_cr vmm_share "$(head -n 1 "$T/vmm_share.native")" "child: a descriptor that is no export is refused" \
@@ -338,6 +353,9 @@ run_multigpu_tests() {
 	want cr-ipc && wants_cr_ok && cr_case \
 		"a pair whose exporter let go of what it shared (a restore could not share it again): the dump is refused, saying why; both go on" \
 		"$T/ckpt.let-go" mg_ipc_let_go
+	want cr-ipc && wants_cr_ok && cr_case \
+		"a process whose CUDA graph records an event another process shares: the dump is refused, saying why; both go on" \
+		"$T/ckpt.ipc-graph" mg_ipc_graph
 	want cr-ipc && wants_cr_ok && CR_REF=$T/vmm_share.hold.ref cr_case \
 		"two processes sharing VMM memory by file descriptor (NCCL's way): --gpu-only refused, checkpointed, restored, both end right" \
 		"$T/ckpt.vmm_share" mg_vmm_share_cr

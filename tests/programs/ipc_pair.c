@@ -10,7 +10,9 @@
  * opens the buffer and the event, says "child: holding" and sleeps 20 s;
  * then it opens a second buffer's handle, which the parent made before
  * the hold, and goes on with both. The holding child leads a session of
- * its own, so that criu may dump it alone.
+ * its own, so that criu may dump it alone. With "hold-graph" it also
+ * holds a CUDA graph that records the parent's event (which checkpoints
+ * do not cover) until the hold ends.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,8 +88,10 @@ static void second(const char *text)
 	CHECK(cuIpcCloseMemHandle(d2));
 }
 
-static int child(const char *mem_text, const char *ev_text, const char *mem2_text)
+static int child(const char *mem_text, const char *ev_text, const char *mem2_text, int graph)
 {
+	CUgraph g = NULL;
+	CUgraphNode node;
 	CUipcMemHandle h, bad;
 	CUipcEventHandle eh;
 	CUdeviceptr d;
@@ -111,12 +115,18 @@ static int child(const char *mem_text, const char *ev_text, const char *mem2_tex
 	       "refused" : "ACCEPTED");
 	CHECK(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 	printf("child: every value is the parent's: %s\n", all(d, 7) ? "yes" : "NO");
+	if (graph) {
+		CHECK(cuGraphCreate(&g, 0));
+		CHECK(cuGraphAddEventRecordNode(&node, g, NULL, 0, ev));
+	}
 	if (mem2_text) {
 		printf("child: holding\n");
 		fflush(stdout);
 		sleep(20);
 		second(mem2_text);
 	}
+	if (g)
+		CHECK(cuGraphDestroy(g));
 	CHECK(cuLaunchKernel(inc, (N + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
 	if (ev) {
 		CHECK(cuEventRecord(ev, NULL));
@@ -130,7 +140,8 @@ static int child(const char *mem_text, const char *ev_text, const char *mem2_tex
 
 int main(int argc, char **argv)
 {
-	int hold = argc > 1 && !strcmp(argv[1], "hold"), events = hold || (argc > 1 && !strcmp(argv[1], "events"));
+	int hold = argc > 1 && !strncmp(argv[1], "hold", 4), events = hold || (argc > 1 && !strcmp(argv[1], "events"));
+	int graph = argc > 1 && !strcmp(argv[1], "hold-graph");
 	int n = (int)N, status;
 	char mem_text[2 * sizeof(CUipcMemHandle) + 1], ev_text[2 * sizeof(CUipcEventHandle) + 1];
 	char mem2_text[2 * sizeof(CUipcMemHandle) + 1];
@@ -143,7 +154,7 @@ int main(int argc, char **argv)
 	void *args[] = { &d, &v, &n }, *args2[] = { &d2, &v2, &n };
 
 	if (argc > 2 && !strcmp(argv[1], "--child"))
-		return child(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL);
+		return child(argv[2], argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, argc > 5);
 	start("ipc_pair");
 	context();
 	CHECK(cuMemAlloc(&d, N * 4));
@@ -166,7 +177,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if ((pid = fork()) == 0) {
 		execl("/proc/self/exe", argv[0], "--child", mem_text, events ? ev_text : (char *)NULL,
-		      hold ? mem2_text : (char *)NULL, (char *)NULL);
+		      hold ? mem2_text : (char *)NULL, graph ? "graph" : (char *)NULL, (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
