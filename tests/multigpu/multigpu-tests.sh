@@ -292,6 +292,16 @@ mg_ipc_orphan() {
 	! grep -q "child: added one" "$out"
 }
 
+# mg_end PID: PID's exit status, once it ends (killed after 60 s).
+mg_end() {
+	for _ in $(seq 1200); do
+		[ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = Z ] || [ ! -e "/proc/$1" ] && break
+		sleep 0.05
+	done
+	kill -9 "$1" 2>/dev/null
+	wait "$1"
+}
+
 # vmm_share hold-let-go: the parent let go of the handle it exported (its
 # mapping keeps the memory), so a restore could not export it again: the
 # dump of the pair is refused with one line, and both go on to their end.
@@ -303,7 +313,7 @@ mg_ipc_let_go() {
 	cr_dump "$dir" && { echo "     the dump was not refused"; return 1; }
 	grep -q "maps VMM memory another process no longer shares" "$dir/criu.err" "$dir/dump.log" ||
 		{ kill -9 $CR_PID; return 1; }
-	wait $CR_PID && grep -q "^parent: sees the child's writes: yes" "$out"
+	mg_end $CR_PID && grep -q "^parent: sees the child's writes: yes" "$out"
 }
 
 # ipc_pair hold-graph: the child holds a CUDA graph that records the
@@ -317,7 +327,7 @@ mg_ipc_graph() {
 	cr_dump "$dir" && { echo "     the dump was not refused"; return 1; }
 	grep -q "a CUDA graph records or waits on an event another process shares" "$dir/criu.err" "$dir/dump.log" ||
 		{ kill -9 $CR_PID; return 1; }
-	wait $CR_PID && grep -q "^parent: sees the child's writes to the second buffer: yes" "$out"
+	mg_end $CR_PID && grep -q "^parent: sees the child's writes to the second buffer: yes" "$out"
 }
 
 mg_vmm_share_cr() {
