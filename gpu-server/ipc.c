@@ -157,6 +157,11 @@ static int start_listening(struct worker *w)
 		return 0;
 	socket_path(w, ipc_owner(), ipc.path, sizeof(ipc.path));
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ipc.path);
+	if ((l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 && !connect(l, (struct sockaddr *)&sa, sizeof(sa)))
+		log_warn("client %s: another worker answers for CUDA IPC session %016llx (the same snapshot restored "
+			 "twice?); this one takes its handles over", w->peer, (unsigned long long)ipc.owner);
+	if (l >= 0)
+		close(l);
 	unlink(ipc.path);
 	if ((l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -1;
