@@ -52,7 +52,7 @@ int session_pause(struct gpu_session *s, char *err)
 	if (s->ctl < 0)
 		return 0;
 	if (send(s->ctl, "PAUSE\n", 6, MSG_NOSIGNAL) != 6 || wire_read_line(s->ctl, line, sizeof(line))) {
-		snprintf(err, WIRE_ERRLEN, "process %d did not answer the pause request", s->pid);
+		wire_fail(err, "process %d did not answer the pause request", s->pid);
 		goto fail;
 	}
 	if (!strcmp(line, "IDLE")) {
@@ -63,7 +63,7 @@ int session_pause(struct gpu_session *s, char *err)
 	snprintf(s->token_file, sizeof(s->token_file), "-");
 	s->uid = process_uid(s->pid);
 	if (sscanf(line, "PAUSED %32s %299s %512s %419s", s->ticket, s->server, s->token_hex, s->token_file) < 3) {
-		snprintf(err, WIRE_ERRLEN, "process %d: %.200s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
+		wire_fail(err, "process %d: %.200s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
 		goto fail;
 	}
 	return 1;
@@ -85,14 +85,14 @@ int session_precopy(int pid, int dirfd, const char *name, const char *parent, ui
 	int fd = dial_control(pid), n;
 
 	if (fd < 0) {
-		snprintf(err, WIRE_ERRLEN, "process %d has no Cicada control socket", pid);
+		wire_fail(err, "process %d has no Cicada control socket", pid);
 		return 0;
 	}
 	n = snprintf(line, sizeof(line), "PRECOPY %s %s\n", name, parent[0] ? parent : "-");
 	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n || wire_send_fd(fd, dirfd) ||
 	    wire_read_line(fd, line, sizeof(line))) {
 		close(fd);
-		snprintf(err, WIRE_ERRLEN, "process %d did not answer the pre-copy request", pid);
+		wire_fail(err, "process %d did not answer the pre-copy request", pid);
 		return -1;
 	}
 	close(fd);
@@ -100,7 +100,7 @@ int session_precopy(int pid, int dirfd, const char *name, const char *parent, ui
 		fig[0] = a, fig[1] = b, fig[2] = c;
 		return 1;
 	}
-	snprintf(err, WIRE_ERRLEN, "%.400s", strncmp(line, "ERROR ", 6) ? line : line + 6);
+	wire_fail(err, "%.400s", strncmp(line, "ERROR ", 6) ? line : line + 6);
 	return strstr(line, "needs a client on the server's node") || strstr(line, "no GPU session") ? 0 : -1;
 }
 
@@ -112,7 +112,7 @@ int session_send_resume(struct gpu_session *s, char *err)
 	int n = snprintf(line, sizeof(line), "RESUME %s %s\n", s->ticket, s->server);
 
 	if (send(s->ctl, line, (size_t)n, MSG_NOSIGNAL) != n) {
-		snprintf(err, WIRE_ERRLEN, "cannot tell process %d to resume: %s", s->pid, strerror(errno));
+		wire_fail(err, "cannot tell process %d to resume: %s", s->pid, strerror(errno));
 		return -1;
 	}
 	return 0;

@@ -41,17 +41,17 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 	wire_stream_init(&st, fd);
 	if (wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf) ||
 	    (op != OP_RELEASE && !stream && wire_send_fd(fd, dirfd))) {
-		snprintf(err, WIRE_ERRLEN, "cannot send the request to %s", s->server);
+		wire_fail(err, "cannot send the request to %s", s->server);
 		goto out;
 	}
 	if (op == OP_RESTORE && stream && snap_send_dir(dirfd, name, fd, err))
 		goto out;
 	if (wire_recv_record(&st, &buf, 65536) || wire_decode_reply(&buf, 1, (xdrproc_t)xdr_hello_res, &r, err)) {
-		snprintf(err, WIRE_ERRLEN, "gpu-server at %s closed the connection", s->server);
+		wire_fail(err, "gpu-server at %s closed the connection", s->server);
 		goto out;
 	}
 	if (r.err) {
-		snprintf(err, WIRE_ERRLEN, "gpu-server at %s: %s", s->server, r.message);
+		wire_fail(err, "gpu-server at %s: %s", s->server, r.message);
 		goto out;
 	}
 	if (op == OP_CHECKPOINT && stream && snap_recv_dir(fd, dirfd, name, err))

@@ -35,13 +35,13 @@ int session_file_write(int dirfd, const struct gpu_session *s, char *err)
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {
 		if (fd >= 0)
 			close(fd);
-		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", tmp);
+		wire_fail(err, "cannot write %s in the image directory", tmp);
 		return -1;
 	}
 	fprintf(f, "server %s\nticket %s\ntoken-file %s\nuid %u\n", s->server, s->ticket,
 		s->token_file[0] ? s->token_file : "-", s->uid);
 	if (fclose(f) || renameat(dirfd, tmp, dirfd, name)) {
-		snprintf(err, WIRE_ERRLEN, "cannot write %s in the image directory", name);
+		wire_fail(err, "cannot write %s in the image directory", name);
 		return -1;
 	}
 	return 0;
@@ -69,7 +69,7 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
 	if (!f) {
 		if (fd >= 0)
 			close(fd);
-		snprintf(err, WIRE_ERRLEN, "cannot read %s", name);
+		wire_fail(err, "cannot read %s", name);
 		return -1;
 	}
 	memset(s, 0, sizeof(*s));
@@ -80,7 +80,7 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
 	fclose(f);
 	snprintf(s->token_hex, sizeof(s->token_hex), "-");
 	if (got != 4) {
-		snprintf(err, WIRE_ERRLEN, "%s is malformed", name);
+		wire_fail(err, "%s is malformed", name);
 		return -1;
 	}
 	return 0;
@@ -113,7 +113,7 @@ int token_file_hex(const char *path, char *hex, size_t len, char *err)
 	size_t n;
 
 	if (!f) {
-		snprintf(err, WIRE_ERRLEN, "cannot read the token file %s: %s", path, strerror(errno));
+		wire_fail(err, "cannot read the token file %s: %s", path, strerror(errno));
 		return -1;
 	}
 	n = fread(token, 1, sizeof(token), f);
@@ -121,7 +121,7 @@ int token_file_hex(const char *path, char *hex, size_t len, char *err)
 	while (n && (token[n - 1] == '\n' || token[n - 1] == ' ' || token[n - 1] == '\r'))
 		n--;
 	if (2 * n + 1 > len) {
-		snprintf(err, WIRE_ERRLEN, "the token file %s is too long", path);
+		wire_fail(err, "the token file %s is too long", path);
 		explicit_bzero(token, sizeof(token));
 		return -1;
 	}

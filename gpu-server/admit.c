@@ -443,7 +443,7 @@ static int read_more(struct conn *c, char *err)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return 0;
 		if (n < 0 || (n == 0 && (c->mark_got < 4 || c->frag_len > c->frag_got))) {
-			snprintf(err, WIRE_ERRLEN, "closed before its hello was whole");
+			wire_fail(err, "closed before its hello was whole");
 			return -1;
 		}
 		if (c->mark_got < 4) {
@@ -458,7 +458,7 @@ static int read_more(struct conn *c, char *err)
 			c->frag_len = mark & 0x7fffffffu;
 			c->frag_got = 0;
 			if (c->b.len + c->frag_len > 65536 || wire_buf_reserve(&c->b, c->b.len + c->frag_len + 8)) {
-				snprintf(err, WIRE_ERRLEN, "hello too large");
+				wire_fail(err, "hello too large");
 				return -1;
 			}
 		} else {

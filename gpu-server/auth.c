@@ -22,7 +22,7 @@ int token_load(const char *path, char *token, size_t len, char *err)
 	size_t n;
 
 	if (!f) {
-		snprintf(err, WIRE_ERRLEN, "cannot read token file %s: %s", path, strerror(errno));
+		wire_fail(err, "cannot read token file %s: %s", path, strerror(errno));
 		return -1;
 	}
 	n = fread(token, 1, len - 1, f);
@@ -31,7 +31,7 @@ int token_load(const char *path, char *token, size_t len, char *err)
 		n--;
 	token[n] = 0;
 	if (n < 16) {
-		snprintf(err, WIRE_ERRLEN, "token in %s is shorter than 16 characters", path);
+		wire_fail(err, "token in %s is shorter than 16 characters", path);
 		return -1;
 	}
 	return 0;
@@ -114,7 +114,7 @@ int allow_parse(struct allow_list *a, const char *list, int groups, char *err)
 		struct group *gr;
 
 		if ((groups ? a->ngids : a->nuids) == ALLOW_MAX) {
-			snprintf(err, WIRE_ERRLEN, "at most %d %s in an allow list", ALLOW_MAX, groups ? "groups" : "users");
+			wire_fail(err, "at most %d %s in an allow list", ALLOW_MAX, groups ? "groups" : "users");
 			return -1;
 		}
 		if (*t && !*end) {
@@ -124,7 +124,7 @@ int allow_parse(struct allow_list *a, const char *list, int groups, char *err)
 		} else if (groups && (gr = getgrnam(t))) {
 			id = gr->gr_gid;
 		} else {
-			snprintf(err, WIRE_ERRLEN, "no %s named '%.64s'", groups ? "group" : "user", t);
+			wire_fail(err, "no %s named '%.64s'", groups ? "group" : "user", t);
 			return -1;
 		}
 		if (groups)
@@ -173,20 +173,20 @@ int dir_check(const char *path, const char *what, char *err)
 	struct stat st;
 
 	if (lstat(path, &st)) {
-		snprintf(err, WIRE_ERRLEN, "%s %s: %s", what, path, strerror(errno));
+		wire_fail(err, "%s %s: %s", what, path, strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, WIRE_ERRLEN, "%s %s is not a directory", what, path);
+		wire_fail(err, "%s %s is not a directory", what, path);
 		return -1;
 	}
 	if (st.st_uid != geteuid()) {
-		snprintf(err, WIRE_ERRLEN, "%s %s belongs to uid %u, not to this server's user (uid %u)", what, path,
+		wire_fail(err, "%s %s belongs to uid %u, not to this server's user (uid %u)", what, path,
 			 (unsigned)st.st_uid, (unsigned)geteuid());
 		return -1;
 	}
 	if (st.st_mode & 022) {
-		snprintf(err, WIRE_ERRLEN, "%s %s may be written by others (mode %04o)", what, path,
+		wire_fail(err, "%s %s may be written by others (mode %04o)", what, path,
 			 (unsigned)(st.st_mode & 07777));
 		return -1;
 	}

@@ -13,6 +13,9 @@
 #include "gpu-server.h"
 #include "snapshot.h"
 
+/* One error buffer serves the wire and the snapshot library (wire.h). */
+_Static_assert(SNAP_ERRLEN == WIRE_ERRLEN, "one error-buffer size");
+
 /* Finishes all device work of every context the client has. */
 int worker_quiesce(struct worker *w, char *err)
 {
@@ -20,7 +23,7 @@ int worker_quiesce(struct worker *w, char *err)
 	CUresult rc;
 
 	if (w->captures) {
-		snprintf(err, WIRE_ERRLEN, "a CUDA graph capture is in progress; try again when it has ended");
+		wire_fail(err, "a CUDA graph capture is in progress; try again when it has ended");
 		return -1;
 	}
 	for (unsigned i = 0; i < w->nhandles; i++) {
@@ -37,7 +40,7 @@ int worker_quiesce(struct worker *w, char *err)
 	ordered_collect(w, 1);
 	return 0;
 fail:
-	snprintf(err, WIRE_ERRLEN, "cannot synchronise a context (error %d)", (int)rc);
+	wire_fail(err, "cannot synchronise a context (error %d)", (int)rc);
 	return -1;
 }
 
@@ -130,7 +133,7 @@ static int add_image(struct building *b, const struct replay_entry *e)
 	xdr_destroy(&x);
 	if (!rc && modcache_lookup(b->w, &a.hash, &image, &size) &&
 	    worker_image_find(b->w, &a.hash, &image, &size)) {
-		snprintf(b->err, SNAP_ERRLEN, "module image %016llx%016llx is in no cache",
+		wire_fail(b->err, "module image %016llx%016llx is in no cache",
 			 (unsigned long long)a.hash.hi, (unsigned long long)a.hash.lo);
 		rc = -1;
 	} else if (!rc) {
@@ -271,7 +274,7 @@ static int parts_alloc(struct worker *w, struct manifest_parts *p, size_t ngloba
  * then written whole. */
 static const char *use_parent(struct snap_writer *wr, const char *name, const char *parent)
 {
-	char why[SNAP_ERRLEN];
+	char why[WIRE_ERRLEN];
 
 	if (!parent || !parent[0])
 		return NULL;
@@ -297,13 +300,13 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	memset(&p, 0, sizeof(p));
 	cicada__manifest__init(&p.m);
 	if (w->replay_broken) {
-		snprintf(err, SNAP_ERRLEN, "the replay log is incomplete (the worker ran out of memory)");
+		wire_fail(err, "the replay log is incomplete (the worker ran out of memory)");
 		return -1;
 	}
 	if (worker_quiesce(w, err))
 		return -1;
 	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m)) {
-		snprintf(err, SNAP_ERRLEN, "out of memory");
+		wire_fail(err, "out of memory");
 		goto out;
 	}
 	if (ipc_save(w, &p.m, err))
@@ -323,7 +326,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	if (objects_save(w, b.wr, &p.m, err) || ipc_save_graphs(&p.m, err) || replay_each(w, add_record, &b) ||
 	    snap_write_memory(b.wr, p.ranges, p.nranges, &ops, err)) {
 		if (!err[0])
-			snprintf(err, SNAP_ERRLEN, "out of memory");
+			wire_fail(err, "out of memory");
 		snap_writer_abort(b.wr);
 		goto out;
 	}

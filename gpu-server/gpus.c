@@ -107,8 +107,8 @@ int gpus_choose(struct worker *w, const char *visible, char *why)
 		for (int k = 0; i >= 0 && k < chosen; k++)
 			dup |= w->gpu[k] == base[i];
 		if ((i < 0 || dup) && visible[0] == '>')
-			return snprintf(why, WIRE_ERRLEN, "CICADA_RESTORE_GPUS: '%s' names no GPU of this server's "
-					"(it has %d)%s", tok, n, dup ? " or names one twice" : ""), -1;
+			return wire_fail(why, "CICADA_RESTORE_GPUS: '%s' names no GPU of this server's "
+					"(it has %d)%s", tok, n, dup ? " or names one twice" : "");
 		if (i < 0 || dup)
 			break;
 		w->gpu[chosen++] = base[i];
@@ -184,7 +184,7 @@ int gpus_setup(struct worker *w, const char *visible, char *why)
 	if (!w->ngpus)
 		return 0;
 	if (!(ctx = primary_ctx(w, w->gpu[0])) || cuCtxSetCurrent(ctx))
-		return snprintf(why, WIRE_ERRLEN, "cannot start CUDA on GPU %d of the node", (int)w->gpu[0]), -1;
+		return wire_fail(why, "cannot start CUDA on GPU %d of the node", (int)w->gpu[0]);
 	w->base_ctx = ctx;
 	log_info("session GPUs: %d (first: GPU %d of the node)", w->ngpus, (int)w->gpu[0]);
 	return 0;

@@ -80,12 +80,12 @@ static int save_import(struct worker *w, Cicada__Manifest *m, const struct impor
 	int gone = !im->pending && !im->alone && ipc_probe(w, &im->from, &why);
 
 	if (gone && !im->event) {
-		snprintf(err, WIRE_ERRLEN, "the application maps device memory another process no longer shares "
+		wire_fail(err, "the application maps device memory another process no longer shares "
 			 "(CUDA IPC: %s); close that handle first", why);
 		return -1;
 	}
 	if (!(e = entry(&m->ipc_imports, &m->n_ipc_imports, &im->from, im->event ? im->event : im->va))) {
-		snprintf(err, WIRE_ERRLEN, "out of memory");
+		wire_fail(err, "out of memory");
 		return -1;
 	}
 	e->alone = gone || im->alone;
@@ -103,7 +103,7 @@ static int vmm_import_gone(struct worker *w, const void *token, void *ctx)
 	memcpy(&h, token, sizeof(h));
 	if (!ipc_probe(w, &h, &why))
 		return 0;
-	snprintf(ctx, WIRE_ERRLEN, "the application maps VMM memory another process no longer shares as it did "
+	wire_fail(ctx, "the application maps VMM memory another process no longer shares as it did "
 		 "(CUDA IPC: %s; the exporter let go of its handle, or ended); release it first", why);
 	return -1;
 }
@@ -120,7 +120,7 @@ int ipc_save(struct worker *w, Cicada__Manifest *m, char *err)
 	m->has_ipc_owner = 1;
 	if (!(m->ipc_exports = calloc(ipc.nex + 1, sizeof(void *))) ||
 	    !(m->ipc_imports = calloc(ipc.nim + 1, sizeof(void *))) || save_exports(w, m)) {
-		snprintf(err, WIRE_ERRLEN, "out of memory");
+		wire_fail(err, "out of memory");
 		return -1;
 	}
 	for (unsigned i = 0; i < ipc.nim; i++)
@@ -136,7 +136,7 @@ int ipc_save_graphs(const Cicada__Manifest *m, char *err)
 {
 	for (unsigned i = 0; i < ipc.nim; i++)
 		if (ipc.im[i].event && objects_use_event(m, ipc.im[i].event)) {
-			snprintf(err, WIRE_ERRLEN, "a CUDA graph records or waits on an event another process shares "
+			wire_fail(err, "a CUDA graph records or waits on an event another process shares "
 				 "(CUDA IPC), which checkpoints do not cover yet; destroy that graph first");
 			return -1;
 		}
@@ -208,32 +208,32 @@ static int import_later(struct worker *w, const struct ipc_handle *h, uint64_t l
 	uint64_t id;
 
 	if (array_grow((void **)&ipc.im, &ipc.cap_im, ipc.nim, sizeof(*ipc.im)))
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	if (!memcmp(h->magic, EVENT_MAGIC, 8)) {
 		im.event = local;
 		if (local < HANDLE_BASE || local - HANDLE_BASE >= (1u << 24))
-			return snprintf(err, SNAP_ERRLEN, "the snapshot names an IPC event of id %llu",
-					(unsigned long long)local), -1;
+			return wire_fail(err, "the snapshot names an IPC event of id %llu",
+					(unsigned long long)local);
 		if (cuEventCreate(&im.real, CU_EVENT_DISABLE_TIMING))
-			return snprintf(err, SNAP_ERRLEN, "cannot create an event"), -1;
+			return wire_fail(err, "cannot create an event");
 		w->replay_id = local;
 		id = handle_put(w, H_EVENT, im.real);
 		w->replay_id = 0;
 		if (id != local) {
 			cuEventDestroy(im.real);
-			return snprintf(err, SNAP_ERRLEN, "event handle %llu is taken", (unsigned long long)local), -1;
+			return wire_fail(err, "event handle %llu is taken", (unsigned long long)local);
 		}
 	} else if (!memcmp(h->magic, IPC_MAGIC, 8) && !alone) {
 		im.va = local;
 		if (!place_ok(h, local))
-			return snprintf(err, SNAP_ERRLEN, "the snapshot maps imported memory outside the import region, "
-					"or over other imports (0x%llx)", (unsigned long long)local), -1;
+			return wire_fail(err, "the snapshot maps imported memory outside the import region, "
+					"or over other imports (0x%llx)", (unsigned long long)local);
 		if (ipc_reserve())
-			return snprintf(err, SNAP_ERRLEN, "cannot reserve the CUDA IPC import region"), -1;
+			return wire_fail(err, "cannot reserve the CUDA IPC import region");
 		if (local + h->size > ipc.next)
 			ipc.next = local + h->size;
 	} else {
-		return snprintf(err, SNAP_ERRLEN, "the snapshot names an IPC handle of an unknown kind"), -1;
+		return wire_fail(err, "the snapshot names an IPC handle of an unknown kind");
 	}
 	ipc.im[ipc.nim++] = im;
 	return 0;
@@ -335,7 +335,7 @@ int ipc_resume(struct worker *w, char *err)
 	CUresult rc;
 
 	if ((rc = vmm_resume(w, open_vmm, &o))) {
-		snprintf(err, WIRE_ERRLEN, "cannot import again the VMM memory of session %016llx (error %d): %s",
+		wire_fail(err, "cannot import again the VMM memory of session %016llx (error %d): %s",
 			 (unsigned long long)o.owner, (int)rc, o.why);
 		return -1;
 	}
@@ -345,7 +345,7 @@ int ipc_resume(struct worker *w, char *err)
 		if (!im->pending)
 			continue;
 		if ((rc = open_again(w, im, deadline, &why))) {
-			snprintf(err, WIRE_ERRLEN, "cannot open again the CUDA IPC %s of session %016llx (error %d): %s",
+			wire_fail(err, "cannot open again the CUDA IPC %s of session %016llx (error %d): %s",
 				 im->event ? "event" : "memory", (unsigned long long)im->from.owner, (int)rc, why);
 			return -1;
 		}

@@ -95,7 +95,7 @@ static int add_listener(struct server *s, const char *text, char *err)
 	char buf[512];
 
 	if (s->nlisteners == MAX_LISTENERS) {
-		snprintf(err, WIRE_ERRLEN, "too many listeners");
+		wire_fail(err, "too many listeners");
 		return -1;
 	}
 	if ((!strncmp(text, "tcp:", 4) || !strncmp(text, "tls:", 4)) && !strchr(text + 4, ':')) {
@@ -112,7 +112,7 @@ static int number(const char *text, const char *name, int lo, int hi, int *out, 
 	long v = strtol(text, &end, 10);
 
 	if (!*text || *end || v < lo || v > hi) {
-		snprintf(err, WIRE_ERRLEN, "%s must be a whole number from %d to %d", name, lo, hi);
+		wire_fail(err, "%s must be a whole number from %d to %d", name, lo, hi);
 		return -1;
 	}
 	*out = (int)v;
@@ -131,7 +131,7 @@ static int migrate_setup(struct server *s, char *err)
 			wire_format_addr(&s->listeners[i].addr, s->migrate.restore_server,
 					 sizeof(s->migrate.restore_server));
 	if (!s->migrate.restore_server[0]) {
-		snprintf(err, WIRE_ERRLEN, "--accept-migrations needs a unix listener (criu's plugin restores through it)");
+		wire_fail(err, "--accept-migrations needs a unix listener (criu's plugin restores through it)");
 		return -1;
 	}
 	self[n > 0 ? n : 0] = 0;
@@ -147,7 +147,7 @@ static int migrate_setup(struct server *s, char *err)
 	if (!s->migrate.plugins[0])
 		snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s/../lib/criu", dir);
 	if (access(s->migrate.criu, X_OK)) {
-		snprintf(err, WIRE_ERRLEN, "--accept-migrations: no criu at %.400s (--criu PATH)", s->migrate.criu);
+		wire_fail(err, "--accept-migrations: no criu at %.400s (--criu PATH)", s->migrate.criu);
 		return -1;
 	}
 	return 0;
@@ -162,7 +162,7 @@ static int cache_quota(const char *text, char *err)
 	int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
 
 	if (end == text || (*end && (!shift || end[1])) || v > (1ull << 50) >> shift) {
-		snprintf(err, WIRE_ERRLEN, "--cache-quota takes a size: bytes, or a number with K, M or G");
+		wire_fail(err, "--cache-quota takes a size: bytes, or a number with K, M or G");
 		return -1;
 	}
 	snprintf(buf, sizeof(buf), "%llu", v << shift);

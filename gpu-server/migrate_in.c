@@ -132,14 +132,14 @@ static int streams_wait(struct incoming *in, char *err)
 	int rc = 0;
 
 	if (read(in->fd, &n, 4) != 4 || n < 1 || n > SNAP_STREAMS_MAX)
-		return snprintf(err, WIRE_ERRLEN, "the migration did not say how many streams it takes"), -1;
+		return wire_fail(err, "the migration did not say how many streams it takes");
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 30;
 	pthread_mutex_lock(&lock);
 	while (in->nfds < n && !rc)
 		rc = pthread_cond_timedwait(&joined, &lock, &until);
 	if (in->nfds < n)
-		snprintf(err, WIRE_ERRLEN, "%u of the migration's %u streams came", in->nfds, n);
+		wire_fail(err, "%u of the migration's %u streams came", in->nfds, n);
 	else
 		rc = 0;
 	pthread_mutex_unlock(&lock);
@@ -287,7 +287,7 @@ static void criu_reason(int dirfd, const struct migrate_config *cfg, char *err)
 		log_warn("criu's log of a failed restore is kept at %s/%s", cfg->run_dir, kept);
 	if (runfd >= 0)
 		close(runfd);
-	snprintf(err, WIRE_ERRLEN, "criu restore failed%s%.400s", reason[0] ? ": " : "", reason);
+	wire_fail(err, "criu restore failed%s%.400s", reason[0] ? ": " : "", reason);
 }
 
 /* The environment criu runs in: the server's, with the plugin pointed at
@@ -388,7 +388,7 @@ static pid_t restore(const struct migrate_config *cfg, const struct incoming *in
 	pid_t child;
 
 	if (!env || pipe2(p, O_CLOEXEC)) {
-		snprintf(err, WIRE_ERRLEN, "cannot start criu: %s", strerror(errno));
+		wire_fail(err, "cannot start criu: %s", strerror(errno));
 		if (env)
 			env_free(env);
 		return 0;
@@ -402,19 +402,19 @@ static pid_t restore(const struct migrate_config *cfg, const struct incoming *in
 	env_free(env);
 	if (child < 0 || read_int(p[0], &criu, 5000) || criu <= 0) {
 		close(p[0]);
-		snprintf(err, WIRE_ERRLEN, "cannot start criu");
+		wire_fail(err, "cannot start criu");
 		return 0;
 	}
 	if (read_int(p[0], &status, cfg->timeout_s * 1000)) {
 		kill(criu, SIGKILL);
 		read_int(p[0], &status, 5000);
 		close(p[0]);
-		snprintf(err, WIRE_ERRLEN, "criu restore ran past %d s and was stopped", cfg->timeout_s);
+		wire_fail(err, "criu restore ran past %d s and was stopped", cfg->timeout_s);
 		return 0;
 	}
 	close(p[0]);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-		snprintf(err, WIRE_ERRLEN, "cannot run %.400s", cfg->criu);
+		wire_fail(err, "cannot run %.400s", cfg->criu);
 		return 0;
 	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
@@ -423,7 +423,7 @@ static pid_t restore(const struct migrate_config *cfg, const struct incoming *in
 	}
 	fd = openat(dirfd, "restored.pid", O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0 || atoi(buf) <= 0) {
-		snprintf(err, WIRE_ERRLEN, "criu restore left no pid");
+		wire_fail(err, "criu restore left no pid");
 		if (fd >= 0)
 			close(fd);
 		return 0;
@@ -511,9 +511,9 @@ static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 			return -1;
 		*bytes += part;
 		if (read(in->fd, &mark, 1) != 1 || (mark != 'p' && mark != 'g' && mark != 'f'))
-			return snprintf(err, WIRE_ERRLEN, "the migration stream ended early (the link broke?)"), -1;
+			return wire_fail(err, "the migration stream ended early (the link broke?)");
 		if ((mark == 'p' && (final || ++rounds > ROUNDS_MAX)) || (mark == 'g' && final++))
-			return snprintf(err, WIRE_ERRLEN, "the migration stream is out of order, or has more than %d rounds", ROUNDS_MAX), -1;
+			return wire_fail(err, "the migration stream is out of order, or has more than %d rounds", ROUNDS_MAX);
 		if (mark == 'p') {
 			log_info("migration from %s: pre-copy round %d, %llu bytes", in->peer, rounds,
 				 (unsigned long long)part);
@@ -544,7 +544,7 @@ static void *incoming_thread(void *arg)
 	preloader_start(in);
 	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
 	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		snprintf(err, WIRE_ERRLEN, "cannot make a directory for the images: %s", strerror(errno));
+		wire_fail(err, "cannot make a directory for the images: %s", strerror(errno));
 	} else if (!streams_wait(in, err) && !receive(in, dirfd, &bytes, err)) {
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);

@@ -64,10 +64,10 @@ static int graph_build(struct worker *w, graph_image *im, CUgraph g, struct exec
 	ret = rc ? -1 : 0;
 out:
 	if (ret && i < im->nodes.nodes_len)
-		snprintf(err, SNAP_ERRLEN, "cannot make node %u (type %u) of a CUDA graph again (error %d)", i,
+		wire_fail(err, "cannot make node %u (type %u) of a CUDA graph again (error %d)", i,
 			 im->nodes.nodes_val[i].params.type, (int)rc);
 	else if (ret)
-		snprintf(err, SNAP_ERRLEN, "cannot make the edges of a CUDA graph again (error %d)", (int)rc);
+		wire_fail(err, "cannot make the edges of a CUDA graph again (error %d)", (int)rc);
 	free(nodes), free(from), free(to);
 	return ret;
 }
@@ -112,11 +112,11 @@ static int children(struct worker *w, const Cicada__Manifest *m, const graph_ima
 		    handle_kind_of(w, g->v.v_val[GC_GRAPH]) == H_GRAPH)
 			continue;
 		if (!object_of(m, OBJ_GRAPH, g->v.v_val[GC_GRAPH], &at) || w->objects->r.done[at]) {
-			snprintf(err, SNAP_ERRLEN, "a CUDA graph names a child graph the snapshot lacks");
+			wire_fail(err, "a CUDA graph names a child graph the snapshot lacks");
 			return -1;
 		}
 		if (depth >= 16) {
-			snprintf(err, SNAP_ERRLEN, "CUDA graphs are nested more than 16 deep");
+			wire_fail(err, "CUDA graphs are nested more than 16 deep");
 			return -1;
 		}
 		depth++;
@@ -140,7 +140,7 @@ static int restore_graph(struct worker *w, const Cicada__Manifest *m, const Cica
 
 	memset(&im, 0, sizeof(im));
 	if (objects_decode((xdrproc_t)xdr_graph_image, &im, o->body.data, o->body.len)) {
-		snprintf(err, SNAP_ERRLEN, "graph %llu: its description does not decode", (unsigned long long)o->handle);
+		wire_fail(err, "graph %llu: its description does not decode", (unsigned long long)o->handle);
 		return -1;
 	}
 	if (early && !refs_ready(w, &im)) {
@@ -150,7 +150,7 @@ static int restore_graph(struct worker *w, const Cicada__Manifest *m, const Cica
 	if (children(w, m, &im, err))
 		goto out;
 	if ((rc = cuGraphCreate(&g, 0))) {
-		snprintf(err, SNAP_ERRLEN, "cannot create a CUDA graph (error %d)", (int)rc);
+		wire_fail(err, "cannot create a CUDA graph (error %d)", (int)rc);
 		goto out;
 	}
 	if (graph_build(w, &im, g, o->kind == OBJ_EXEC ? &e : NULL, err))
@@ -159,7 +159,7 @@ static int restore_graph(struct worker *w, const Cicada__Manifest *m, const Cica
 		ret = bind_id(w, H_GRAPH, g, o->handle);
 		g = ret ? g : NULL;
 	} else if ((rc = cuGraphInstantiateWithFlags(&exec, g, im.flags))) {
-		snprintf(err, SNAP_ERRLEN, "cannot instantiate executable graph %llu again (error %d)",
+		wire_fail(err, "cannot instantiate executable graph %llu again (error %d)",
 			 (unsigned long long)o->handle, (int)rc);
 	} else if (!(ret = bind_id(w, H_GRAPH_EXEC, exec, o->handle))) {
 		struct exec_rec *r;
@@ -170,7 +170,7 @@ static int restore_graph(struct worker *w, const Cicada__Manifest *m, const Cica
 		}
 	}
 	if (ret < 0 && !err[0])
-		snprintf(err, SNAP_ERRLEN, "graph handle %llu is taken", (unsigned long long)o->handle);
+		wire_fail(err, "graph handle %llu is taken", (unsigned long long)o->handle);
 out:
 	if (g)
 		cuGraphDestroy(g);
@@ -192,7 +192,7 @@ static int restore_array(struct worker *w, const Cicada__Object *o, char *err)
 		rc = objects_array_copy(a, data, 0, &size);
 	free(data);
 	if (rc)
-		snprintf(err, SNAP_ERRLEN, "cannot write CUDA array %llu back (error %d)", (unsigned long long)o->handle,
+		wire_fail(err, "cannot write CUDA array %llu back (error %d)", (unsigned long long)o->handle,
 			 (int)rc);
 	return rc ? -1 : 0;
 }
@@ -209,8 +209,8 @@ static int restore_tex(struct worker *w, const Cicada__Object *o, char *err)
 
 	memset(&a, 0, sizeof(a));
 	if (objects_decode((xdrproc_t)xdr_tex_object_args, &a, o->body.data, o->body.len))
-		return snprintf(err, SNAP_ERRLEN, "texture object %llu: its description does not decode",
-				(unsigned long long)o->handle), -1;
+		return wire_fail(err, "texture object %llu: its description does not decode",
+				(unsigned long long)o->handle);
 	for (unsigned i = 0; i < st->nspare; i++)     /* a value held for an earlier one: free it now */
 		if ((st->spare[i] & ~(1ull << 63)) == o->handle) {
 			if (st->spare[i] >> 63)
@@ -236,7 +236,7 @@ static int restore_tex(struct worker *w, const Cicada__Object *o, char *err)
 			break;
 	}
 	if (ret)
-		snprintf(err, SNAP_ERRLEN, rc ? "cannot make texture object %llu again (error %d)" :
+		wire_fail(err, rc ? "cannot make texture object %llu again (error %d)" :
 			 "texture object %llu did not come back with its value", (unsigned long long)o->handle, (int)rc);
 	xdr_free((xdrproc_t)xdr_tex_object_args, (char *)&a);
 	return ret;
@@ -254,7 +254,7 @@ static int restore_object(struct worker *w, const Cicada__Manifest *m, size_t i,
 	case OBJ_TEX: case OBJ_SURF: rc = restore_tex(w, o, err); break;
 	case OBJ_GRAPH: case OBJ_EXEC: rc = restore_graph(w, m, o, early, err); break;
 	default:
-		snprintf(err, SNAP_ERRLEN, "the snapshot holds an object of unknown kind %u", o->kind);
+		wire_fail(err, "the snapshot holds an object of unknown kind %u", o->kind);
 		rc = -1;
 	}
 	if (rc > 0)
@@ -292,7 +292,7 @@ int objects_restore_upto(struct worker *w, const Cicada__Manifest *m, uint64_t s
 	if (!m->n_objects)
 		return 0;
 	if (!st)
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	for (size_t i = 0; i < m->n_objects; i++) {
 		const Cicada__Object *o = m->objects[i];
 		if (st->done[i] || o->kind == OBJ_ARRAY || o->kind == OBJ_GRAPH || o->after_seq >= seq)
@@ -326,7 +326,7 @@ int objects_restore(struct worker *w, const Cicada__Manifest *m, char *err)
 	if (!m->n_objects)
 		return 0;
 	if (!(st = restoring(w, m)))
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	for (size_t i = 0; i < m->n_objects && !rc; i++)
 		if (!st->done[i])
 			rc = restore_one(w, m, i, err);

@@ -193,7 +193,7 @@ static int image_of(struct saving *s, CUgraph g, struct exec_rec *exec, uint64_t
 
 	memset(im, 0, sizeof(*im));
 	if ((err = walk(g, &k)) || !(im->nodes.nodes_val = calloc(k.n + 1, sizeof(*im->nodes.nodes_val)))) {
-		snprintf(s->err, SNAP_ERRLEN, "cannot walk %s %llu (error %d)", what, (unsigned long long)id,
+		wire_fail(s->err, "cannot walk %s %llu (error %d)", what, (unsigned long long)id,
 			 err ? (int)err : (int)CUDA_ERROR_OUT_OF_MEMORY);
 		goto out;
 	}
@@ -201,24 +201,24 @@ static int image_of(struct saving *s, CUgraph g, struct exec_rec *exec, uint64_t
 	for (size_t i = 0; i < k.n && !why; i++) {
 		graph_image_node *n = &im->nodes.nodes_val[i];
 		if ((err = graph_params_out(s->w, k.nodes[i], &n->params))) {
-			snprintf(s->err, SNAP_ERRLEN, "cannot read a node of %s %llu (error %d)", what,
+			wire_fail(s->err, "cannot read a node of %s %llu (error %d)", what,
 				 (unsigned long long)id, (int)err);
 			goto out;
 		}
 		n->id = exec ? 0 : node_id_of(s, k.nodes[i]);
 		if (n->id && live_add(s, k.nodes[i], n->id)) {
-			snprintf(s->err, SNAP_ERRLEN, "out of memory");
+			wire_fail(s->err, "out of memory");
 			goto out;
 		}
 		why = node_refused(&n->params);
 	}
 	if (why) {
-		snprintf(s->err, SNAP_ERRLEN, "%s %llu holds %s, which a checkpoint cannot carry yet", what,
+		wire_fail(s->err, "%s %llu holds %s, which a checkpoint cannot carry yet", what,
 			 (unsigned long long)id, why);
 		goto out;
 	}
 	if (image_edges(&k, im)) {
-		snprintf(s->err, SNAP_ERRLEN, "out of memory");
+		wire_fail(s->err, "out of memory");
 		goto out;
 	}
 	if (exec)
@@ -235,7 +235,7 @@ static Cicada__Object *object_add(struct saving *s, unsigned kind, uint64_t hand
 
 	if (!o || !(v = realloc(s->m->objects, (s->m->n_objects + 1) * sizeof(*v)))) {
 		free(o);
-		snprintf(s->err, SNAP_ERRLEN, "out of memory");
+		wire_fail(s->err, "out of memory");
 		return NULL;
 	}
 	s->m->objects = v;
@@ -254,7 +254,7 @@ static int save_image(struct saving *s, unsigned kind, uint64_t handle, graph_im
 	if (!o)
 		return -1;
 	if (!(o->body.data = (uint8_t *)objects_encode((xdrproc_t)xdr_graph_image, im, &len))) {
-		snprintf(s->err, SNAP_ERRLEN, "out of memory");
+		wire_fail(s->err, "out of memory");
 		return -1;
 	}
 	o->body.len = len;
@@ -280,7 +280,7 @@ static int save_exec(struct saving *s, uint64_t id, CUgraphExec exec)
 	int rc;
 
 	if (!e || e->stale || !e->shadow) {
-		snprintf(s->err, SNAP_ERRLEN, "executable graph %llu cannot be carried by a checkpoint yet: %s",
+		wire_fail(s->err, "executable graph %llu cannot be carried by a checkpoint yet: %s",
 			 (unsigned long long)id, e && e->stale ? e->stale : "its graph is unknown");
 		return -1;
 	}
@@ -309,7 +309,7 @@ static int save_array(struct saving *s, uint64_t id, CUarray a)
 	if (!err)
 		err = objects_array_copy(a, buf, 1, &size);
 	if (err) {
-		snprintf(s->err, SNAP_ERRLEN, err == CUDA_ERROR_NOT_SUPPORTED ?
+		wire_fail(s->err, err == CUDA_ERROR_NOT_SUPPORTED ?
 			 "CUDA array %llu is of a format or kind a checkpoint cannot carry yet" :
 			 "cannot read CUDA array %llu (error %d)", (unsigned long long)id, (int)err);
 		goto out;
@@ -370,7 +370,7 @@ static int collect_node_ids(struct saving *s)
 	struct worker *w = s->w;
 
 	if (!(s->ids = calloc(w->nhandles + 1, sizeof(*s->ids))))
-		return snprintf(s->err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(s->err, "out of memory");
 	for (unsigned i = 0; i < w->nhandles; i++)
 		if (w->handles[i].kind == H_GRAPH_NODE)
 			s->ids[s->nids++] = (struct node_id){ w->handles[i].real, HANDLE_BASE + i };

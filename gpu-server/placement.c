@@ -43,15 +43,15 @@ int placement_set_gpus(const char *list, char *err)
 		long v = strtol(t, &end, 10);
 
 		if (end == t || *end || v < 0 || v >= (long)(sizeof(pl.load) / sizeof(pl.load[0])))
-			return snprintf(err, WIRE_ERRLEN, "--gpus: '%s' is not a GPU index", t), -1;
+			return wire_fail(err, "--gpus: '%s' is not a GPU index", t);
 		for (unsigned i = 0; i < pl.nlist; i++)
 			if (pl.list[i] == (uint32_t)v)
-				return snprintf(err, WIRE_ERRLEN, "--gpus: GPU %ld is listed twice", v), -1;
+				return wire_fail(err, "--gpus: GPU %ld is listed twice", v);
 		if (pl.nlist == CICADA_MAX_GPUS)
-			return snprintf(err, WIRE_ERRLEN, "--gpus: more than %d GPUs", CICADA_MAX_GPUS), -1;
+			return wire_fail(err, "--gpus: more than %d GPUs", CICADA_MAX_GPUS);
 		pl.list[pl.nlist++] = (uint32_t)v;
 	}
-	return pl.nlist ? 0 : (snprintf(err, WIRE_ERRLEN, "--gpus: no GPU named"), -1);
+	return pl.nlist ? 0 : wire_fail(err, "--gpus: no GPU named");
 }
 
 void placement_set_per_client(unsigned n)

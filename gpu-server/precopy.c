@@ -32,7 +32,7 @@ struct precopy {
 	size_t nranges;
 	_Atomic int state;                   /* precopy_state */
 	uint64_t pieces, unchanged, unread, stored;
-	char err[SNAP_ERRLEN];
+	char err[WIRE_ERRLEN];
 };
 
 static __thread CUstream round_stream;     /* each writing thread's own */
@@ -95,7 +95,7 @@ static void *round_thread(void *arg)
 	Cicada__Manifest m = CICADA__MANIFEST__INIT;
 	Cicada__Chunk *chunks;
 	struct snap_writer *wr;
-	char why[SNAP_ERRLEN];
+	char why[WIRE_ERRLEN];
 	int rc;
 
 	cuCtxSetCurrent(p->w->base_ctx);

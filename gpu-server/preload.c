@@ -177,12 +177,12 @@ static int load_round(struct preload *p, int dirfd, char *err)
 	ops.have = have_loaded;
 	ops.hash = NULL;
 	if (scratch_reserve(p)) {
-		snprintf(err, SNAP_ERRLEN, "no scratch device addresses");
+		wire_fail(err, "no scratch device addresses");
 		goto out;
 	}
 	for (size_t i = 0; i < m->n_chunks; i++)
 		if (!chunk_at(p, m->chunks[i]->va, m->chunks[i]->size) && chunk_make(p, m->chunks[i]->va, m->chunks[i]->size)) {
-			snprintf(err, SNAP_ERRLEN, "no device memory for a chunk of %llu bytes",
+			wire_fail(err, "no device memory for a chunk of %llu bytes",
 				 (unsigned long long)m->chunks[i]->size);
 			goto out;
 		}
@@ -218,7 +218,7 @@ void preload_start(struct worker *w, int ctl)
  * process) is kept, for the restore reads it should a piece be missing. */
 static int command(struct preload *p)
 {
-	char err[SNAP_ERRLEN], tag = 0;
+	char err[WIRE_ERRLEN], tag = 0;
 	int dirfd = wire_recv_fd_tagged(p->ctl, &tag);
 	uint64_t t0 = wire_now_ns();
 

@@ -49,7 +49,7 @@ static int load_images(struct worker *w, struct snap_reader *r, const Cicada__Ma
 
 	if (!t || !(t->v = calloc(m->n_images + 1, sizeof(*t->v)))) {
 		free(t);
-		snprintf(err, SNAP_ERRLEN, "out of memory");
+		wire_fail(err, "out of memory");
 		return -1;
 	}
 	w->images = t;
@@ -74,7 +74,7 @@ static int check_room(const Cicada__Manifest *m, char *err)
 		return 0;
 	if (need <= free_b)
 		return 0;
-	snprintf(err, SNAP_ERRLEN, "the snapshot needs %.2f GiB of device memory; this GPU has %.2f GiB free",
+	wire_fail(err, "the snapshot needs %.2f GiB of device memory; this GPU has %.2f GiB free",
 		 need / 1073741824.0, free_b / 1073741824.0);
 	return -1;
 }
@@ -87,7 +87,7 @@ static int check_gpus(const struct worker *w, const Cicada__Manifest *m, char *e
 
 	if (need <= (unsigned)w->ngpus)
 		return 0;
-	snprintf(err, SNAP_ERRLEN, "the application used %u GPUs; this session has %d (the server's --gpus, "
+	wire_fail(err, "the application used %u GPUs; this session has %d (the server's --gpus, "
 		 "CICADA_RESTORE_GPUS)", need, w->ngpus);
 	return -1;
 }
@@ -105,7 +105,7 @@ static int reserve_arena(struct worker *w, const Cicada__Manifest *m, char *err)
 		rc = CUDA_ERROR_INVALID_CONTEXT;
 
 	if (rc)
-		snprintf(err, SNAP_ERRLEN, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
+		wire_fail(err, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
 			 (unsigned long long)m->arena_va, (unsigned long long)(m->arena_va + m->arena_size), rc);
 	return rc ? -1 : 0;
 }
@@ -118,7 +118,7 @@ static int map_chunks(struct worker *w, const Cicada__Manifest *m, size_t upto, 
 	for (; *mapped < upto && *mapped < m->n_chunks; ++*mapped) {
 		const Cicada__Chunk *c = m->chunks[*mapped];
 		if ((rc = devmem_restore_chunk(w, c->va, c->size))) {
-			snprintf(err, SNAP_ERRLEN, "cannot map device memory at 0x%llx (%llu bytes): error %d",
+			wire_fail(err, "cannot map device memory at 0x%llx (%llu bytes): error %d",
 				 (unsigned long long)c->va, (unsigned long long)c->size, rc);
 			return -1;
 		}
@@ -130,7 +130,7 @@ static int restore_allocations(struct worker *w, const Cicada__Manifest *m, char
 {
 	for (size_t i = 0; i < m->n_allocations; i++)
 		if (devmem_restore_alloc(w, m->allocations[i]->va, m->allocations[i]->size)) {
-			snprintf(err, SNAP_ERRLEN, "allocation at 0x%llx does not fit the snapshot's chunks",
+			wire_fail(err, "allocation at 0x%llx does not fit the snapshot's chunks",
 				 (unsigned long long)m->allocations[i]->va);
 			return -1;
 		}
@@ -148,7 +148,7 @@ static int no_code(const Cicada__Manifest *m, const struct proc_desc *d, CUresul
 		return 0;
 	cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0);
 	cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0);
-	snprintf(err, SNAP_ERRLEN, "this GPU (sm_%d%d) cannot run the program's kernels: built for sm_%d%d "
+	wire_fail(err, "this GPU (sm_%d%d) cannot run the program's kernels: built for sm_%d%d "
 		 "without PTX it can compile (%s: %s)", major, minor, m->gpu ? m->gpu->cc_major : 0,
 		 m->gpu ? m->gpu->cc_minor : 0, d->name,
 		 rc == CUDA_ERROR_NO_BINARY_FOR_GPU ? "no code for this GPU" : "its PTX is refused");
@@ -187,7 +187,7 @@ static int replay_one(struct worker *w, const Cicada__Manifest *m, const Cicada_
 	if (no_code(m, d, rc, err))
 		return -1;
 fail:
-	snprintf(err, SNAP_ERRLEN, "replaying call %llu (%s) failed with error %d",
+	wire_fail(err, "replaying call %llu (%s) failed with error %d",
 		 (unsigned long long)rec->seq, d ? d->name : "unknown procedure", (int)rc);
 	return -1;
 }
@@ -204,7 +204,7 @@ static int check_globals(struct worker *w, const Cicada__Manifest *m, char *err)
 		if (j == n) {
 			for (j = 0; j < n && g[j].size != m->globals[i]->size; j++)
 				;
-			snprintf(err, SNAP_ERRLEN, "module global at 0x%llx (%llu bytes) did not come back at its "
+			wire_fail(err, "module global at 0x%llx (%llu bytes) did not come back at its "
 				 "address%s%llx%s", (unsigned long long)m->globals[i]->va,
 				 (unsigned long long)m->globals[i]->size, j < n ? " (one of its size is at 0x" : "",
 				 j < n ? (unsigned long long)g[j].va : 0ull, j < n ? ")" : "");

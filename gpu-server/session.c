@@ -177,7 +177,7 @@ static int attach_shm(struct worker *w, const hello_args *h, char *err)
 	int fd = wire_recv_fd(w->sock);
 
 	if (fd < 0) {
-		snprintf(err, WIRE_ERRLEN, "no shared memory segment received");
+		wire_fail(err, "no shared memory segment received");
 		return -1;
 	}
 	if (shm_segment_attach(&w->shm, fd, h->shm_size, err)) {
@@ -186,7 +186,7 @@ static int attach_shm(struct worker *w, const hello_args *h, char *err)
 	}
 	if (cuMemHostRegister((char *)w->shm.hdr + w->shm.hdr->staging_offset,
 			      (size_t)w->shm.hdr->nslots * w->shm.hdr->slot_size, CU_MEMHOSTREGISTER_PORTABLE)) {
-		snprintf(err, WIRE_ERRLEN, "cannot pin the staging area");
+		wire_fail(err, "cannot pin the staging area");
 		shm_segment_detach(&w->shm);
 		return -1;
 	}
@@ -261,7 +261,7 @@ static int snapshot_dir(struct worker *w, struct handed *c, char *tmp, size_t le
 
 static void snapshot_dir_done(int dirfd, const char *tmp, const char *name)
 {
-	char err[SNAP_ERRLEN];
+	char err[WIRE_ERRLEN];
 
 	if (tmp[0]) {
 		snap_remove_dir(dirfd, name, err);
@@ -278,7 +278,7 @@ static int name_valid(const char *name)
 
 static void checkpoint(struct worker *w, struct handed *c)
 {
-	char tmp[PATH_MAX], err[SNAP_ERRLEN];
+	char tmp[PATH_MAX], err[WIRE_ERRLEN];
 	int dirfd = -1;
 
 	if (!name_valid(c->h.snapshot) || (dirfd = snapshot_dir(w, c, tmp, sizeof(tmp))) < 0) {
@@ -317,7 +317,7 @@ static int preload(struct worker *w, struct handed *c, int *lfd)
 /* Restores into this fresh worker; on failure the worker is spent. */
 static int restore(struct worker *w, struct handed *c, int *lfd)
 {
-	char tmp[PATH_MAX], err[SNAP_ERRLEN];
+	char tmp[PATH_MAX], err[WIRE_ERRLEN];
 	uint64_t t0 = wire_now_ns();
 	int dirfd = -1, rc = -1;
 

@@ -584,7 +584,7 @@ static int restore_reservation(struct worker *w, const Cicada__VmmReservation *r
 	CUdeviceptr got;
 
 	if (wrap_cuMemAddressReserve(w, &got, r->size, r->align, r->va, r->flags) || got != r->va) {
-		snprintf(err, SNAP_ERRLEN, "cannot reserve the application's device addresses 0x%llx-0x%llx",
+		wire_fail(err, "cannot reserve the application's device addresses 0x%llx-0x%llx",
 			 (unsigned long long)r->va, (unsigned long long)(r->va + r->size));
 		return -1;
 	}
@@ -600,7 +600,7 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 
 	*out = a;
 	if (!a)
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	memcpy(&a->prop, p->prop.data, sizeof(a->prop));
 	a->prop.win32HandleMetaData = NULL;
 	a->size = p->size;
@@ -610,14 +610,14 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 	if (p->has_imported && !(a->imported = malloc(SNAP_IPC_HANDLE_SIZE))) {
 		free(a);
 		*out = NULL;
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	}
 	if (p->has_imported)
 		memcpy(a->imported, p->imported.data, SNAP_IPC_HANDLE_SIZE);
 	if ((a->pending = p->has_imported)) {
 		rc = CUDA_SUCCESS;           /* another process's: imported when the client comes */
 	} else if ((rc = create(w, a))) {
-		snprintf(err, SNAP_ERRLEN, "cannot create an allocation of %llu bytes (error %d)",
+		wire_fail(err, "cannot create an allocation of %llu bytes (error %d)",
 			 (unsigned long long)a->size, (int)rc);
 		free(a);
 		*out = NULL;
@@ -629,7 +629,7 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 	a->id = handle_put(w, H_VMM, a);
 	w->replay_id = 0;
 	if (a->id != p->handle)
-		return snprintf(err, SNAP_ERRLEN, "allocation handle %llu is taken", (unsigned long long)p->handle), -1;
+		return wire_fail(err, "allocation handle %llu is taken", (unsigned long long)p->handle);
 	a->held = p->held + 1;
 	return 0;
 }
@@ -640,7 +640,7 @@ static int restore_map(struct worker *w, const Cicada__VmmMapping *p, struct vmm
 
 	if (!al || array_grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)) ||
 	    (!al->pending && cuMemMap(p->va, p->size, p->offset, al->h, 0))) {
-		snprintf(err, SNAP_ERRLEN, "cannot map the application's device memory at 0x%llx",
+		wire_fail(err, "cannot map the application's device memory at 0x%llx",
 			 (unsigned long long)p->va);
 		return -1;
 	}
@@ -661,12 +661,12 @@ static int restore_access(struct worker *w, const Cicada__VmmAccess *x, char *er
 		uint64_t hi = v->maps[i].va + v->maps[i].size < x->va + x->size ? v->maps[i].va + v->maps[i].size :
 										   x->va + x->size;
 		if (lo < hi && !v->maps[i].a->pending && set_access(w, lo, hi - lo, d)) {
-			snprintf(err, SNAP_ERRLEN, "cannot set access to 0x%llx", (unsigned long long)lo);
+			wire_fail(err, "cannot set access to 0x%llx", (unsigned long long)lo);
 			return -1;
 		}
 	}
 	if (array_grow((void **)&v->access, &v->cap_access, v->naccess, sizeof(*v->access)))
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	v->access[v->naccess++] = (struct vmm_access){ x->va, x->size, d, replay_seq(w) };
 	return 0;
 }
@@ -679,7 +679,7 @@ int vmm_restore_upto(struct worker *w, const Cicada__Manifest *m, uint64_t seq, 
 	if (!m->n_vmm_reservations && !m->n_vmm_allocations)
 		return 0;
 	if (!(st = restoring(w, m)))
-		return snprintf(err, SNAP_ERRLEN, "out of memory"), -1;
+		return wire_fail(err, "out of memory");
 	/* (lists are in no order of their own: each entry is looked at) */
 	for (size_t i = 0; i < m->n_vmm_reservations; i++)
 		if (!st->done_r[i] && m->vmm_reservations[i]->after_seq < seq &&

@@ -141,7 +141,7 @@ static int hello_answer(struct wire_stream *st, uint32_t xid, hello_res *r, char
 {
 	memset(r, 0, sizeof(*r));
 	if (wire_recv_record(st, &cl.in, 65536)) {
-		snprintf(err, WIRE_ERRLEN, "closed the connection during hello");
+		wire_fail(err, "closed the connection during hello");
 		return -1;
 	}
 	return wire_decode_reply(&cl.in, xid, (xdrproc_t)xdr_hello_res, r, err);
@@ -238,7 +238,7 @@ int client_open_channel(unsigned proc, char *err)
 	int fd = -1;
 
 	if ((rc = channel_call(proc, 0, &ticket)) || !ticket.name) {
-		snprintf(err, WIRE_ERRLEN, "the worker offers no such channel (error %d)", (int)rc);
+		wire_fail(err, "the worker offers no such channel (error %d)", (int)rc);
 		xdr_free((xdrproc_t)xdr_name_res, (char *)&ticket);
 		return -1;
 	}
@@ -248,14 +248,14 @@ int client_open_channel(unsigned proc, char *err)
 	wire_stream_init(&st, fd);
 	hello_fill(&h, &hb, OP_CALLBACK, ticket.name, nonce);
 	if (hello_send(&st, &h, -1)) {
-		snprintf(err, WIRE_ERRLEN, "the server closed the connection");
+		wire_fail(err, "the server closed the connection");
 		goto fail;
 	}
 	xid = cl.xid;
 	rc = channel_call(proc, 1, &taken);
 	xdr_free((xdrproc_t)xdr_name_res, (char *)&taken);
 	if (rc) {
-		snprintf(err, WIRE_ERRLEN, "the worker did not take the connection (error %d)", (int)rc);
+		wire_fail(err, "the worker did not take the connection (error %d)", (int)rc);
 		goto fail;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 10, 0 }, sizeof(struct timeval));
@@ -263,7 +263,7 @@ int client_open_channel(unsigned proc, char *err)
 		goto fail;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &(struct timeval){ 0, 0 }, sizeof(struct timeval));
 	if (r.err) {
-		snprintf(err, WIRE_ERRLEN, "%s", r.message ? r.message : "refused");
+		wire_fail(err, "%s", r.message ? r.message : "refused");
 		goto fail;
 	}
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
@@ -374,15 +374,15 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
 	CUresult rc;
 
 	if (cl.state != ST_CONNECTED) {
-		snprintf(err, WIRE_ERRLEN, cl.state == ST_NEW ? "no GPU session yet" : "the GPU session is lost");
+		wire_fail(err, cl.state == ST_NEW ? "no GPU session yet" : "the GPU session is lost");
 		return cl.state == ST_NEW ? 1 : -1;
 	}
 	rc = client_call_locked(P_detach, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
 	if (rc || !r.name) {
 		if (r.name && r.name[0])
-			snprintf(err, WIRE_ERRLEN, "cannot pause the GPU session: %s", r.name);
+			wire_fail(err, "cannot pause the GPU session: %s", r.name);
 		else
-			snprintf(err, WIRE_ERRLEN, "the gpu-server could not pause the session (error %d)", (int)rc);
+			wire_fail(err, "the gpu-server could not pause the session (error %d)", (int)rc);
 		xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
 		return -1;
 	}
@@ -409,12 +409,12 @@ int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out
 	pthread_mutex_lock(&cl.lock);
 	if (cl.state != ST_CONNECTED) {
 		pthread_mutex_unlock(&cl.lock);
-		snprintf(err, WIRE_ERRLEN, "no GPU session");
+		wire_fail(err, "no GPU session");
 		return 1;
 	}
 	if (strncmp(cl.addr_text, "unix:", 5)) {
 		pthread_mutex_unlock(&cl.lock);
-		snprintf(err, WIRE_ERRLEN, "pre-copy needs a client on the server's node");
+		wire_fail(err, "pre-copy needs a client on the server's node");
 		return 1;
 	}
 	memset(&r, 0, sizeof(r));
@@ -435,7 +435,7 @@ int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out
 		pthread_mutex_unlock(&cl.lock);
 	}
 	if (rc || r.state != PRECOPY_DONE)
-		snprintf(err, WIRE_ERRLEN, "%s", r.message && r.message[0] ? r.message : "the pre-copy round failed");
+		wire_fail(err, "%s", r.message && r.message[0] ? r.message : "the pre-copy round failed");
 	else
 		out[0] = r.pieces, out[1] = r.unchanged, out[2] = r.stored;
 	rc = rc || r.state != PRECOPY_DONE ? CUDA_ERROR_UNKNOWN : CUDA_SUCCESS;
@@ -451,12 +451,12 @@ int client_resume(const char *server, const char *ticket, char *err)
 	if (cl.state != ST_PAUSED)
 		return 0;
 	if (dial_locked(server, OP_REATTACH, ticket, &regions_lost)) {
-		snprintf(err, WIRE_ERRLEN, "cannot reattach the GPU session at %s", server);
+		wire_fail(err, "cannot reattach the GPU session at %s", server);
 		return -1;
 	}
 	for (unsigned i = 0; i < nhooks; i++)
 		if (hooks[i]->resume && hooks[i]->resume(regions_lost)) {
-			snprintf(err, WIRE_ERRLEN, "cannot share pinned memory with the restored worker");
+			wire_fail(err, "cannot share pinned memory with the restored worker");
 			return -1;
 		}
 	return 0;

@@ -27,11 +27,11 @@ static int resume_on(struct gpu_session *src, const struct gpu_session *dst, cha
 	int n = snprintf(line, sizeof(line), "RESUME %s %s %s\n", dst->ticket, dst->server, dst->token_hex);
 
 	if (send(src->ctl, line, (size_t)n, MSG_NOSIGNAL) != n || wire_read_line(src->ctl, line, sizeof(line))) {
-		snprintf(err, WIRE_ERRLEN, "process %d did not answer the resume", src->pid);
+		wire_fail(err, "process %d did not answer the resume", src->pid);
 		return -1;
 	}
 	if (strcmp(line, "RESUMED")) {
-		snprintf(err, WIRE_ERRLEN, "process %d could not reattach on %.150s (%.150s)", src->pid, dst->server,
+		wire_fail(err, "process %d could not reattach on %.150s (%.150s)", src->pid, dst->server,
 			 strncmp(line, "ERROR ", 6) ? line : line + 6);
 		return -1;
 	}
@@ -63,7 +63,7 @@ static void release_target(struct gpu_session *dst)
  * would part (the whole job moves together: whole.c). err says so. */
 static int shares_memory(const struct migrate_opts *o, int dirfd, const char *name, char *err)
 {
-	char why[SNAP_ERRLEN];
+	char why[WIRE_ERRLEN];
 	Cicada__Manifest *m = snap_manifest_load(dirfd, name, why);     /* (the process is frozen) */
 	int shares = m && (m->n_ipc_exports || m->n_ipc_imports);
 
@@ -71,7 +71,7 @@ static int shares_memory(const struct migrate_opts *o, int dirfd, const char *na
 		shares = m->vmm_allocations[i]->has_imported;
 	snap_manifest_free(m);
 	if (shares)
-		snprintf(err, WIRE_ERRLEN, "process %d shares device memory with other processes (CUDA IPC): its GPU "
+		wire_fail(err, "process %d shares device memory with other processes (CUDA IPC): its GPU "
 			 "state cannot move without them; move the whole job (without --gpu-only)", o->pid);
 	return shares;
 }
@@ -101,7 +101,7 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 	*frozen = migrate_now();
 	if ((rc = session_pause(src, err)) <= 0) {
 		if (rc == 0)
-			snprintf(err, WIRE_ERRLEN, "process %d has no GPU session to move (is it running through Cicada?)",
+			wire_fail(err, "process %d has no GPU session to move (is it running through Cicada?)",
 				 o->pid);
 		rc = -1;
 		goto out;
@@ -146,7 +146,7 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 	} else {
 		rc = session_pause(&src, err);
 		if (rc == 0)
-			snprintf(err, WIRE_ERRLEN, "process %d has no GPU session to move (is it running through Cicada?)",
+			wire_fail(err, "process %d has no GPU session to move (is it running through Cicada?)",
 				 o->pid);
 		if (rc <= 0)
 			return -1;

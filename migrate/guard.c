@@ -63,14 +63,14 @@ int guard_start(int pid, struct staging *st, char *err)
 	char c;
 
 	if (pipe2(p, O_CLOEXEC)) {
-		snprintf(err, WIRE_ERRLEN, "cannot start the guard: %s", strerror(errno));
+		wire_fail(err, "cannot start the guard: %s", strerror(errno));
 		return -1;
 	}
 	g = fork();
 	if (g < 0) {
 		close(p[0]);
 		close(p[1]);
-		snprintf(err, WIRE_ERRLEN, "cannot start the guard: %s", strerror(errno));
+		wire_fail(err, "cannot start the guard: %s", strerror(errno));
 		return -1;
 	}
 	if (g == 0) {

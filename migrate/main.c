@@ -109,16 +109,16 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 	}
 	o->pid = (int)strtol(argv[optind], &end, 10);
 	if (*end || o->pid <= 0)
-		return snprintf(err, WIRE_ERRLEN, "'%s' is not a process id", argv[optind]), -1;
+		return wire_fail(err, "'%s' is not a process id", argv[optind]);
 	if (o->gpu == -2)
-		return snprintf(err, WIRE_ERRLEN, "--gpu takes GPU indices or UUIDs, first the one for the "
-				"application's GPU 0: 1, or 1,0"), -1;
+		return wire_fail(err, "--gpu takes GPU indices or UUIDs, first the one for the "
+				"application's GPU 0: 1, or 1,0");
 	if (o->streams < 1 || o->streams > SNAP_STREAMS_MAX)
-		return snprintf(err, WIRE_ERRLEN, "--streams takes 1 to %d", SNAP_STREAMS_MAX), -1;
+		return wire_fail(err, "--streams takes 1 to %d", SNAP_STREAMS_MAX);
 	if (set_target(o, to, err))
 		return -1;
 	if (!o->target[0] && !o->gpu_only && o->gpu < 0)
-		return snprintf(err, WIRE_ERRLEN, "--to local moves GPU state only: give --gpu N"), -1;
+		return wire_fail(err, "--to local moves GPU state only: give --gpu N");
 	if (!o->target[0])
 		o->gpu_only = 1;
 	snprintf(o->token_hex, sizeof(o->token_hex), "%s", o->target[0] && !o->gpu_only ? "-" : "");
@@ -162,7 +162,7 @@ int main(int argc, char **argv)
 	if (rc > 0)
 		return rc;
 	if (!rc && o.gpus[0] && setenv("CICADA_RESTORE_GPUS", o.gpus, 1)) {     /* read by the restore's request */
-		snprintf(err, WIRE_ERRLEN, "out of memory");
+		wire_fail(err, "out of memory");
 		rc = -1;
 	}
 	if (!rc)

@@ -110,7 +110,7 @@ uint64_t dir_bytes(int dirfd, int depth)
  * parent) and what they take stored. */
 void snapshot_sizes(int dirfd, const char *name, uint64_t *device, uint64_t *stored)
 {
-	char err[SNAP_ERRLEN];
+	char err[WIRE_ERRLEN];
 	struct snap_reader *r = snap_reader_open(dirfd, name, err);
 	const Cicada__Manifest *m = r ? snap_reader_manifest(r) : NULL;
 

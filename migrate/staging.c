@@ -16,7 +16,7 @@ int staging_make(const char *work_dir, struct staging *s, char *err)
 	snprintf(s->path, sizeof(s->path), "%s/gpu-migrate-XXXXXX", work_dir);
 	s->fd = -1;
 	if (!mkdtemp(s->path) || (s->fd = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		snprintf(err, WIRE_ERRLEN, "cannot make a staging directory in %s: %s", work_dir, strerror(errno));
+		wire_fail(err, "cannot make a staging directory in %s: %s", work_dir, strerror(errno));
 		s->path[0] = 0;
 		return -1;
 	}
@@ -25,7 +25,7 @@ int staging_make(const char *work_dir, struct staging *s, char *err)
 
 void staging_remove(struct staging *s)
 {
-	char parent[1100], why[SNAP_ERRLEN], *slash;
+	char parent[1100], why[WIRE_ERRLEN], *slash;
 	int pfd;
 
 	if (s->fd >= 0)

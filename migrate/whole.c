@@ -46,9 +46,9 @@ int target_answer(int fd, int timeout_s, const char *target, hello_res *r, char 
 	wire_stream_init(&st, fd);
 	if (poll(&p, 1, timeout_s * 1000) != 1 || wire_recv_record(&st, &buf, 65536) ||
 	    wire_decode_reply(&buf, 1, (xdrproc_t)xdr_hello_res, r, err))
-		snprintf(err, WIRE_ERRLEN, "the target %s did not answer", target);
+		wire_fail(err, "the target %s did not answer", target);
 	else if (r->err)
-		snprintf(err, WIRE_ERRLEN, "the target %s: %s", target, r->message);
+		wire_fail(err, "the target %s: %s", target, r->message);
 	else
 		rc = 0;
 	wire_buf_free(&buf);
@@ -87,7 +87,7 @@ int target_open(const struct migrate_opts *o, const char *join, char *key, char 
 	bad = wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf);
 	wire_buf_free(&buf);
 	if (bad) {
-		snprintf(err, WIRE_ERRLEN, "cannot reach the target %s", o->target);
+		wire_fail(err, "cannot reach the target %s", o->target);
 	} else if (!(bad = target_answer(fd, 30, o->target, &r, err))) {
 		if (key)
 			snprintf(key, CICADA_TICKET_LEN + 1, "%s", r.ticket ? r.ticket : "");
@@ -111,7 +111,7 @@ int streams_open(const struct migrate_opts *o, const char *key, int *fds, struct
 			return -1;
 	r->streams = (int)n;
 	if (send(fds[0], &n, 4, MSG_NOSIGNAL) != 4)
-		return snprintf(err, WIRE_ERRLEN, "the link to the target broke"), -1;
+		return wire_fail(err, "the link to the target broke");
 	return 0;
 }
 
@@ -173,7 +173,7 @@ static int dump(const struct migrate_opts *o, const struct staging *s, const int
 	if (child > 0 && waited == 0) {
 		kill(child, SIGKILL);
 		waitpid(child, &status, 0);
-		snprintf(err, WIRE_ERRLEN, "criu dump ran past %d s and was stopped", o->timeout_s);
+		wire_fail(err, "criu dump ran past %d s and was stopped", o->timeout_s);
 		return -1;
 	}
 	if (child > 0 && WIFEXITED(status) && !WEXITSTATUS(status)) {
@@ -185,19 +185,19 @@ static int dump(const struct migrate_opts *o, const struct staging *s, const int
 	if (sent < 0)
 		return -1;                   /* (err says why: the link) */
 	if (kill(o->pid, 0) && errno == ESRCH) {
-		snprintf(err, WIRE_ERRLEN, "process %d ended before it could be frozen; nothing was moved", o->pid);
+		wire_fail(err, "process %d ended before it could be frozen; nothing was moved", o->pid);
 		return -1;
 	}
 	snap_criu_reason(s->fd, "dump.log", last, sizeof(last));
 	if (child < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
-		snprintf(err, WIRE_ERRLEN, "cannot run %.400s", o->criu);
+		wire_fail(err, "cannot run %.400s", o->criu);
 		return -1;
 	}
 	/* criu's whole log outlives the staging directory */
 	snprintf(kept, sizeof(kept), "%s/gpu-migrate-%d-dump.log", o->work_dir, o->pid);
 	if (renameat(s->fd, "dump.log", AT_FDCWD, kept))
 		kept[0] = 0;
-	snprintf(err, WIRE_ERRLEN, "criu dump of process %d failed%s%.200s%s%.150s%s", o->pid, last[0] ? ": " : "",
+	wire_fail(err, "criu dump of process %d failed%s%.200s%s%.150s%s", o->pid, last[0] ? ": " : "",
 		 last, kept[0] ? " (criu's log: " : "", kept, kept[0] ? ")" : "");
 	return -1;
 }
@@ -229,7 +229,7 @@ int send_part(const struct staging *st, const int *fds, const char *only, const 
 	if (part)
 		*part = n;
 	if (!rc && send(fd, &mark, 1, MSG_NOSIGNAL) != 1) {
-		snprintf(err, WIRE_ERRLEN, "the link to the target broke");
+		wire_fail(err, "the link to the target broke");
 		rc = -1;
 	}
 	return rc;
@@ -333,7 +333,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	r->pid = o->pid;
 	snprintf(r->target, sizeof(r->target), "%s", o->target);
 	if (kill(o->pid, 0)) {
-		snprintf(err, WIRE_ERRLEN, "no process %d here: %s", o->pid, strerror(errno));
+		wire_fail(err, "no process %d here: %s", o->pid, strerror(errno));
 		return -1;
 	}
 	if ((fd = target_open(o, NULL, key, err)) < 0)
@@ -369,7 +369,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	if (go(fd, o)) {
 		guard_disarm();
 		stopped = 0;                 /* in doubt: neither runs until someone looks */
-		snprintf(err, WIRE_ERRLEN, "the target did not confirm the go: process %d is left stopped here; "
+		wire_fail(err, "the target did not confirm the go: process %d is left stopped here; "
 			 "if it runs on %s, kill -9 it, else kill -CONT it", o->pid, o->target);
 		rc = -1;
 		goto out;

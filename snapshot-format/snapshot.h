@@ -27,7 +27,7 @@
 #define SNAP_FORMAT_OLDEST 1             /* the oldest it reads (1: no CUDA IPC) */
 #define SNAP_DIR_NAME "cicada-gpu"        /* the default snapshot name */
 #define SNAP_NAME_LEN 200                 /* longest snapshot name */
-#define SNAP_ERRLEN 256
+#define SNAP_ERRLEN 512                  /* an error buffer (wire.h's WIRE_ERRLEN too) */
 #define SNAP_PIECE_SIZE (8u << 20)        /* device bytes per piece */
 #ifndef CICADA_VERSION
 #define CICADA_VERSION "0.1"

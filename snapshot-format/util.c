@@ -23,6 +23,9 @@ int snap_fail(char *err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, SNAP_ERRLEN, fmt, ap);
 	va_end(ap);
+	for (char *p = err; *p; p++)             /* one line, as wire_fail */
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
 	return -1;
 }
 

@@ -45,7 +45,7 @@ int wire_parse_addr(const char *text, struct wire_addr *addr, char *err)
 		return 0;
 	}
 bad:
-	snprintf(err, WIRE_ERRLEN, "bad address '%s' (expected unix:/path, tcp:host:port or tls:host:port)", text);
+	wire_fail(err, "bad address '%s' (expected unix:/path, tcp:host:port or tls:host:port)", text);
 	return -1;
 }
 
@@ -95,7 +95,7 @@ static int listen_unix(const struct wire_addr *addr, char *err)
 		goto fail;
 	return fd;
 fail:
-	snprintf(err, WIRE_ERRLEN, "cannot listen on unix:%s: %s", addr->path, strerror(errno));
+	wire_fail(err, "cannot listen on unix:%s: %s", addr->path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return -1;
@@ -107,7 +107,7 @@ static int tcp_resolve(const struct wire_addr *addr, int passive, struct addrinf
 	int rc = getaddrinfo(addr->host, addr->port, &hints, res);
 
 	if (rc) {
-		snprintf(err, WIRE_ERRLEN, "cannot resolve tcp:%s:%s: %s", addr->host, addr->port, gai_strerror(rc));
+		wire_fail(err, "cannot resolve tcp:%s:%s: %s", addr->host, addr->port, gai_strerror(rc));
 		return -1;
 	}
 	return 0;
@@ -134,7 +134,7 @@ static int listen_tcp(const struct wire_addr *addr, char *err)
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		snprintf(err, WIRE_ERRLEN, "cannot listen on tcp:%s:%s: %s", addr->host, addr->port,
+		wire_fail(err, "cannot listen on tcp:%s:%s: %s", addr->host, addr->port,
 			 strerror(saved ? saved : errno));
 	return fd;
 }
@@ -152,7 +152,7 @@ static int dial_unix(const struct wire_addr *addr, char *err)
 	unix_sockaddr(addr, &sun);
 	if (fd >= 0 && !connect(fd, (struct sockaddr *)&sun, sizeof(sun)))
 		return fd;
-	snprintf(err, WIRE_ERRLEN, "cannot connect to unix:%s: %s", addr->path, strerror(errno));
+	wire_fail(err, "cannot connect to unix:%s: %s", addr->path, strerror(errno));
 	if (fd >= 0)
 		close(fd);
 	return -1;
@@ -177,7 +177,7 @@ static int dial_tcp(const struct wire_addr *addr, char *err)
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		snprintf(err, WIRE_ERRLEN, "cannot connect to tcp:%s:%s: %s", addr->host, addr->port,
+		wire_fail(err, "cannot connect to tcp:%s:%s: %s", addr->host, addr->port,
 			 strerror(saved ? saved : errno));
 		return -1;
 	}

@@ -43,20 +43,20 @@ int wire_recv_challenge(int fd, uint8_t nonce[WIRE_NONCE_LEN], int timeout_ms, c
 		ssize_t n;
 
 		if (poll(&p, 1, timeout_ms) != 1) {
-			snprintf(err, WIRE_ERRLEN, "no challenge from the server within %d ms", timeout_ms);
+			wire_fail(err, "no challenge from the server within %d ms", timeout_ms);
 			return -1;
 		}
 		n = recv(fd, msg + got, sizeof(msg) - got, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			snprintf(err, WIRE_ERRLEN, "the server closed the connection before its challenge");
+			wire_fail(err, "the server closed the connection before its challenge");
 			return -1;
 		}
 		got += (size_t)n;
 	}
 	if (memcmp(msg, CHALLENGE_MAGIC, 8)) {
-		snprintf(err, WIRE_ERRLEN, "not a Cicada gpu-server (or one older than this client)");
+		wire_fail(err, "not a Cicada gpu-server (or one older than this client)");
 		return -1;
 	}
 	memcpy(nonce, msg + 8, WIRE_NONCE_LEN);

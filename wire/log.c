@@ -1,6 +1,7 @@
 /*
  * log.c: run-time leveled logging to stderr (or log_set_fd's). CICADA_LOG=error|warn|info|debug
- * sets the level (default: warn in clients, info in the server).
+ * sets the level (default: warn in clients, info in the server). Also
+ * wire_fail, the one way an error is written into a caller's buffer.
  *
  * A line never holds a control character: what a client sent (a host
  * name, say) cannot forge a line of its own. Lines above debug level are
@@ -152,4 +153,17 @@ uint64_t wire_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int wire_fail(char *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, WIRE_ERRLEN, fmt, ap);
+	va_end(ap);
+	for (char *p = err; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+	return -1;
 }

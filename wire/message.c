@@ -120,15 +120,15 @@ int wire_decode_call(const struct wire_buf *b, struct wire_call_hdr *hdr, XDR *x
 	if (!xdr_u_int(xdrs, &hdr->xid) || !xdr_u_int(xdrs, &w[0]) || !xdr_u_int(xdrs, &w[1]) ||
 	    !xdr_u_int(xdrs, &w[2]) || !xdr_u_int(xdrs, &w[3]) || !xdr_u_int(xdrs, &hdr->proc) ||
 	    !skip_auth(xdrs) || !skip_auth(xdrs)) {
-		snprintf(err, WIRE_ERRLEN, "truncated call header");
+		wire_fail(err, "truncated call header");
 		goto bad;
 	}
 	if (w[0] != MSG_CALL || w[1] != RPC_VERSION) {
-		snprintf(err, WIRE_ERRLEN, "not an ONC RPC v2 call (type %u, rpcvers %u)", w[0], w[1]);
+		wire_fail(err, "not an ONC RPC v2 call (type %u, rpcvers %u)", w[0], w[1]);
 		goto bad;
 	}
 	if (w[2] != CICADA_PROG || w[3] != CICADA_VERS) {
-		snprintf(err, WIRE_ERRLEN, "wrong program %#x version %u", w[2], w[3]);
+		wire_fail(err, "wrong program %#x version %u", w[2], w[3]);
 		return WIRE_PROG_MISMATCH;
 	}
 	return 0;
@@ -159,13 +159,13 @@ int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, vo
 	ok = xdr_u_int(&x, &w[0]) && xdr_u_int(&x, &w[1]) && xdr_u_int(&x, &w[2]) &&
 	     xdr_u_int(&x, &w[3]) && xdr_u_int(&x, &w[4]) && xdr_u_int(&x, &w[5]);
 	if (!ok || w[0] != xid || w[1] != MSG_REPLY || w[2] != 0) {
-		snprintf(err, WIRE_ERRLEN, "malformed reply");
+		wire_fail(err, "malformed reply");
 		ok = 0;
 	} else if (w[5] != WIRE_SUCCESS) {
-		snprintf(err, WIRE_ERRLEN, "server refused the call (accept status %u)", w[5]);
+		wire_fail(err, "server refused the call (accept status %u)", w[5]);
 		ok = 0;
 	} else if (xres && !xres(&x, res)) {
-		snprintf(err, WIRE_ERRLEN, "malformed reply body");
+		wire_fail(err, "malformed reply body");
 		ok = 0;
 	}
 	xdr_destroy(&x);

@@ -89,12 +89,12 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 	off_t real = lseek(fd, 0, SEEK_END);
 
 	if (real < 4096 || (size_t)real != size) {
-		snprintf(err, WIRE_ERRLEN, "shared memory segment has size %lld, expected %zu", (long long)real, size);
+		wire_fail(err, "shared memory segment has size %lld, expected %zu", (long long)real, size);
 		return -1;
 	}
 	h = hostarea_map(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED) {
-		snprintf(err, WIRE_ERRLEN, "cannot map shared memory: %s", strerror(errno));
+		wire_fail(err, "cannot map shared memory: %s", strerror(errno));
 		return -1;
 	}
 	seg->hdr = h;
@@ -106,7 +106,7 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 	    h->to_server.size != SHM_PIPE_SIZE || h->to_client.size != SHM_PIPE_SIZE ||
 	    h->to_server.data_offset + SHM_PIPE_SIZE > size || h->to_client.data_offset + SHM_PIPE_SIZE > size ||
 	    h->staging_offset + (uint64_t)h->nslots * h->slot_size > size) {
-		snprintf(err, WIRE_ERRLEN, "shared memory segment header is invalid");
+		wire_fail(err, "shared memory segment header is invalid");
 		shm_segment_detach(seg);
 		return -1;
 	}

@@ -42,7 +42,7 @@ static void tls_error(char *err, const char *what)
 
 	if (e)
 		ERR_error_string_n(e, text, sizeof(text));
-	snprintf(err, WIRE_ERRLEN, "%s%s%s", what, e ? ": " : "", text);
+	wire_fail(err, "%s%s%s", what, e ? ": " : "", text);
 	ERR_clear_error();
 }
 
@@ -98,7 +98,7 @@ static int handshake(SSL *ssl, int server, int ms, char *err)
 		left = ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
 		p.events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
-			snprintf(err, WIRE_ERRLEN, "TLS handshake: nothing within %d ms", ms);
+			wire_fail(err, "TLS handshake: nothing within %d ms", ms);
 			fcntl(fd, F_SETFL, flags);
 			return -1;
 		}
@@ -108,7 +108,7 @@ static int handshake(SSL *ssl, int server, int ms, char *err)
 		long v = server ? X509_V_OK : SSL_get_verify_result(ssl);
 
 		if (v != X509_V_OK)
-			snprintf(err, WIRE_ERRLEN, "TLS: the server's certificate is not trusted (%s); "
+			wire_fail(err, "TLS: the server's certificate is not trusted (%s); "
 				 "CICADA_TLS_CA names the file of its CA", X509_verify_cert_error_string(v));
 		else
 			tls_error(err, "TLS handshake failed");
@@ -278,7 +278,7 @@ static int relay_start(SSL *ssl, int net, char *err)
 
 	if (!r || !(r->to_inner = malloc(RELAY_BUF)) || !(r->to_net = malloc(RELAY_BUF)) ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
-		snprintf(err, WIRE_ERRLEN, "cannot start a TLS relay: %s", strerror(errno));
+		wire_fail(err, "cannot start a TLS relay: %s", strerror(errno));
 		goto fail;
 	}
 	r->ssl = ssl, r->net = net, r->inner = sv[0];
@@ -289,7 +289,7 @@ static int relay_start(SSL *ssl, int net, char *err)
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	if (pthread_create(&t, &a, relay_main, r)) {
 		pthread_attr_destroy(&a);
-		snprintf(err, WIRE_ERRLEN, "cannot start a TLS relay thread");
+		wire_fail(err, "cannot start a TLS relay thread");
 		goto fail;
 	}
 	pthread_attr_destroy(&a);

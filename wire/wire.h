@@ -14,6 +14,10 @@
 #include <rpc/rpc.h>
 #include "cicada.h"
 
+/* Errors: a function that fails writes one line into the caller's buffer
+ * of WIRE_ERRLEN bytes (char err[WIRE_ERRLEN]) with wire_fail, and returns
+ * -1 (or NULL, or a CUresult). The snapshot library's SNAP_ERRLEN is the
+ * same size, so one buffer serves both. */
 #define WIRE_ERRLEN 512
 #define WIRE_MAX_RECORD (CICADA_IMAGE_MAX + 65536u)
 
@@ -203,6 +207,8 @@ void log_set_fd(int fd);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_escape(const char *in, char *out, size_t len);
+/* err gets the message, one line (control characters become spaces); -1 */
+int wire_fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
