@@ -5,7 +5,11 @@
 # runtime workloads (build/bench/matmul, nbody) run the same three ways,
 # BENCH_ROUNDS rounds (default 3) with the order of the modes rotating;
 # the table shows the median time of each mode, and every checksum must
-# equal the native one. Uses prebuilt outputs only (run `make` first).
+# equal the native one. With PyTorch (TORCH_PYTHON, default python3) and
+# two GPUs, a single-process NCCL all-reduce is timed the same three ways
+# (1 and 64 MiB a GPU, the median of 20 calls); peer copies between the
+# two GPUs come from cicada-bench. Uses prebuilt outputs only (run `make`
+# first).
 # --cpu runs the micro-benchmarks on the CPU stand-in libcuda (a smoke
 # test: the figures mean nothing) and skips the workloads. BENCH_MIB sets
 # the bandwidth transfer size (default 256). Raw output goes to
@@ -14,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD BIN=build/bench/cicada-bench SERVER=build/bin/gpu-server KDIR=build/tests/kernels
 . scripts/lib.sh
-MIB=${BENCH_MIB:-256} CPU=0 ROUNDS=${BENCH_ROUNDS:-3} WORKLOADS="matmul nbody"
+MIB=${BENCH_MIB:-256} CPU=0 PY=${TORCH_PYTHON:-python3} ROUNDS=${BENCH_ROUNDS:-3} WORKLOADS="matmul nbody"
 [ "${1:-}" = --cpu ] && CPU=1
 NEED=("$BIN" "$SERVER" build/lib/libcuda.so.1 "$KDIR")
 [ $CPU = 0 ] && for w in $WORKLOADS; do NEED+=("build/bench/$w"); done
@@ -129,6 +133,28 @@ run_workloads() {
 	done
 }
 
+# run_allreduce: the NCCL all-reduce over two GPUs (tests/torch/workloads.py
+# allreduce-bench) in each mode, when PyTorch is there; its lines are
+# cicada-bench's kind.
+run_allreduce() {
+	local mode
+	if ! timeout 120 "$PY" -c "import torch" 2>/dev/null; then
+		echo "bench: $PY cannot import torch: the all-reduce is not measured" >&2
+		return
+	fi
+	for mode in native shm tcp; do
+		mode_env "$mode"
+		echo "## $mode: workloads.py allreduce-bench" >>"$TMP/raw.txt"
+		if ! env -u LD_PRELOAD -u CICADA_SERVER -u CICADA_TOKEN_FILE -u CICADA_SHM \
+			"${MODE_ENV[@]}" timeout -k 5 600 "$PY" tests/torch/workloads.py allreduce-bench >"$TMP/out" 2>"$TMP/err"; then
+			echo "bench: $mode: the all-reduce failed: $(tail -n 1 "$TMP/err")" >&2
+			FAILED=1
+		fi
+		cat "$TMP/out" >>"$TMP/raw.txt"
+		awk -v m="$mode" '$1 == "metric" { print m, $2, $3, $4 }' "$TMP/out" >>"$TMP/metrics"
+	done
+}
+
 # check_checksums: a line for each workload run whose checksum differs
 # from that of the workload's first native run.
 check_checksums() {
@@ -158,6 +184,7 @@ if [ $CPU = 1 ]; then
 	echo "bench: --cpu: workloads skipped (the CPU stand-in runs no CUDA runtime program natively)"
 else
 	run_workloads
+	run_allreduce
 fi
 MISMATCH=$(check_checksums)
 [ -n "$MISMATCH" ] && { echo "$MISMATCH" | tee -a "$TMP/raw.txt" >&2; FAILED=1; }
@@ -255,6 +282,8 @@ END {
 	target("pageable bandwidth d2h", "pageable_d2h_gbs", "pct", 80)
 	if (("native", "peer_gpus") in v && v["native", "peer_gpus"] < 2)
 		print "\npeer copies between two GPUs: not measured (this node has one GPU)"
+	if (("native", "allreduce_gpus") in v && v["native", "allreduce_gpus"] < 2)
+		print "the NCCL all-reduce over two GPUs: not measured (this node has one GPU)"
 	printf "\nthe TCP path against the link itself (loopback, this run): %.3g GB/s on one stream, %.3g GB/s on four\n",
 		link["link_tcp_1s_gbs"], link["link_tcp_4s_gbs"]
 	linkrow("pinned h2d", "pinned_h2d_gbs")

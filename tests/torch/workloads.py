@@ -12,6 +12,8 @@
 #       "step N sum" after every step and sleeping MS ms between steps,
 #       then "done DIGEST": what the checkpoint tests dump mid-way.
 #   python3 workloads.py bench SECONDS    CNN steps/s and decode tokens/s.
+#   python3 workloads.py allreduce-bench [REPS]   a single-process NCCL
+#       all-reduce over two GPUs, its median time (make bench).
 #   python3 workloads.py ddp-worker       one rank of the ddp workload (torchrun
 #       starts two: one process per GPU, NCCL between them).
 # two-gpus, nccl and ddp need two GPUs; with one they say "one GPU".
@@ -335,6 +337,35 @@ def bench(seconds):
     print("decode-tokens-per-s %.1f" % (n * new / t), flush=True)
 
 
+def allreduce_bench(reps):
+    # make bench: a single-process NCCL all-reduce over the first two GPUs
+    # (torch.cuda.nccl, as the nccl workload), the median of reps timed
+    # calls after a warm-up, for 1 MiB and 64 MiB of float32 a GPU; lines
+    # "metric NAME VALUE UNIT" as cicada-bench prints them
+    n = torch.cuda.device_count()
+    print("metric allreduce_gpus %d GPUs" % n, flush=True)
+    if n < 2:
+        return
+    import torch.cuda.nccl as nc
+    for mib in (1, 64):
+        ts = [torch.ones(mib << 18, device="cuda:%d" % i) for i in range(2)]
+        times = []
+        for k in range(reps + 3):
+            for i in range(2):
+                torch.cuda.synchronize(i)
+            t0 = time.perf_counter()
+            nc.all_reduce(ts)
+            for i in range(2):
+                torch.cuda.synchronize(i)
+            if k >= 3:
+                times.append(time.perf_counter() - t0)
+        got = ts[0][0].item()
+        if got != 2.0 ** (reps + 3):
+            raise RuntimeError("all-reduce of %d MiB gave %s, not %s" % (mib, got, 2.0 ** (reps + 3)))
+        times.sort()
+        print("metric allreduce_%dmib_us %.6g us" % (mib, times[len(times) // 2] * 1e6), flush=True)
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a[:1] == ["train"]:
@@ -343,6 +374,8 @@ if __name__ == "__main__":
         print("done %s" % share(int(a[1]), int(a[2]), True), flush=True)
     elif a[:1] == ["bench"]:
         bench(float(a[1]))
+    elif a[:1] == ["allreduce-bench"]:
+        allreduce_bench(int(a[1]) if a[1:] else 20)
     elif a[:1] == ["ddp-worker"]:
         ddp_worker()
     else:
