@@ -27,7 +27,7 @@ rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched
 nvml trace handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
-cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes
+cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-cr torch-cr-node torch-cr-share
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-ipc migrate-big"
@@ -72,6 +72,7 @@ PROGS=$B/tests/programs
 TOOLS=$B/tests/tools
 export CICADA_KERNELS=$B/tests/kernels
 . tests/cr/cr-tests.sh
+. tests/cr/carry.sh
 . tests/migrate/migrate-tests.sh
 . tests/load/admission-tests.sh
 . tests/torch/torch-tests.sh
@@ -735,6 +736,7 @@ test_server_death tcp
 test_client_isolation
 run_admission_tests
 run_cr_tests
+run_carry_tests
 run_multigpu_tests
 run_torch_tests
 run_migrate_tests
