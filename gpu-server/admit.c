@@ -176,7 +176,7 @@ static int restore_preloaded(struct job *j)
 	if (pid <= 0)
 		return 0;
 	session_bound(pid, j);
-	if (!session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b))
+	if (!handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b))
 		return 1;
 	log_warn("the worker that preloaded session %.8s is gone; restoring into a fresh one", j->ticket);
 	pthread_mutex_lock(&adm.lock);
@@ -188,7 +188,7 @@ static int restore_preloaded(struct job *j)
 static void run_job(struct job *j)
 {
 	if (j->slot < 0) {
-		if (session_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b)) {
+		if (handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b)) {
 			log_warn("refused connection from %s: no session %.8s here", j->peer, j->ticket);
 			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
 		}

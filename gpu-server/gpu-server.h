@@ -47,6 +47,8 @@ struct worker {
 	struct handle_entry *handles;
 	unsigned nhandles, cap_handles;
 	void (*on_forget)(struct worker *w, enum handle_kind kind, uint64_t id);   /* handles_on_forget */
+	/* session.c's: opens a channel to the client (hostfn.c, lanes.c) */
+	CUresult (*channel_call)(struct worker *w, const scalars *a, name_res *r, int *fd);
 	struct host_region regions[MAX_HOST_REGIONS];
 	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
 	CUcontext base_ctx;                  /* device 0's primary, for copies */
@@ -271,9 +273,11 @@ struct replay_global {
 };
 const struct replay_global *replay_globals(const struct worker *w, unsigned *n);
 
-/* worker.c */
-#define ARGS_MAX 1024
+/* worker.c: the worker process (above session.c) */
 int worker_main(int control_fd, const char *cache_dir, const char *run_dir);
+
+/* dispatch.c: the calls (below session.c, checkpoint.c, restore.c) */
+#define ARGS_MAX 1024
 void worker_index_procs(void);
 int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_hdr *hdr,
 		  const struct proc_desc **desc, void *args);
@@ -290,12 +294,15 @@ struct handoff {
 	uint32_t gpus[CICADA_MAX_GPUS];      /* the GPUs given (placement.c) */
 	unsigned ngpus;
 };
-int session_receive(int from, struct wire_buf *hello, struct handoff *h);
-int session_open_channel(struct worker *w, int prepare);
-CUresult session_channel_call(struct worker *w, const scalars *a, name_res *r, int *fd);
 void session_run(struct worker *w, int fd, struct wire_buf *hello);
-int session_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
+
+/* handoff.c: handed connections (below session.c, preload.c, pool.c) */
+int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello);
+int handoff_receive(int from, struct wire_buf *hello, struct handoff *h);
+int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
 int ticket_valid(const char *ticket);
+struct sockaddr_un;
+void handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa);   /* a session socket */
 
 /* preload.c: a migration's device memory, loaded before its restore */
 struct preload;
@@ -309,12 +316,16 @@ void preload_end(struct worker *w);
 int worker_quiesce(struct worker *w, char *err);
 int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char *parent, char *err);
 int worker_restore(struct worker *w, int dirfd, const char *name, char *err);
-int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size);
+void lanes_close(struct worker *w);          /* lanes.c */
+
+/* snapio.c: what checkpoints and restores share (below both) */
 struct snap_memory_ops;
+struct snap_reader;
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
 void *worker_pinned(struct worker *w, size_t size);
-void lanes_close(struct worker *w);          /* lanes.c */
 void worker_pinned_free(void *p, size_t size);
+int worker_images_load(struct worker *w, struct snap_reader *r, const struct Cicada__Manifest *m, char *err);
+int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size);
 
 /* modcache.c */
 void modcache_identify(struct worker *w);
@@ -368,7 +379,6 @@ int placement_set_gpus(const char *list, char *err);
 void placement_set_per_client(unsigned n);
 int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
 void placement_release(pid_t pid);
-int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello);   /* session.c */
 int pool_max(void);
 void pool_key_file(const char *path);
 

@@ -177,13 +177,13 @@ uint64_t hostfn_node_id(CUhostFn fn, void *data)
 	return fn == run_host_func && data ? ((struct host_call *)data)->id : 0;
 }
 
-/* The host-function channel: session_channel_call says how it opens. */
+/* The host-function channel: the worker's channel hook (session.c) says how it opens. */
 CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
 {
 	CUresult err;
 	int fd;
 
-	if ((err = session_channel_call(w, args, res, &fd)) || fd < 0)
+	if ((err = w->channel_call(w, args, res, &fd)) || fd < 0)
 		return err;
 	pthread_mutex_lock(&channel_lock);
 	if (w->callback_fd >= 0)

@@ -183,13 +183,13 @@ static CUresult lane_add(struct worker *w, int fd)
 	return CUDA_SUCCESS;
 }
 
-/* A bulk lane: session_channel_call says how it opens. */
+/* A bulk lane: the worker's channel hook (session.c) says how it opens. */
 CUresult hand_lane_open(struct worker *w, void *args, void *res)
 {
 	CUresult err;
 	int fd;
 
-	if ((err = session_channel_call(w, args, res, &fd)) || fd < 0)
+	if ((err = w->channel_call(w, args, res, &fd)) || fd < 0)
 		return err;
 	if ((err = lane_add(w, fd))) {
 		close(fd);

@@ -257,7 +257,7 @@ int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 			continue;                    /* rounds first: the restore needs them */
 		if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 			return -1;
-		fd = session_receive(conn, hello, NULL);
+		fd = handoff_receive(conn, hello, NULL);
 		close(conn);
 		return fd;
 	}

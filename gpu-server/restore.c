@@ -15,54 +15,6 @@
 #include "gpu-server.h"
 #include "snapshot.h"
 
-struct image {
-	image_hash hash;
-	void *data;
-	size_t size;
-};
-
-struct image_table {
-	struct image *v;
-	size_t n;
-};
-
-/* Module images that came with a snapshot (the local cache may lack them). */
-int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size)
-{
-	struct image_table *t = w->images;
-
-	for (size_t i = 0; t && i < t->n; i++) {
-		if (t->v[i].hash.lo != hash->lo || t->v[i].hash.hi != hash->hi)
-			continue;
-		if (!(*data = malloc(t->v[i].size)))
-			return -1;
-		memcpy(*data, t->v[i].data, t->v[i].size);
-		*size = t->v[i].size;
-		return 0;
-	}
-	return -1;
-}
-
-static int load_images(struct worker *w, struct snap_reader *r, const Cicada__Manifest *m, char *err)
-{
-	struct image_table *t = calloc(1, sizeof(*t));
-
-	if (!t || !(t->v = calloc(m->n_images + 1, sizeof(*t->v)))) {
-		free(t);
-		wire_fail(err, "out of memory");
-		return -1;
-	}
-	w->images = t;
-	for (size_t i = 0; i < m->n_images; i++, t->n++) {
-		struct image *im = &t->v[i];
-		im->hash.lo = m->images[i]->hash_lo;
-		im->hash.hi = m->images[i]->hash_hi;
-		if (snap_read_image(r, i, &im->data, &im->size, err))
-			return -1;
-	}
-	return 0;
-}
-
 static int check_room(const Cicada__Manifest *m, char *err)
 {
 	size_t free_b = 0, total = 0;
@@ -224,7 +176,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	uint64_t t0 = wire_now_ns(), t1, t2, t3;
 
 	preloaded = preload_attach(w);       /* chunks written before the freeze, if any */
-	if (check_gpus(w, m, err) || (!preloaded && check_room(m, err)) || load_images(w, r, m, err) ||
+	if (check_gpus(w, m, err) || (!preloaded && check_room(m, err)) || worker_images_load(w, r, m, err) ||
 	    reserve_arena(w, m, err))
 		return -1;
 	t1 = wire_now_ns();

@@ -32,77 +32,6 @@ struct handed {
 	char msg[WIRE_ERRLEN];
 };
 
-int ticket_valid(const char *t)
-{
-	size_t n = strspn(t, "0123456789abcdef");
-
-	return n == CICADA_TICKET_LEN && !t[n];
-}
-
-static void session_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s.sock", run_dir, ticket);
-}
-
-/* A handed connection: the descriptor, then a u32 that is 0 for a local
- * or plain TCP one, or 1 + the length of the client host a TLS relay
- * serves (that many bytes follow), then a u32 count and as many u32 GPU
- * ordinals the session is given (none: all), then the hello's length and
- * bytes. */
-int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello)
-{
-	uint32_t len = (uint32_t)hello->len, n = h->ngpus;
-	uint32_t rlen = h->remote ? 1 + (uint32_t)strnlen(h->remote, REMOTE_HOST_MAX - 1) : 0;
-
-	return !wire_send_fd(sock, fd) && write(sock, &rlen, 4) == 4 &&
-	       (!rlen || write(sock, h->remote, rlen - 1) == (ssize_t)(rlen - 1)) && write(sock, &n, 4) == 4 &&
-	       (!n || write(sock, h->gpus, 4 * n) == (ssize_t)(4 * n)) && write(sock, &len, 4) == 4 &&
-	       write(sock, hello->data, len) == (ssize_t)len ? 0 : -1;
-}
-
-/* Receives a handed connection: its fd, or -1; h (if not NULL) gets the
- * GPUs it was given. */
-int session_receive(int from, struct wire_buf *hello, struct handoff *h)
-{
-	char host[REMOTE_HOST_MAX] = "";
-	uint32_t len, rlen, n, gpus[CICADA_MAX_GPUS];
-	int fd = wire_recv_fd(from);
-
-	if (fd < 0)
-		return -1;
-	if (wire_recv_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && wire_recv_all(from, host, rlen - 1)) ||
-	    wire_recv_all(from, &n, 4) || n > CICADA_MAX_GPUS || (n && wire_recv_all(from, gpus, 4 * n)) ||
-	    wire_recv_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
-	    wire_recv_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
-		close(fd);
-		return -1;
-	}
-	hello->len = len;
-	if (h) {
-		h->ngpus = n;
-		memcpy(h->gpus, gpus, 4 * n);
-	}
-	return fd;
-}
-
-/* The gpu-server's side: passes a connection to the detached worker. */
-int session_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello)
-{
-	struct handoff h = { .remote = remote };
-	struct sockaddr_un sa;
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
-
-	session_path(run_dir, ticket, &sa);
-
-	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)))
-		rc = handoff_send(s, fd, &h, hello);
-	if (s >= 0)
-		close(s);
-	return rc;
-}
-
 static int reply(struct handed *c)
 {
 	struct wire_stream st;
@@ -151,7 +80,7 @@ static int session_listen(struct worker *w, int *lfd)
 
 	if (ticket_make(w))
 		return -1;
-	session_path(w->run_dir, w->ticket, &sa);
+	handoff_path(w->run_dir, w->ticket, &sa);
 	unlink(sa.sun_path);
 	*lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(*lfd, 8)) {
@@ -167,7 +96,7 @@ static void session_unlisten(struct worker *w, int lfd)
 {
 	struct sockaddr_un sa;
 
-	session_path(w->run_dir, w->ticket, &sa);
+	handoff_path(w->run_dir, w->ticket, &sa);
 	unlink(sa.sun_path);
 	close(lfd);
 }
@@ -369,7 +298,7 @@ static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello, int ti
 	}
 	if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
 		return -1;
-	fd = session_receive(conn, hello, NULL);
+	fd = handoff_receive(conn, hello, NULL);
 	close(conn);
 	return fd;
 }
@@ -377,7 +306,7 @@ static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello, int ti
 /* The host-function channel of a live session (hostfn.c): the client
  * dialled the server with OP_CALLBACK and our ticket, and the server
  * passed the connection to our session socket. */
-int session_open_channel(struct worker *w, int prepare)
+static int open_channel(struct worker *w, int prepare)
 {
 	struct wire_buf hello = { 0 };
 	struct handed c = { .fd = -1 };
@@ -403,20 +332,21 @@ int session_open_channel(struct worker *w, int prepare)
 	return fd;
 }
 
-/* A channel procedure's call (host_func_channel, lane_open): v[0] = 0
- * makes the worker ready (the session socket listens; the reply names the
- * ticket to dial with), v[0] = 1 takes the connection the client dialled
- * meanwhile into *fd. *fd is -1 after a v[0] = 0 call. */
-CUresult session_channel_call(struct worker *w, const scalars *a, name_res *r, int *fd)
+/* A channel procedure's call (host_func_channel, lane_open), the worker's
+ * channel hook: v[0] = 0 makes the worker ready (the session socket
+ * listens; the reply names the ticket to dial with), v[0] = 1 takes the
+ * connection the client dialled meanwhile into *fd. *fd is -1 after a
+ * v[0] = 0 call. */
+static CUresult channel_call(struct worker *w, const scalars *a, name_res *r, int *fd)
 {
 	*fd = -1;
 	if (a->v.v_len != 1 || a->v.v_val[0] > 1)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (a->v.v_val[0] == 0 && session_open_channel(w, 1))
+	if (a->v.v_val[0] == 0 && open_channel(w, 1))
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	if (!(r->name = strdup(w->ticket)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (a->v.v_val[0] == 1 && (*fd = session_open_channel(w, 0)) < 0)
+	if (a->v.v_val[0] == 1 && (*fd = open_channel(w, 0)) < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	return CUDA_SUCCESS;
 }
@@ -498,6 +428,7 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello)
 	const char *env = getenv("CICADA_DETACH_TIMEOUT");
 	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S, lfd = -1;
 
+	w->channel_call = channel_call;
 	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
 		fd = w->preload ? preload_wait(w, lfd, hello, timeout) : wait_handed(w, lfd, hello, timeout);
 	preload_end(w);
