@@ -48,6 +48,11 @@ struct client {
 
 static struct client cl = { .lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP, .shm = { .fd = -1 } };
 
+#define MAX_HOOKS 8
+static const struct client_hooks *hooks[MAX_HOOKS];   /* client_add_hooks */
+static unsigned nhooks;
+static CUcontext (*current_ctx)(void);
+
 static CUresult fail(CUresult err, const char *fmt, const char *detail)
 {
 	fprintf(stderr, "cicada: ");
@@ -338,18 +343,20 @@ static CUresult connect_locked(void)
 	client_wait_mode(0);
 	if (dial_locked(text ? text : "unix:/run/cicada/gpu.sock", OP_CONNECT, "", &lost))
 		return cl.fail_err;
-	control_start();
+	for (unsigned i = 0; i < nhooks; i++)
+		if (hooks[i]->connected)
+			hooks[i]->connected();
 	return CUDA_SUCCESS;
 }
 
-#define MAX_HOOKS 8
-static const struct client_hooks *hooks[MAX_HOOKS];
-static unsigned nhooks;
-
+/* The client's users learn of its events through hooks (registered from
+ * their constructors), so that it never calls up into them. */
 void client_add_hooks(const struct client_hooks *h)
 {
 	if (nhooks < MAX_HOOKS)
 		hooks[nhooks++] = h;
+	if (h->current)
+		current_ctx = h->current;
 }
 
 static void close_link(void)
@@ -554,7 +561,7 @@ CUresult client_lost(const char *why)
 /* Makes the server's current context the calling thread's. */
 static CUresult sync_context(unsigned proc)
 {
-	CUcontext cur = ctx_current();
+	CUcontext cur = current_ctx ? current_ctx() : NULL;
 	uint64_t id;
 	scalars a = { { 1, &id } };
 

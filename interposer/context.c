@@ -150,3 +150,10 @@ CUresult client_primary_ctx(CUdevice dev, CUcontext *out)
 		*out = (CUcontext)(uintptr_t)id;
 	return err;
 }
+
+static const struct client_hooks context_hooks = { .current = ctx_current };
+
+__attribute__((constructor)) static void context_hook(void)
+{
+	client_add_hooks(&context_hooks);
+}

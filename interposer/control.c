@@ -175,7 +175,7 @@ static void *control_thread(void *arg)
 	}
 }
 
-void control_start(void)
+static void control_start(void)
 {
 	static int started;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -204,4 +204,11 @@ void control_start(void)
 	else
 		pthread_detach(t);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static const struct client_hooks control_hooks = { .connected = control_start };
+
+__attribute__((constructor)) static void control_hook(void)
+{
+	client_add_hooks(&control_hooks);
 }

@@ -179,7 +179,7 @@ static int channel_resume(int regions_lost)
 	return 0;
 }
 
-static const struct client_hooks hostfn_hooks = { channel_pause, channel_resume };
+static const struct client_hooks hostfn_hooks = { .pause = channel_pause, .resume = channel_resume };
 
 __attribute__((constructor)) static void hostfn_hook(void)
 {

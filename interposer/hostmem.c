@@ -237,7 +237,7 @@ static int share_again(int regions_lost)
 	return rc;
 }
 
-static const struct client_hooks hostmem_hooks = { NULL, share_again };
+static const struct client_hooks hostmem_hooks = { .resume = share_again };
 
 __attribute__((constructor)) static void hostmem_hook(void)
 {

@@ -43,6 +43,8 @@ int client_open_channel(unsigned proc, char *err);
 struct client_hooks {
 	void (*pause)(void);
 	int (*resume)(int regions_lost);
+	void (*connected)(void);             /* the first connection is made (control.c) */
+	CUcontext (*current)(void);          /* the calling thread's context (context.c; one) */
 };
 void client_add_hooks(const struct client_hooks *h);
 /* lanes.c: large copies of a client without shared memory, over bulk lanes */
@@ -67,9 +69,6 @@ CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUg
 size_t client_token(char *buf, size_t len);
 int client_set_token(const char *hex);
 int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out[3], char *err);   /* a migration's new token; NULL: the environment's */
-
-/* control.c: the control socket the CRIU plugin pauses and resumes through */
-void control_start(void);
 
 /* context.c: the calling thread's current context */
 CUcontext ctx_current(void);
