@@ -182,13 +182,47 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 	return CUDA_SUCCESS;
 }
 
+/* Features whose entry points Cicada does not serve (they answer
+ * CUDA_ERROR_NOT_SUPPORTED), or that cannot reach the worker's memory
+ * from the application's process: the device says it lacks them, so that
+ * a program (NCCL, say) takes its other path instead of failing. 1 if
+ * attr is one of them (*value is then 0). */
+static int unserved_attribute(CUdevice_attribute attr, int *value)
+{
+	switch (attr) {
+	case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:                   /* cuMulticast* */
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:             /* cuStreamWaitValue*, ... */
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1:
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
+	case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:                     /* cuMemGetHandleForAddressRange */
+	case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:        /* cuMemPoolCreate, pool exports */
+	case CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:          /* exports: file descriptors only */
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:             /* the memory is the worker's */
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS:
+	case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING:
+	case CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED:  /* external semaphores */
+	case CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED:           /* cuMemMapArrayAsync */
+	case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: /* cuArrayGetMemoryRequirements */
+		*value = 0;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 /* The server's answer, except where Cicada serves a feature its own way
- * (managed memory: managed.c). */
+ * (managed memory: managed.c) or not at all. */
 CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
 	CUresult err = rpc_cuDeviceGetAttribute(pi, attrib, dev);
 
-	if (!err)
-		managed_attribute(attrib, pi);
+	if (!err && !managed_attribute(attrib, pi))
+		unserved_attribute(attrib, pi);
 	return err;
 }

@@ -20,7 +20,7 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query features
 context_ops errors_app zero_copy dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
@@ -176,8 +176,24 @@ run_programs() {
 	done
 	[ "$MODE" = gpu ] && want vecadd_cubin && run_same vecadd_cubin preload
 	want device_assert && run_device_assert
+	want features && test_features
 	test_lanes
 	run_runtime_programs
+}
+
+# Features Cicada does not serve (multicast, stream memory operations,
+# dma-buf, pool exports, fabric handles, GPUDirect RDMA, ...): through
+# Cicada the device says it lacks every one, whatever it says natively.
+test_features() {
+	local tr on
+	env $DRIVER_ENV timeout 60 "$PROGS/device_query" features >"$T/features.native" 2>&1 ||
+		{ bad "device_query features natively"; tail -3 "$T/features.native"; return; }
+	on=$(grep -c ' = [1-9]' "$T/features.native")
+	for tr in shm tcp; do
+		deadline 60 env $(cicada_env "$tr") "$PROGS/device_query" features >"$T/features.$tr" 2>&1
+		check "features Cicada does not serve read 0 over $tr ($on of $(wc -l <"$T/features.native") are on natively)" \
+			sh -c "test \$(grep -c ' = 0\$' '$T/features.$tr') = $(wc -l <"$T/features.native") -a -s '$T/features.$tr'"
+	done
 }
 
 # Bulk lanes: memcpy_all over TCP with 1, 3 and 4 lanes and with none

@@ -4,9 +4,12 @@
  * attributes of vec_add; its parameter layout; error names and strings.
  * Device properties are printed on purpose: a remote run on the same
  * GPU model must print the same values as a native one.
+ * "device_query features": the features Cicada does not serve, which
+ * through Cicada must all read 0.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 
@@ -51,6 +54,38 @@ static const struct {
 	ATTR(PCI_DEVICE_ID),
 };
 
+/* Features Cicada does not serve (interposer/device.c), which it must say
+ * the device lacks: "device_query features" prints them alone. */
+static const struct {
+	CUdevice_attribute attr;
+	const char *name;
+} features[] = {
+	ATTR(MULTICAST_SUPPORTED),
+	ATTR(CAN_USE_64_BIT_STREAM_MEM_OPS),
+	ATTR(CAN_USE_STREAM_WAIT_VALUE_NOR),
+	ATTR(DMA_BUF_SUPPORTED),
+	ATTR(MEMPOOL_SUPPORTED_HANDLE_TYPES),
+	ATTR(HANDLE_TYPE_FABRIC_SUPPORTED),
+	ATTR(GPU_DIRECT_RDMA_SUPPORTED),
+	ATTR(GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED),
+	ATTR(TIMELINE_SEMAPHORE_INTEROP_SUPPORTED),
+	ATTR(SPARSE_CUDA_ARRAY_SUPPORTED),
+};
+
+static int print_features(void)
+{
+	CUdevice dev;
+	int v;
+
+	CHECK(cuInit(0));
+	CHECK(cuDeviceGet(&dev, 0));
+	for (size_t i = 0; i < sizeof(features) / sizeof(features[0]); i++) {
+		CHECK(cuDeviceGetAttribute(&v, features[i].attr, dev));
+		printf("feature %s = %d\n", features[i].name, v);
+	}
+	return 0;
+}
+
 static void print_error(CUresult r)
 {
 	const char *name = NULL, *str = NULL;
@@ -89,7 +124,7 @@ static void query_function(CUfunction fn)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	int version = 0, count = 0, v;
 	size_t total = 0;
@@ -101,6 +136,8 @@ int main(void)
 	CUuuid uuid;
 	void *image;
 
+	if (argc > 1 && !strcmp(argv[1], "features"))
+		return print_features();
 	start("device_query");
 	CHECK(cuInit(0));
 	CHECK(cuDriverGetVersion(&version));

@@ -58,10 +58,15 @@ static void properties(void)
 	printf("devices %d: %s, sm_%d%d, %d SMs, %zu MiB, warp %d\n", count, p.name, p.major, p.minor,
 	       p.multiProcessorCount, p.totalGlobalMem >> 20, p.warpSize);
 	/* Cicada serves managed memory without concurrent host access, and
-	 * says so (README): these four are its own, not the GPU's. */
+	 * says so (README): these four are its own, not the GPU's; and so
+	 * are the features it does not serve (interposer/device.c), which it
+	 * says the device lacks. */
 	printf("managed memory %d\n", p.managedMemory);
 	p.concurrentManagedAccess = p.pageableMemoryAccess = 0;
 	p.pageableMemoryAccessUsesHostPageTables = p.directManagedMemAccessFromHost = 0;
+	p.gpuDirectRDMASupported = p.gpuDirectRDMAWritesOrdering = 0;
+	p.gpuDirectRDMAFlushWritesOptions = p.memoryPoolSupportedHandleTypes = 0;
+	p.timelineSemaphoreInteropSupported = p.sparseCudaArraySupported = p.deferredMappingCudaArraySupported = 0;
 	printf("cudaDeviceProp hash %016llx\n", fnv(&p, sizeof(p)));
 	CHECK_RT(cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerBlock, 0));
 	printf("max threads per block %d\n", v);
