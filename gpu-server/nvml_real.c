@@ -165,10 +165,10 @@ static int processes(struct worker *w, nvmlDevice_t dev, struct nvml_reply *r)
 	nvml_put(r, n);
 	for (unsigned i = 0; i < n && i < NVML_PROC_MAX; i++) {
 		rec = (unsigned char *)r->data + i * NVML_PROC_RECORD;
-		nvml_put_be64(rec, p[i].pid == (unsigned)getpid() && w->client_pid ? w->client_pid : p[i].pid);
-		nvml_put_be64(rec + 8, p[i].usedGpuMemory);
-		nvml_put_be64(rec + 16, p[i].gpuInstanceId);
-		nvml_put_be64(rec + 24, p[i].computeInstanceId);
+		wire_put_be64(rec, p[i].pid == (unsigned)getpid() && w->client_pid ? w->client_pid : p[i].pid);
+		wire_put_be64(rec + 8, p[i].usedGpuMemory);
+		wire_put_be64(rec + 16, p[i].gpuInstanceId);
+		wire_put_be64(rec + 24, p[i].computeInstanceId);
 		r->ndata += NVML_PROC_RECORD;
 	}
 	return NVML_SUCCESS;

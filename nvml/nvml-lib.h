@@ -1,9 +1,10 @@
 /*
  * nvml-lib.h: the internals of libnvidia-ml.so.1, Cicada's NVML
- * replacement. NVML's interface is nvml-wire.h; this header ties together
- * the query path and initialisation (init.c), device handles (handles.c),
- * the system queries (system.c), the device queries (device.c, status.c)
- * and the names Cicada does not serve (unsupported.c).
+ * replacement. NVML's interface is nvml-wire.h, the protocol wire.h's
+ * (cicada.x: nvml_query); this header ties together the query path and
+ * initialisation (init.c), device handles (handles.c), the system queries
+ * (system.c), the device queries (device.c, status.c) and the names
+ * Cicada does not serve (unsupported.c).
  */
 #ifndef CICADA_NVML_LIB_H
 #define CICADA_NVML_LIB_H
@@ -11,12 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "nvml-wire.h"
+#include "wire.h"                   /* the protocol: nvml_query (cicada.x) */
 
 /* One answer of the server, copied out of the reply. */
 struct nvml_answer {
-	uint64_t v[NVML_WIRE_SCALARS];
+	uint64_t v[NVML_SCALARS];
 	unsigned nv;
-	unsigned char data[NVML_WIRE_DATA_MAX];
+	unsigned char data[NVML_DATA_MAX];
 	unsigned ndata;
 };
 

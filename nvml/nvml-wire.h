@@ -3,12 +3,12 @@
  * (libnvidia-ml.so.1), shared by the replacement, the interposer's bridge
  * and the gpu-server.
  *
- * It holds three things: the part of NVML's public interface the
+ * It holds two things: the part of NVML's public interface the
  * replacement offers (types, constants and prototypes, declared from
- * NVML's documentation; there is no nvml.h on build machines), the
- * numbers of the NVML functions that travel in nvml_query (wire/cicada.x,
- * procedure 130), with what each one carries, and the bridge the
- * replacement calls in libcuda.so.1 (the interposer).
+ * NVML's documentation; there is no nvml.h on build machines), and the
+ * bridge the replacement calls in libcuda.so.1 (the interposer). The
+ * protocol, the numbers of the NVML functions that travel in nvml_query
+ * and what each one carries, is wire/cicada.x's.
  */
 #ifndef CICADA_NVML_WIRE_H
 #define CICADA_NVML_WIRE_H
@@ -212,80 +212,10 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned i
 nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
 						 nvmlIntNvLinkDeviceType_t *type);
 
-/* ---- nvml_query: the functions by number ----
- *
- * nvml_args carries func, a device index (NVML's order on the server),
- * arg (a sensor, clock type or link) and text (a UUID or PCI bus id);
- * nvml_res carries ret (an nvmlReturn_t), up to 8 scalars v and data.
- * Numbers are protocol: append, never renumber. Functions from
- * NVMLF_NAME on are about one device, and the server checks its index.
- */
-enum nvml_func {
-	NVMLF_INIT = 1,                    /* -> v0: 1 real NVML, 0 driver-API fallback */
-	NVMLF_DRIVER_VERSION = 2,          /* -> data: text */
-	NVMLF_NVML_VERSION = 3,            /* -> data: text */
-	NVMLF_CUDA_DRIVER_VERSION = 4,     /* -> v0 */
-	NVMLF_COUNT = 5,                   /* -> v0 */
-	NVMLF_BY_UUID = 6,                 /* text -> v0: index */
-	NVMLF_BY_PCI_BUS_ID = 7,           /* text -> v0: index */
-
-	NVMLF_NAME = 16,                   /* -> data: text */
-	NVMLF_UUID = 17,                   /* -> data: text */
-	NVMLF_SERIAL = 18,                 /* -> data: text */
-	NVMLF_MINOR_NUMBER = 19,           /* -> v0 */
-	NVMLF_PCI_INFO = 20,               /* -> v: domain, bus, device, pciDeviceId, pciSubSystemId;
-					    *    data: busId, NUL, busIdLegacy */
-	NVMLF_MEMORY = 21,                 /* -> v: total, free, used (nvmlMemory_t) */
-	NVMLF_BAR1_MEMORY = 22,            /* -> v: total, free, used */
-	NVMLF_COMPUTE_CAPABILITY = 23,     /* -> v: major, minor */
-	NVMLF_ARCHITECTURE = 24,           /* -> v0 */
-	NVMLF_BRAND = 25,                  /* -> v0 */
-	NVMLF_PERSISTENCE_MODE = 26,       /* -> v0 */
-	NVMLF_COMPUTE_MODE = 27,           /* -> v0 */
-	NVMLF_MIG_MODE = 28,               /* -> v: current, pending */
-	NVMLF_UTILIZATION = 29,            /* -> v: gpu, memory */
-	NVMLF_TEMPERATURE = 30,            /* arg: sensor -> v0 */
-	NVMLF_POWER_USAGE = 31,            /* -> v0 (milliwatts) */
-	NVMLF_ENFORCED_POWER_LIMIT = 32,   /* -> v0 (milliwatts) */
-	NVMLF_CLOCK = 33,                  /* arg: clock type -> v0 (MHz) */
-	NVMLF_MAX_CLOCK = 34,              /* arg: clock type -> v0 (MHz) */
-	NVMLF_PROCESSES = 35,              /* -> v0: how many; data: records (below) */
-	NVMLF_NVLINK_STATE = 36,           /* arg: link -> v0 */
-	NVMLF_NVLINK_REMOTE_PCI = 37,      /* arg: link -> as NVMLF_PCI_INFO */
-	NVMLF_NVLINK_REMOTE_TYPE = 38,     /* arg: link -> v0 */
-	NVMLF_MEMORY_V2 = 39,              /* -> v: total, reserved, free, used (nvmlMemory_v2_t) */
-	NVMLF_END
-};
-
-#define NVMLF_FIRST_DEVICE NVMLF_NAME
-#define NVML_WIRE_DATA_MAX 4096        /* nvml_res.data<4096> */
-#define NVML_WIRE_SCALARS 8            /* nvml_res.v<CICADA_SCALARS_MAX> */
-
-/* NVMLF_PROCESSES: each process is 4 big-endian 64-bit words: pid,
- * used GPU memory, GPU instance id, compute instance id. The calling
- * session's own worker is shown with the client's pid. */
-#define NVML_PROC_RECORD 32
-#define NVML_PROC_MAX (NVML_WIRE_DATA_MAX / NVML_PROC_RECORD)
-
-static inline void nvml_put_be64(unsigned char *p, uint64_t v)
-{
-	for (int i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static inline uint64_t nvml_get_be64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
 /* ---- the bridge (interposer/nvml_bridge.c, exported by libcuda.so.1) ----
  * One nvml_query on the process's session. The caller lends the reply's
- * storage: r->v.v_val NVML_WIRE_SCALARS slots, r->data.data_val
- * NVML_WIRE_DATA_MAX bytes. Returns the transport's CUresult; the NVML
+ * storage: r->v.v_val NVML_SCALARS slots, r->data.data_val
+ * NVML_DATA_MAX bytes. Returns the transport's CUresult; the NVML
  * result is r->ret. */
 struct nvml_args;
 struct nvml_res;

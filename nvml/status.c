@@ -87,14 +87,14 @@ static nvmlReturn_t processes(nvmlDevice_t device, unsigned *count, void *infos,
 
 		if (version == 1) {
 			nvmlProcessInfo_v1_t *p = (nvmlProcessInfo_v1_t *)infos + i;
-			p->pid = (unsigned)nvml_get_be64(r);
-			p->usedGpuMemory = nvml_get_be64(r + 8);
+			p->pid = (unsigned)wire_get_be64(r);
+			p->usedGpuMemory = wire_get_be64(r + 8);
 		} else {
 			nvmlProcessInfo_t *p = (nvmlProcessInfo_t *)infos + i;
-			p->pid = (unsigned)nvml_get_be64(r);
-			p->usedGpuMemory = nvml_get_be64(r + 8);
-			p->gpuInstanceId = (unsigned)nvml_get_be64(r + 16);
-			p->computeInstanceId = (unsigned)nvml_get_be64(r + 24);
+			p->pid = (unsigned)wire_get_be64(r);
+			p->usedGpuMemory = wire_get_be64(r + 8);
+			p->gpuInstanceId = (unsigned)wire_get_be64(r + 16);
+			p->computeInstanceId = (unsigned)wire_get_be64(r + 24);
 		}
 	}
 	*count = n;

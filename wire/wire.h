@@ -200,6 +200,25 @@ enum { GF_DPTR, GF_N };                      /* memory free */
 /* graph_query ops */
 enum { GQ_NODES, GQ_ROOTS, GQ_DEPS, GQ_DEPENDENTS, GQ_EDGES, GQ_CAPTURE_DEPS };
 
+/* ---- nvml_query (cicada.x: nvml_func, and what each carries) ---- */
+#define NVMLF_FIRST_DEVICE NVMLF_NAME         /* from here on, about one device */
+#define NVML_PROC_MAX (NVML_DATA_MAX / NVML_PROC_RECORD)
+
+static inline void wire_put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static inline uint64_t wire_get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
 /* ---- logging (level from CICADA_LOG at run time) ---- */
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 void log_init(const char *prog);
