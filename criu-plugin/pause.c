@@ -1,8 +1,8 @@
 /*
  * pause.c: the plugin's side of the application's control socket
- * ("\0cicada-ctl.<pid>", see interposer/control.c). A pause leaves the
- * connection open: its end (our exit, or a crash of criu) resumes the
- * application where it was, unless a RESUME came first.
+ * ("\0cicada-ctl.<pid>"; the protocol is wire/control.c's). A pause
+ * leaves the connection open: its end (our exit, or a crash of criu)
+ * resumes the application where it was, unless a RESUME came first.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,19 +11,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "cicada-criu.h"
-
-static int dial_control(int pid)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-ctl.%d", pid);
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n))) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
 
 /* The real uid of pid (from /proc; the user whose files it may name). */
 static unsigned process_uid(int pid)
@@ -46,26 +33,31 @@ static unsigned process_uid(int pid)
  * -1: it is one, and it could not be paused. */
 int session_pause(struct gpu_session *s, char *err)
 {
-	char line[2 * TOKEN_HEX_MAX + 512];
+	char line[WIRE_CTL_LINE_MAX];
+	struct wire_ctl_where at;
 
-	s->ctl = dial_control(s->pid);
+	s->ctl = wire_ctl_dial(s->pid);
 	if (s->ctl < 0)
 		return 0;
-	if (send(s->ctl, "PAUSE\n", 6, MSG_NOSIGNAL) != 6 || wire_read_line(s->ctl, line, sizeof(line))) {
+	if (wire_ctl_send(s->ctl, WIRE_CTL_PAUSE) || wire_read_line(s->ctl, line, sizeof(line))) {
 		wire_fail(err, "process %d did not answer the pause request", s->pid);
 		goto fail;
 	}
-	if (!strcmp(line, "IDLE")) {
+	if (!strcmp(line, WIRE_CTL_IDLE)) {
 		close(s->ctl);
 		s->ctl = -1;
 		return 0;
 	}
-	snprintf(s->token_file, sizeof(s->token_file), "-");
 	s->uid = process_uid(s->pid);
-	if (sscanf(line, "PAUSED %32s %299s %512s %419s", s->ticket, s->server, s->token_hex, s->token_file) < 3) {
-		wire_fail(err, "process %d: %.200s", s->pid, strncmp(line, "ERROR ", 6) ? line : line + 6);
+	if (wire_ctl_parse_paused(line, &at)) {
+		wire_fail(err, "process %d: %.200s", s->pid, wire_ctl_reason(line));
 		goto fail;
 	}
+	snprintf(s->ticket, sizeof(s->ticket), "%s", at.ticket);
+	snprintf(s->server, sizeof(s->server), "%s", at.server);
+	snprintf(s->token_hex, sizeof(s->token_hex), "%s", at.token_hex);
+	snprintf(s->token_file, sizeof(s->token_file), "%s", at.token_file);
+	explicit_bzero(&at, sizeof(at));
 	return 1;
 fail:
 	close(s->ctl);
@@ -80,27 +72,22 @@ fail:
  * process, no session, or a remote worker: err says why), -1 failed. */
 int session_precopy(int pid, int dirfd, const char *name, const char *parent, uint64_t fig[3], char *err)
 {
-	char line[WIRE_ERRLEN + 1900];
-	unsigned long long a, b, c;
-	int fd = dial_control(pid), n;
+	char line[WIRE_CTL_LINE_MAX];
+	int fd = wire_ctl_dial(pid);
 
 	if (fd < 0) {
 		wire_fail(err, "process %d has no Cicada control socket", pid);
 		return 0;
 	}
-	n = snprintf(line, sizeof(line), "PRECOPY %s %s\n", name, parent[0] ? parent : "-");
-	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n || wire_send_fd(fd, dirfd) ||
-	    wire_read_line(fd, line, sizeof(line))) {
+	if (wire_ctl_send_precopy(fd, name, parent, dirfd) || wire_read_line(fd, line, sizeof(line))) {
 		close(fd);
 		wire_fail(err, "process %d did not answer the pre-copy request", pid);
 		return -1;
 	}
 	close(fd);
-	if (sscanf(line, "PRECOPIED %llu %llu %llu", &a, &b, &c) == 3) {
-		fig[0] = a, fig[1] = b, fig[2] = c;
+	if (!wire_ctl_parse_precopied(line, fig))
 		return 1;
-	}
-	wire_fail(err, "%.400s", strncmp(line, "ERROR ", 6) ? line : line + 6);
+	wire_fail(err, "%.400s", wire_ctl_reason(line));
 	return strstr(line, "needs a client on the server's node") || strstr(line, "no GPU session") ? 0 : -1;
 }
 
@@ -108,10 +95,11 @@ int session_precopy(int pid, int dirfd, const char *name, const char *parent, ui
  * are still stopped: the line waits in the socket until they run. */
 int session_send_resume(struct gpu_session *s, char *err)
 {
-	char line[512];
-	int n = snprintf(line, sizeof(line), "RESUME %s %s\n", s->ticket, s->server);
+	struct wire_ctl_where to = { 0 };
 
-	if (send(s->ctl, line, (size_t)n, MSG_NOSIGNAL) != n) {
+	snprintf(to.ticket, sizeof(to.ticket), "%s", s->ticket);
+	snprintf(to.server, sizeof(to.server), "%s", s->server);
+	if (wire_ctl_send_resume(s->ctl, &to)) {
 		wire_fail(err, "cannot tell process %d to resume: %s", s->pid, strerror(errno));
 		return -1;
 	}

@@ -313,7 +313,7 @@ static int cicada_dump_unix_sk(int fd, int id)
 	socklen_t len = sizeof(sa);
 
 	if (getsockname(fd, (struct sockaddr *)&sa, &len) || len <= offsetof(struct sockaddr_un, sun_path) + 1 ||
-	    sa.sun_path[0] || strncmp(sa.sun_path + 1, "cicada-ctl.", 11))
+	    sa.sun_path[0] || strncmp(sa.sun_path + 1, WIRE_CTL_PREFIX, strlen(WIRE_CTL_PREFIX)))
 		return -ENOTSUP;
 	return 0;
 }

@@ -5,17 +5,11 @@
  * socket "\0cicada-ctl.<pid>", served by one thread that sleeps in
  * accept() and answers only root or the process's own user.
  *
- * Requests and answers are text lines:
- *   PAUSE                   -> PAUSED <ticket> <server> <token-hex> <token-file|->
- *                              | IDLE (no GPU session) | ERROR <reason>
- *   RESUME <ticket> <server> [<token-hex>]
- *                           -> RESUMED | ERROR <reason>
- * (the token, when given, is the new server's: gpu-migrate's)
- *   PRECOPY <name> <parent|->, then a directory's descriptor (SCM_RIGHTS)
- *                           -> PRECOPIED <pieces> <unchanged> <stored-bytes>
- *                              | IDLE | ERROR <reason>
- * (a migration's pre-copy round, while the program runs: the worker
- * writes its device memory in that directory, see gpu-server/precopy.c)
+ * The protocol is wire/control.c's: PAUSE, RESUME and PRECOPY (a
+ * migration's pre-copy round, while the program runs: the worker writes
+ * its device memory in the directory passed along, see
+ * gpu-server/precopy.c).
+ *
  * While paused, the thread holds the client lock, so every CUDA call
  * waits. The pause ends with RESUME or when the plugin's connection
  * closes: that resumes the session where it was, so a checkpoint that
@@ -33,13 +27,7 @@
 #include <unistd.h>
 #include "interposer.h"
 
-#define LINE_MAX_LEN 1024
-
-static void say(int fd, const char *line)
-{
-	send(fd, line, strlen(line), MSG_NOSIGNAL);
-}
-
+/* The process's token as hex, or "-". */
 static void token_hex(char *out, size_t len)
 {
 	char token[CICADA_TOKEN_MAX];
@@ -59,24 +47,22 @@ static void token_hex(char *out, size_t len)
  * A RESUME elsewhere that fails resumes where the session was. */
 static void paused(int fd, const char *ticket, const char *server)
 {
-	char line[LINE_MAX_LEN], t[128], s[600], tok[2 * CICADA_TOKEN_MAX + 2] = "", err[WIRE_ERRLEN];
-	int got = wire_read_line(fd, line, sizeof(line)) == 0 &&
-		  sscanf(line, "RESUME %127s %599s %513s", t, s, tok) >= 2;
+	char line[WIRE_CTL_LINE_MAX], err[WIRE_ERRLEN];
+	struct wire_ctl_where to;
+	int got = wire_read_line(fd, line, sizeof(line)) == 0 && wire_ctl_parse_resume(line, &to) == 0;
 
-	if (!got) {
-		snprintf(t, sizeof(t), "%s", ticket);
-		snprintf(s, sizeof(s), "%s", server);
-		log_info("checkpoint ended; resuming the GPU session at %s", s);
-	}
-	if (got && tok[0] && client_set_token(tok)) {
-		say(fd, "ERROR malformed token\n");
+	if (got && to.token_hex[0] && client_set_token(to.token_hex)) {
+		wire_ctl_send(fd, "ERROR malformed token");
 		got = 0;
-		snprintf(t, sizeof(t), "%s", ticket);
-		snprintf(s, sizeof(s), "%s", server);
 	}
-	if (!client_resume(s, t, err)) {
+	if (!got) {
+		snprintf(to.ticket, sizeof(to.ticket), "%s", ticket);
+		snprintf(to.server, sizeof(to.server), "%s", server);
+		log_info("checkpoint ended; resuming the GPU session at %s", server);
+	}
+	if (!client_resume(to.server, to.ticket, err)) {
 		if (got)
-			say(fd, "RESUMED\n");
+			wire_ctl_send(fd, WIRE_CTL_RESUMED);
 		return;
 	}
 	log_error("%s", err);
@@ -85,39 +71,38 @@ static void paused(int fd, const char *ticket, const char *server)
 	client_set_token(NULL);
 	if (client_resume(server, ticket, err)) {
 		log_error("%s", err);
-		say(fd, "ERROR cannot reattach, nor resume where it was\n");
+		wire_ctl_send(fd, "ERROR cannot reattach, nor resume where it was");
 	} else {
 		log_info("resumed the GPU session where it was, at %s", server);
-		say(fd, "ERROR cannot reattach; resumed where it was\n");
+		wire_ctl_send(fd, "ERROR cannot reattach; resumed where it was");
 	}
 }
 
 static void precopy(int fd, const char *line)
 {
-	char name[200], parent[600], err[WIRE_ERRLEN], out[WIRE_ERRLEN + 32];
+	char name[200], parent[600], err[WIRE_ERRLEN];
 	uint64_t fig[3];
 	int rc, dirfd = wire_recv_fd(fd);
 
-	if (dirfd < 0 || sscanf(line, "PRECOPY %199s %599s", name, parent) != 2) {
-		say(fd, "ERROR malformed request\n");
+	if (dirfd < 0 || wire_ctl_parse_precopy(line, name, sizeof(name), parent, sizeof(parent))) {
+		wire_ctl_send(fd, "ERROR malformed request");
 		if (dirfd >= 0)
 			close(dirfd);
 		return;
 	}
-	rc = client_precopy(dirfd, name, strcmp(parent, "-") ? parent : "", fig, err);
+	rc = client_precopy(dirfd, name, parent, fig, err);
 	close(dirfd);
 	if (rc != 0)
-		snprintf(out, sizeof(out), "ERROR %s\n", err);
+		wire_ctl_send(fd, "ERROR %s", err);
 	else
-		snprintf(out, sizeof(out), "PRECOPIED %llu %llu %llu\n", (unsigned long long)fig[0],
-			 (unsigned long long)fig[1], (unsigned long long)fig[2]);
-	say(fd, out);
+		wire_ctl_send_precopied(fd, fig);
 }
 
 static void serve_one(int fd)
 {
-	char line[LINE_MAX_LEN], ticket[CICADA_TICKET_LEN + 8], server[300], err[WIRE_ERRLEN];
-	char out[2 * CICADA_TOKEN_MAX + 1300], token[2 * CICADA_TOKEN_MAX + 2];
+	char line[WIRE_CTL_LINE_MAX], err[WIRE_ERRLEN];
+	const char *file = getenv("CICADA_TOKEN_FILE");
+	struct wire_ctl_where at;
 	int rc;
 
 	if (wire_read_line(fd, line, sizeof(line)))
@@ -126,25 +111,25 @@ static void serve_one(int fd)
 		precopy(fd, line);
 		return;
 	}
-	if (strcmp(line, "PAUSE")) {
-		say(fd, "ERROR unknown request\n");
+	if (strcmp(line, WIRE_CTL_PAUSE)) {
+		wire_ctl_send(fd, "ERROR unknown request");
 		return;
 	}
 	client_lock();
 	managed_flush();                     /* the snapshot takes the device copy */
-	rc = client_pause(ticket, sizeof(ticket), server, sizeof(server), err);
-	if (rc) {
-		snprintf(out, sizeof(out), rc > 0 ? "IDLE\n" : "ERROR %s\n", err);
-		say(fd, out);
+	rc = client_pause(at.ticket, sizeof(at.ticket), at.server, sizeof(at.server), err);
+	if (rc > 0) {
+		wire_ctl_send(fd, WIRE_CTL_IDLE);
+	} else if (rc < 0) {
+		wire_ctl_send(fd, "ERROR %s", err);
 	} else {
-		const char *file = getenv("CICADA_TOKEN_FILE");
-
-		token_hex(token, sizeof(token));
-		snprintf(out, sizeof(out), "PAUSED %s %s %s %.400s\n", ticket, server, token,
-			 file && file[0] == '/' && !strchr(file, ' ') ? file : "-");
-		say(fd, out);
-		paused(fd, ticket, server);
+		token_hex(at.token_hex, sizeof(at.token_hex));
+		snprintf(at.token_file, sizeof(at.token_file), "%s",
+			 file && file[0] == '/' && !strchr(file, ' ') && strlen(file) < sizeof(at.token_file) ? file : "-");
+		wire_ctl_send_paused(fd, &at);
+		paused(fd, at.ticket, at.server);
 	}
+	explicit_bzero(at.token_hex, sizeof(at.token_hex));
 	client_unlock();
 }
 
@@ -178,8 +163,6 @@ static void *control_thread(void *arg)
 static void control_start(void)
 {
 	static int started;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	socklen_t len;
 	sigset_t all, old;
 	pthread_t t;
 	int fd;
@@ -187,13 +170,8 @@ static void control_start(void)
 	if (started)
 		return;
 	started = 1;
-	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
-			  snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-ctl.%d", (int)getpid()));
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 4)) {
+	if ((fd = wire_ctl_listen((int)getpid())) < 0) {
 		log_warn("no control socket (%s): this process cannot be checkpointed", strerror(errno));
-		if (fd >= 0)
-			close(fd);
 		return;
 	}
 	/* The application's signals go to its own threads, never this one. */

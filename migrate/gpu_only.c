@@ -23,16 +23,19 @@
 /* Tells the paused process to resume on the target; 0 once it has. */
 static int resume_on(struct gpu_session *src, const struct gpu_session *dst, char *err)
 {
-	char line[1024];
-	int n = snprintf(line, sizeof(line), "RESUME %s %s %s\n", dst->ticket, dst->server, dst->token_hex);
+	char line[WIRE_CTL_LINE_MAX];
+	struct wire_ctl_where to = { 0 };
 
-	if (send(src->ctl, line, (size_t)n, MSG_NOSIGNAL) != n || wire_read_line(src->ctl, line, sizeof(line))) {
+	snprintf(to.ticket, sizeof(to.ticket), "%s", dst->ticket);
+	snprintf(to.server, sizeof(to.server), "%s", dst->server);
+	snprintf(to.token_hex, sizeof(to.token_hex), "%s", dst->token_hex);
+	if (wire_ctl_send_resume(src->ctl, &to) || wire_read_line(src->ctl, line, sizeof(line))) {
 		wire_fail(err, "process %d did not answer the resume", src->pid);
 		return -1;
 	}
-	if (strcmp(line, "RESUMED")) {
+	if (strcmp(line, WIRE_CTL_RESUMED)) {
 		wire_fail(err, "process %d could not reattach on %.150s (%.150s)", src->pid, dst->server,
-			 strncmp(line, "ERROR ", 6) ? line : line + 6);
+			  wire_ctl_reason(line));
 		return -1;
 	}
 	return 0;

@@ -200,6 +200,33 @@ enum { GF_DPTR, GF_N };                      /* memory free */
 /* graph_query ops */
 enum { GQ_NODES, GQ_ROOTS, GQ_DEPS, GQ_DEPENDENTS, GQ_EDGES, GQ_CAPTURE_DEPS };
 
+/* ---- control.c: a Cicada process's control socket ("\0cicada-ctl.<pid>"),
+ * through which CRIU's plugin and gpu-migrate pause, resume and pre-copy
+ * its GPU session (the protocol: control.c) ---- */
+#define WIRE_CTL_PREFIX "cicada-ctl."
+#define WIRE_CTL_LINE_MAX 2048
+#define WIRE_CTL_PAUSE "PAUSE"
+#define WIRE_CTL_IDLE "IDLE"
+#define WIRE_CTL_RESUMED "RESUMED"
+struct wire_ctl_where {                       /* where a session is: PAUSED, RESUME */
+	char ticket[CICADA_TICKET_LEN + 1];
+	char server[300];
+	char token_hex[2 * CICADA_TOKEN_MAX + 1];     /* "-": none; RESUME: "" none */
+	char token_file[420];                         /* where the process read it; "-": nowhere */
+};
+int wire_ctl_listen(int pid);
+int wire_ctl_dial(int pid);
+int wire_ctl_send(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));   /* one line */
+int wire_ctl_send_paused(int fd, const struct wire_ctl_where *w);
+int wire_ctl_send_resume(int fd, const struct wire_ctl_where *w);
+int wire_ctl_send_precopy(int fd, const char *name, const char *parent, int dirfd);
+int wire_ctl_send_precopied(int fd, const uint64_t fig[3]);
+int wire_ctl_parse_paused(const char *line, struct wire_ctl_where *w);
+int wire_ctl_parse_resume(const char *line, struct wire_ctl_where *w);
+int wire_ctl_parse_precopy(const char *line, char *name, size_t nlen, char *parent, size_t plen);
+int wire_ctl_parse_precopied(const char *line, uint64_t fig[3]);
+const char *wire_ctl_reason(const char *line);   /* an ERROR line's reason, else the line */
+
 /* ---- nvml_query (cicada.x: nvml_func, and what each carries) ---- */
 #define NVMLF_FIRST_DEVICE NVMLF_NAME         /* from here on, about one device */
 #define NVML_PROC_MAX (NVML_DATA_MAX / NVML_PROC_RECORD)

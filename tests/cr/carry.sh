@@ -91,7 +91,7 @@ run_carry_tests() {
 		"$T/carry-in/images" cr_carry_both
 	if [ -z "${CICADA_CARRY:-}" ]; then
 		[ ${#SELECT[@]} -gt 0 ] && { want cr-carry-out || want cr-carry-in; } &&
-			bad "cr-carry-out and cr-carry-in need CICADA_CARRY=DIR"
+			echo "note cr-carry-out, cr-carry-in: not run (they need CICADA_CARRY=DIR)"
 		[ -n "${KEEP_T:-}" ] || rm -rf "$CARRY_RUN"
 		return
 	fi

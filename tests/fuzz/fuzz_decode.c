@@ -7,6 +7,8 @@
  *      socketpair (small record limit), each record then decoded
  *   2  a connection's first record: the hello the gpu-server parent and
  *      the worker decode (wire_decode_call, xdr_hello_args, token check)
+ *   3  a line of the control protocol (wire/control.c), through each of
+ *      its parsers; what one takes must travel and parse the same again
  * Decoded arguments are re-encoded (must succeed) and freed, so leaks
  * and use-after-free in the free paths show up under ASan.
  */
@@ -145,14 +147,65 @@ static void fuzz_hello(const uint8_t *data, size_t size)
 	wire_buf_free(&in);
 }
 
+/* Mode 3's round trip: the line sent, read back and parsed again must
+ * give what the first parse gave. */
+static void control_again(int (*send_it)(int fd, const void *v), int (*parse)(const char *line, void *out),
+			  const void *v, void *again, size_t len)
+{
+	char line[WIRE_CTL_LINE_MAX];
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		return;
+	if (!send_it(sv[0], v) && (wire_read_line(sv[1], line, sizeof(line)) || parse(line, again) ||
+				    memcmp(v, again, len))) {
+		fprintf(stderr, "fuzz: a control line parsed, but not again once sent: %s\n", line);
+		abort();
+	}
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static int send_paused(int fd, const void *v) { return wire_ctl_send_paused(fd, v); }
+static int send_resume(int fd, const void *v) { return wire_ctl_send_resume(fd, v); }
+static int send_precopied(int fd, const void *v) { return wire_ctl_send_precopied(fd, v); }
+static int parse_paused(const char *l, void *o) { return wire_ctl_parse_paused(l, o); }
+static int parse_resume(const char *l, void *o) { return wire_ctl_parse_resume(l, o); }
+static int parse_precopied(const char *l, void *o) { return wire_ctl_parse_precopied(l, o); }
+
+static void fuzz_control(const uint8_t *data, size_t size)
+{
+	char line[WIRE_CTL_LINE_MAX], name[200], parent[600];
+	struct wire_ctl_where w, again;
+	uint64_t fig[3], fig2[3];
+
+	if (size >= sizeof(line))
+		size = sizeof(line) - 1;
+	memcpy(line, data, size);
+	line[size] = 0;
+	memset(&w, 0, sizeof(w));
+	memset(&again, 0, sizeof(again));
+	if (!wire_ctl_parse_paused(line, &w))
+		control_again(send_paused, parse_paused, &w, &again, sizeof(w));
+	memset(&w, 0, sizeof(w));
+	memset(&again, 0, sizeof(again));
+	if (!wire_ctl_parse_resume(line, &w))
+		control_again(send_resume, parse_resume, &w, &again, sizeof(w));
+	if (!wire_ctl_parse_precopied(line, fig))
+		control_again(send_precopied, parse_precopied, fig, fig2, sizeof(fig));
+	wire_ctl_parse_precopy(line, name, sizeof(name), parent, sizeof(parent));
+	(void)wire_ctl_reason(line);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size == 0)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0: fuzz_body(data + 1, size - 1); break;
 	case 1: fuzz_stream(data + 1, size - 1); break;
-	default: fuzz_hello(data + 1, size - 1); break;
+	case 2: fuzz_hello(data + 1, size - 1); break;
+	default: fuzz_control(data + 1, size - 1); break;
 	}
 	return 0;
 }

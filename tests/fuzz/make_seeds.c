@@ -2,7 +2,8 @@
  * make_seeds.c: writes the starting corpus for fuzz_decode: valid call
  * records, encoded with wire_encode_call, for a handful of procedures.
  * Each file is fuzz_decode's mode byte followed by the message: a record
- * body (modes 0 and 2) or a marked byte stream of records (mode 1).
+ * body (modes 0 and 2), a marked byte stream of records (mode 1) or a
+ * control line (mode 3).
  * Usage: make_seeds DIR
  */
 #include <arpa/inet.h>
@@ -12,7 +13,7 @@
 #include "wire.h"
 #include "nvml-wire.h"
 
-enum { MODE_BODY = 0, MODE_STREAM = 1, MODE_HELLO = 2 };
+enum { MODE_BODY = 0, MODE_STREAM = 1, MODE_HELLO = 2, MODE_CONTROL = 3 };
 
 static const char *seed_dir;
 static struct wire_buf stream;           /* every record, marked, for mode 1 */
@@ -161,6 +162,26 @@ static void seed_arrays(void)
 	seed_call("tex_object_create", P_tex_object_create, (xdrproc_t)xdr_tex_object_args, &t, 1);
 }
 
+/* Lines of the control protocol (wire/control.c), for mode 3. */
+static void seed_control(void)
+{
+	static const char *lines[] = {
+		"PAUSED 0123456789abcdef0123456789abcdef unix:/run/cicada/gpu.sock 00ff /home/u/token",
+		"PAUSED 0123456789abcdef0123456789abcdef tcp:10.0.0.2:7777 - -",
+		"RESUME 0123456789abcdef0123456789abcdef tcp:127.0.0.1:7777 a1b2",
+		"RESUME 0123456789abcdef0123456789abcdef unix:/run/cicada/gpu.sock",
+		"PRECOPY cicada-gpu-round-1 -",
+		"PRECOPIED 1026 1000 209715200",
+		"ERROR process 12 has no GPU session",
+	};
+	char name[32];
+
+	for (unsigned i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		snprintf(name, sizeof(name), "control-%u", i);
+		write_seed(name, MODE_CONTROL, lines[i], strlen(lines[i]));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -178,6 +199,7 @@ int main(int argc, char **argv)
 	seed_nvml();
 	seed_arrays();
 	write_seed("stream", MODE_STREAM, stream.data, stream.len);
+	seed_control();
 	wire_buf_free(&stream);
 	return 0;
 }
