@@ -84,8 +84,8 @@ static CUresult copy_on_device(const CUDA_MEMCPY3D *p, CUstream stream, int asyn
 	pack_side(&a.dst, p->dstMemoryType, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ,
 		  p->dstPitch, p->dstHeight);
 	if (async)
-		return client_call(P_memcpy_3d_async, (xdrproc_t)xdr_memcpy3d_args, &a, NULL, NULL);
-	return client_call(P_memcpy_3d, (xdrproc_t)xdr_memcpy3d_args, &a, (xdrproc_t)xdr_scalar_res, &r);
+		return rpc_memcpy_3d_async(&a);
+	return rpc_memcpy_3d(&a, &r);
 }
 
 /* Host and device memory: one 2D copy per slice. */

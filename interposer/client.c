@@ -384,7 +384,7 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
 		wire_fail(err, cl.state == ST_NEW ? "no GPU session yet" : "the GPU session is lost");
 		return cl.state == ST_NEW ? 1 : -1;
 	}
-	rc = client_call_locked(P_detach, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r);
+	rc = rpc_detach_locked(&a, &r);
 	if (rc || !r.name) {
 		if (r.name && r.name[0])
 			wire_fail(err, "cannot pause the GPU session: %s", r.name);
@@ -427,7 +427,7 @@ int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out
 	memset(&r, 0, sizeof(r));
 	/* the directory first, as host regions go (hostmem.c) */
 	rc = wire_send_fd(client_socket(), dirfd) ? client_lost("cannot pass a directory") :
-		client_call_locked(P_precopy, (xdrproc_t)xdr_precopy_args, &a, (xdrproc_t)xdr_precopy_res, &r);
+		rpc_precopy_locked(&a, &r);
 	pthread_mutex_unlock(&cl.lock);
 	while (!rc && r.state == PRECOPY_RUNNING) {
 		struct timespec nap = { 0, 10000000 };
@@ -436,8 +436,7 @@ int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out
 		nanosleep(&nap, NULL);
 		memset(&r, 0, sizeof(r));
 		pthread_mutex_lock(&cl.lock);
-		rc = cl.state == ST_CONNECTED ? client_call_locked(P_precopy_status, (xdrproc_t)xdr_scalars, &q,
-								   (xdrproc_t)xdr_precopy_res, &r)
+		rc = cl.state == ST_CONNECTED ? rpc_precopy_status_locked(&q, &r)
 					      : CUDA_ERROR_NOT_READY;
 		pthread_mutex_unlock(&cl.lock);
 	}

@@ -20,8 +20,8 @@ static CUresult region_copy(CUdeviceptr dev, const struct host_range *hr, size_t
 	scalar_res r = { 0 };
 
 	if (async)
-		return client_call_locked(P_memcpy_shm_async, (xdrproc_t)xdr_shm_copy_args, &a, NULL, NULL);
-	return client_call_locked(P_memcpy_shm, (xdrproc_t)xdr_shm_copy_args, &a, (xdrproc_t)xdr_scalar_res, &r);
+		return rpc_memcpy_shm_async_locked(&a);
+	return rpc_memcpy_shm_locked(&a, &r);
 }
 
 static CUresult slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state)
@@ -38,7 +38,7 @@ static CUresult slot_request(struct shm_segment *seg, unsigned slot, CUdeviceptr
 			    .async = async, .to_device = to_device, .slot = (int)slot };
 
 	atomic_store(&seg->hdr->slot_state[slot], SLOT_BUSY);
-	return client_call_locked(P_memcpy_shm_async, (xdrproc_t)xdr_shm_copy_args, &a, NULL, NULL);
+	return rpc_memcpy_shm_async_locked(&a);
 }
 
 /* A synchronous staged copy had no reply to bring device output with it:
@@ -52,7 +52,7 @@ static CUresult take_output(struct shm_segment *seg, int async, CUresult err)
 
 	if (async || !atomic_exchange(&seg->hdr->output_pending, 0))
 		return err;
-	e = client_call_locked(P_output_flush, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
+	e = rpc_output_flush_locked(&a, &r);
 	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
 	return err ? err : e;
 }
@@ -134,10 +134,9 @@ static CUresult inline_htod(CUdeviceptr dst, const char *src, size_t n, CUstream
 		scalar_res r = { 0 };
 
 		if (async || off + len < n)
-			err = client_call_locked(P_memcpy_htod_async, (xdrproc_t)xdr_htod_args, &a, NULL, NULL);
+			err = rpc_memcpy_htod_async_locked(&a);
 		else
-			err = client_call_locked(P_memcpy_htod, (xdrproc_t)xdr_htod_args, &a,
-						 (xdrproc_t)xdr_scalar_res, &r);
+			err = rpc_memcpy_htod_locked(&a, &r);
 	}
 	return err;
 }

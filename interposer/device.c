@@ -58,7 +58,7 @@ CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 
 	if (!uuid)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = client_call(P_device_get_uuid, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_bytes_res, &r);
+	err = rpc_device_get_uuid(&a, &r);
 	if (!err && r.data.data_len != sizeof(uuid->bytes))
 		err = client_lost("malformed uuid");
 	if (!err)
@@ -93,7 +93,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 		return CUDA_ERROR_INVALID_VALUE;
 	if (hostmem_attribute(ptr, attribute, data, &err))
 		return err;
-	err = client_call(P_pointer_get_attribute, (xdrproc_t)xdr_pointer_attr_args, &a, (xdrproc_t)xdr_bytes_res, &r);
+	err = rpc_pointer_get_attribute(&a, &r);
 	if (!err && (r.data.data_len == 0 || r.data.data_len > 8))
 		err = client_lost("malformed pointer attribute");
 	if (!err)
@@ -174,7 +174,7 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
 	}
 	pthread_mutex_lock(&lock);
 	if (!strings[slot] && client_connect() == CUDA_SUCCESS &&
-	    client_call(P_get_error_string, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_name_res, &r) == CUDA_SUCCESS)
+	    rpc_get_error_string(&a, &r) == CUDA_SUCCESS)
 		strings[slot] = r.name, r.name = NULL;
 	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
 	*pStr = strings[slot] ? strings[slot] : error_name(error);

@@ -275,7 +275,7 @@ static CUresult CUDAAPI walk_functions(CUcontext ctx, CUmodule mod, function_vis
 
 	if (!visit)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = client_call(P_module_functions, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_bytes_res, &r);
+	err = rpc_module_functions(&a, &r);
 	while (!err && at + 12 <= r.data.data_len) {
 		memcpy(&fid, r.data.data_val + at, 8);
 		memcpy(&len, r.data.data_val + at + 8, 4);

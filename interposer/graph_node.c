@@ -200,7 +200,7 @@ static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, co
 		a.edges.edges_val = (char *)edges;
 	}
 	memset(&r, 0, sizeof(r));
-	err = client_call(P_graph_add_node, (xdrproc_t)xdr_graph_node_args, &a, (xdrproc_t)xdr_graph_node_res, &r);
+	err = rpc_graph_add_node(&a, &r);
 	free(ids);
 	if (!err) {
 		*out = node_of(r.node);
@@ -381,7 +381,7 @@ static CUresult get(CUgraphNode node, unsigned type, unsigned n, graph_node_res 
 	CUresult err;
 
 	memset(r, 0, sizeof(*r));
-	err = client_call(P_graph_node_get, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_graph_node_res, r);
+	err = rpc_graph_node_get(&a, r);
 	if (!err && (r->params.type != type || r->params.v.v_len != n))
 		err = r->params.type != type ? CUDA_ERROR_INVALID_VALUE : client_lost("malformed graph node");
 	return err;
@@ -794,7 +794,7 @@ static CUresult list(unsigned op, const void *h, size_t *n)
 	CUresult err;
 
 	memset(&r, 0, sizeof(r));
-	err = client_call(P_graph_query, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_graph_ids_res, &r);
+	err = rpc_graph_query(&a, &r);
 	if (!err && ((op == GQ_EDGES && r.to.to_len != r.from.from_len) ||
 		     (r.edges.edges_len && r.edges.edges_len != r.from.from_len * sizeof(CUgraphEdgeData))))
 		err = client_lost("malformed node list");
@@ -1043,7 +1043,7 @@ CUresult CUDAAPI cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned
 
 	if (!path)
 		return CUDA_ERROR_INVALID_VALUE;
-	err = client_call(P_graph_dot, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_bytes_res, &r);
+	err = rpc_graph_dot(&a, &r);
 	if (!err && (!(f = fopen(path, "w")) ||
 		     (fwrite(r.data.data_val, 1, r.data.data_len, f) != r.data.data_len) + fclose(f)))
 		err = CUDA_ERROR_OPERATING_SYSTEM;

@@ -150,8 +150,7 @@ static CUresult share_region_id(struct host_alloc *h, int fd)
 	if (wire_send_fd(client_socket(), fd))
 		err = client_lost("cannot pass a memory region");
 	else
-		err = client_call_locked(P_host_region_map, (xdrproc_t)xdr_host_region_args, &a,
-					 (xdrproc_t)xdr_host_region_res, &r);
+		err = rpc_host_region_map_locked(&a, &r);
 	client_unlock();
 	h->device_ptr = r.device_ptr;
 	return err;
@@ -302,7 +301,7 @@ static CUresult unshare_region(unsigned id)
 	uint64_t v = id;
 	scalars a = { { 1, &v } };
 	scalar_res r = { 0 };
-	CUresult err = client_call(P_host_region_unmap, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_scalar_res, &r);
+	CUresult err = rpc_host_region_unmap(&a, &r);
 
 	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
 	put_region_id(id);

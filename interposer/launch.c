@@ -25,7 +25,7 @@ static CUresult fetch_layout(uint64_t func, struct param_layout *out)
 	CUresult err;
 
 	memset(&r, 0, sizeof(r));
-	err = client_call(P_func_get_param_info, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_param_info_res, &r);
+	err = rpc_func_get_param_info(&a, &r);
 	if (err) {
 		xdr_free((xdrproc_t)xdr_param_info_res, (char *)&r);
 		return err;
@@ -181,7 +181,7 @@ static CUresult launch(const CUlaunchConfig *c, CUfunction f, void **params, voi
 		memcpy(attrs[i].value, &c->attrs[i].value, sizeof(attrs[i].value));
 	}
 	a.attrs.attrs_len = c->numAttrs;
-	return client_call(P_launch_kernel, (xdrproc_t)xdr_launch_args, &a, NULL, NULL);
+	return rpc_launch_kernel(&a);
 }
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,

@@ -49,7 +49,7 @@ CUresult CUDAAPI cuLinkCreate_v2(unsigned int n, CUjit_option *options, void **v
 	}
 	a.options.options_len = l->jit.n;
 	a.options.options_val = l->jit.opts;
-	err = client_call(P_link_create, (xdrproc_t)xdr_link_create_args, &a, (xdrproc_t)xdr_link_res, &r);
+	err = rpc_link_create(&a, &r);
 	jit_write_back(&l->jit, &r.logs);
 	l->id = r.id;
 	xdr_free((xdrproc_t)xdr_link_res, (char *)&r);
@@ -88,7 +88,7 @@ CUresult CUDAAPI cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *
 	a.name = (char *)(name ? name : "");
 	a.options.options_len = j.n;
 	a.options.options_val = j.opts;
-	err = client_call(P_link_add_data, (xdrproc_t)xdr_link_add_args, &a, (xdrproc_t)xdr_link_res, &r);
+	err = rpc_link_add_data(&a, &r);
 	jit_write_back(&l->jit, &r.logs);
 	xdr_free((xdrproc_t)xdr_link_res, (char *)&r);
 	return err;
@@ -123,7 +123,7 @@ CUresult CUDAAPI cuLinkComplete(CUlinkState state, void **cubinOut, size_t *size
 		return CUDA_ERROR_INVALID_VALUE;
 	a.v.v_len = 1;
 	a.v.v_val = &l->id;
-	err = client_call(P_link_complete, (xdrproc_t)xdr_scalars, &a, (xdrproc_t)xdr_link_res, &r);
+	err = rpc_link_complete(&a, &r);
 	jit_write_back(&l->jit, &r.logs);
 	if (!err) {
 		free(l->cubin);

@@ -87,7 +87,7 @@ static CUresult load_image(const void *image, int library, uint64_t *id, const s
 		a.options.options_val = (jit_option *)j->opts;
 	}
 	memset(&r, 0, sizeof(r));
-	err = client_call(P_module_load, (xdrproc_t)xdr_module_load_args, &a, (xdrproc_t)xdr_module_load_res, &r);
+	err = rpc_module_load(&a, &r);
 	if (err != CUDA_ERROR_NOT_FOUND)
 		log_debug("image %016llx%016llx: %zu bytes, already cached on the server",
 			  (unsigned long long)h.high64, (unsigned long long)h.low64, size);
@@ -98,8 +98,7 @@ static CUresult load_image(const void *image, int library, uint64_t *id, const s
 		memset(&r, 0, sizeof(r));
 		a.image.image_len = (u_int)size;
 		a.image.image_val = (char *)image;
-		err = client_call(P_module_load, (xdrproc_t)xdr_module_load_args, &a,
-				  (xdrproc_t)xdr_module_load_res, &r);
+		err = rpc_module_load(&a, &r);
 	}
 	if (j)
 		jit_write_back(j, &r.logs);

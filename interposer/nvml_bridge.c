@@ -13,5 +13,5 @@ int cicada_nvml_query(const struct nvml_args *a, struct nvml_res *r)
 		return CUDA_ERROR_INVALID_VALUE;
 	r->v.v_len = 0;
 	r->data.data_len = 0;
-	return client_call(P_nvml_query, (xdrproc_t)xdr_nvml_args, (void *)a, (xdrproc_t)xdr_nvml_res, r);
+	return rpc_nvml_query((void *)a, r);
 }

@@ -9,8 +9,10 @@
 Only calls whose parameters are all scalars, handles, a launch
 configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) or
 plain structs sent as their bytes are generated in full; 'hand' calls get
-their procedure number, XDR types and a dispatch entry, and their C
-bodies are written by hand where the semantics live.
+their procedure number, XDR types, a dispatch entry, the server's
+prototype and client stubs typed by the table (rpc_NAME(args, res) and
+rpc_NAME_locked), and their C bodies are written by hand where the
+semantics live.
 
 A generated call's signature may be '@', then the prototype is cuda.h's
 (wire/cuda_h.py; gen-calls.py then needs --cc CC --include DIR before the
@@ -176,11 +178,28 @@ def proto(c):
     return ", ".join(ps) or "void"
 
 
+def hand_protos(c):
+    """A hand call's client stubs, typed by the table: rpc_NAME, and
+    rpc_NAME_locked for a caller that holds the client lock."""
+    params = "%s *args" % c.args + ("" if c.res == "void" else ", %s *res" % c.res)
+    return ["CUresult rpc_%s(%s)" % (c.name, params), "CUresult rpc_%s_locked(%s)" % (c.name, params)]
+
+
+def hand_stubs(c):
+    res = "NULL, NULL" if c.res == "void" else "(xdrproc_t)xdr_%s, res" % c.res
+    out = []
+    for proto_, call in zip(hand_protos(c), ["client_call", "client_call_locked"]):
+        out.append("%s\n{\n\treturn %s(%s, (xdrproc_t)xdr_%s, args, %s);\n}\n\n"
+                   % (proto_, call, c.proc_macro, c.args, res))
+    return "".join(out)
+
+
 def gen_client(calls):
     out = ["/* Generated from wire/calls.tbl by wire/gen-calls.py: do not edit. */\n",
            '#include "interposer.h"\n\n']
     for c in calls:
         if c.hand:
+            out.append(hand_stubs(c))
             continue
         out.append("CUresult rpc_%s(%s)\n{\n" % (c.name, proto(c)))
         out.append("\tuint64_t in[CICADA_SCALARS_MAX] = { 0 }, out[CICADA_SCALARS_MAX];\n")
@@ -235,6 +254,8 @@ def gen_client_header(calls):
     for c in calls:
         if not c.hand:
             out.append("CUresult rpc_%s(%s);\n" % (c.name, proto(c)))
+        else:
+            out.extend(p + ";\n" for p in hand_protos(c))
     return "".join(out)
 
 
