@@ -126,7 +126,8 @@ static void serve_one(int fd)
 		token_hex(at.token_hex, sizeof(at.token_hex));
 		snprintf(at.token_file, sizeof(at.token_file), "%s",
 			 file && file[0] == '/' && !strchr(file, ' ') && strlen(file) < sizeof(at.token_file) ? file : "-");
-		wire_ctl_send_paused(fd, &at);
+		if (wire_ctl_send_paused(fd, &at))       /* the asker gives up: resumed here */
+			wire_ctl_send(fd, "ERROR the session's address does not fit a control line");
 		paused(fd, at.ticket, at.server);
 	}
 	explicit_bzero(at.token_hex, sizeof(at.token_hex));

@@ -148,8 +148,10 @@ int wire_ctl_parse_precopied(const char *line, uint64_t fig[3])
 	if (n != 4 || strcmp(v[0], "PRECOPIED"))
 		return -1;
 	for (int i = 0; i < 3; i++) {
+		if (v[i + 1][0] < '0' || v[i + 1][0] > '9')
+			return -1;
 		fig[i] = strtoull(v[i + 1], &end, 10);
-		if (*end || end == v[i + 1])
+		if (*end)
 			return -1;
 	}
 	return 0;
