@@ -5,11 +5,9 @@
  * error is kept and returned by the next call that synchronises with the
  * device. A restore's replay runs recorded calls through here too.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include "gpu-server.h"
 

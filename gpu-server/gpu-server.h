@@ -335,7 +335,8 @@ void image_hash_compute(const void *image, size_t size, image_hash *out);
 
 /* nvml.c, nvml_real.c, nvml_cuda.c: NVML queries for Cicada's
  * libnvidia-ml.so.1, answered by the server's NVML or, where it has none,
- * from the driver API. ret values are nvmlReturn_t (nvml/nvml-wire.h); the functions are cicada.x's nvml_func. */
+ * from the driver API. ret values are nvmlReturn_t (nvml/nvml-wire.h);
+ * the functions are cicada.x's nvml_func. */
 struct nvml_reply {
 	uint64_t v[CICADA_SCALARS_MAX];
 	unsigned nv;

@@ -183,6 +183,8 @@ CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
 	CUresult err;
 	int fd;
 
+	if (!w->channel_call)
+		return CUDA_ERROR_NOT_SUPPORTED;       /* no session (cannot happen) */
 	if ((err = w->channel_call(w, args, res, &fd)) || fd < 0)
 		return err;
 	pthread_mutex_lock(&channel_lock);

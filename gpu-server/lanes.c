@@ -189,6 +189,8 @@ CUresult hand_lane_open(struct worker *w, void *args, void *res)
 	CUresult err;
 	int fd;
 
+	if (!w->channel_call)
+		return CUDA_ERROR_NOT_SUPPORTED;       /* no session (cannot happen) */
 	if ((err = w->channel_call(w, args, res, &fd)) || fd < 0)
 		return err;
 	if ((err = lane_add(w, fd))) {

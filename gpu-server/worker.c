@@ -4,11 +4,7 @@
  * connection, then runs the client's session (session.c) until the
  * client goes away; the calls themselves go through dispatch.c.
  */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include "gpu-server.h"
 
