@@ -30,7 +30,7 @@ carry_gpu() {
 # cr_carry_out DIR: runs cr_pattern from $CARRY_RUN through a server of
 # its own, dumps it mid-run and packs DIR/cicada-carry.tgz.
 cr_carry_out() {
-	local box=$1 work=$T/carry-out.$$ p=$((PORT + 60)) srv
+	local box=$1 work=$T/carry-out.$$ p=$((PORT + 60))
 	rm -rf "$CARRY_RUN" "$work" && mkdir -p "$CARRY_RUN/lib" "$work" "$box" && box=$(cd "$box" && pwd) || return 1
 	cp -a "$B/lib/libcicada.so" "$B/lib/libcuda.so.1" "$B/lib/deps" "$CARRY_RUN/lib/" &&
 		cp "$PROGS/cr_pattern" "$CARRY_RUN/" && cp -r "$CICADA_KERNELS" "$CARRY_RUN/kernels" || return 1
@@ -39,6 +39,7 @@ cr_carry_out() {
 		2>"$work/native.err" || { tail -3 "$work/native.err"; return 1; }
 	start_server carrya "$p" || return 1
 	# (exec: the pid is the program's; the output files are in the folder)
+	# shellcheck disable=SC2086
 	CICADA_SERVER=unix:$T/carrya.sock LD_LIBRARY_PATH=$CARRY_RUN/lib bash -c \
 		'cd "$1" && shift && exec setsid "$@" </dev/null >out 2>err' carry "$CARRY_RUN" ./cr_pattern kernels \
 		$CARRY_ARGS &
@@ -47,7 +48,7 @@ cr_carry_out() {
 	wait_for "^step 2 " "$CARRY_RUN/out" 60 || return 1
 	cr_dump "$work/images" || return 1
 	carry_gpu >"$work/gpu"
-	kill -9 "$PID_carrya" 2>/dev/null       # (the first machine is gone)
+	kill -9 "${PID_carrya:-}" 2>/dev/null   # (the first machine is gone; start_server set it)
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-carrya" 2>/dev/null
 	cp -a "$CARRY_RUN" "$work/run" || return 1
 	tar -C "$work" -czf "$box/cicada-carry.tgz" run images native.out gpu || return 1
