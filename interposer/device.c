@@ -49,6 +49,45 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 	return get_name(P_device_get_pci_bus_id, dev, pciBusId, len);
 }
 
+/* A PCI bus id as numbers, in the forms the driver reads (hex):
+ * "domain:bus:device.function", "domain:bus:device" or
+ * "bus:device.function". */
+static int bus_id_parse(const char *s, unsigned v[4])
+{
+	char end;
+
+	if (sscanf(s, "%x:%x:%x.%x%c", &v[0], &v[1], &v[2], &v[3], &end) == 4)
+		return 0;
+	v[3] = 0;
+	if (sscanf(s, "%x:%x:%x%c", &v[0], &v[1], &v[2], &end) == 3)
+		return 0;
+	v[0] = 0;
+	return sscanf(s, "%x:%x.%x%c", &v[1], &v[2], &v[3], &end) == 3 ? 0 : -1;
+}
+
+/* Among the client's GPUs, by what cuDeviceGetPCIBusId says of each. */
+CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+	unsigned want[4], have[4];
+	char id[64];
+	CUresult err;
+	int n = 0;
+
+	if (!dev || !pciBusId || bus_id_parse(pciBusId, want))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = cuDeviceGetCount(&n)))
+		return err;
+	for (int i = 0; i < n; i++) {
+		if ((err = cuDeviceGetPCIBusId(id, sizeof(id), i)))
+			return err;
+		if (!bus_id_parse(id, have) && !memcmp(want, have, sizeof(want))) {
+			*dev = i;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_INVALID_DEVICE;
+}
+
 CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
 	uint64_t in = (uint64_t)dev;

@@ -164,6 +164,29 @@ CUresult cuDeviceGetPCIBusId(char *bus, int len, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
+CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *id)
+{
+	unsigned d, b, s, f;
+	char end;
+
+	CHECK_ARG(dev && id);
+	if (sscanf(id, "%x:%x:%x.%x%c", &d, &b, &s, &f, &end) != 4) {
+		f = 0;
+		if (sscanf(id, "%x:%x:%x%c", &d, &b, &s, &end) != 3) {
+			d = 0;
+			CHECK_ARG(sscanf(id, "%x:%x.%x%c", &b, &s, &f, &end) == 3);
+		}
+	}
+	for (int i = 0; i < fc_ndev(); i++)
+		if (d == (unsigned)attrs[CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID] &&
+		    b == (unsigned)attrs[CU_DEVICE_ATTRIBUTE_PCI_BUS_ID] + (unsigned)i &&
+		    s == (unsigned)attrs[CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID] && f == 0) {
+			*dev = i;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_INVALID_DEVICE;
+}
+
 CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer)
 {
 	TRY(fc_check_dev(dev));

@@ -86,6 +86,36 @@ static int print_features(void)
 	return 0;
 }
 
+/* Each device found again by its PCI bus id, in the long and the short
+ * form and in lower case; and an id no device has. */
+static void by_bus_id(int count)
+{
+	char id[64], low[64];
+	CUdevice d;
+
+	for (int i = 0; i < count; i++) {
+		CHECK(cuDeviceGetPCIBusId(id, sizeof(id), i));
+		for (size_t k = 0; k < sizeof(low); k++)
+			low[k] = (char)(id[k] >= 'A' && id[k] <= 'F' ? id[k] - 'A' + 'a' : id[k]);
+		CHECK(cuDeviceGetByPCIBusId(&d, id));
+		printf("device %d bus id %s -> %d", i, id, (int)d);
+		CHECK(cuDeviceGetByPCIBusId(&d, low));
+		printf(", lower case -> %d", (int)d);
+		if (strchr(id, ':') != strrchr(id, ':')) {
+			CHECK(cuDeviceGetByPCIBusId(&d, strchr(id, ':') + 1));
+			printf(", without the domain -> %d", (int)d);
+		}
+		if (strrchr(id, '.')) {
+			*strrchr(id, '.') = 0;
+			CHECK(cuDeviceGetByPCIBusId(&d, id));
+			printf(", without the function -> %d", (int)d);
+		}
+		printf("\n");
+	}
+	printf("bus id 0000:ff:1f.7 -> %s\n", errname(cuDeviceGetByPCIBusId(&d, "0000:ff:1f.7")));
+	printf("bus id nonsense -> %s\n", errname(cuDeviceGetByPCIBusId(&d, "nonsense")));
+}
+
 static void print_error(CUresult r)
 {
 	const char *name = NULL, *str = NULL;
@@ -162,6 +192,8 @@ int main(int argc, char **argv)
 		CHECK(cuDeviceGetAttribute(&v, attrs[i].attr, dev));
 		printf("attr %s = %d\n", attrs[i].name, v);
 	}
+
+	by_bus_id(count);
 
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
