@@ -172,6 +172,42 @@ CUresult CUDAAPI cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream
 	return copy_3d(pCopy, hStream, 1);
 }
 
+/* A copy between contexts: device pointers are unique across the GPUs
+ * (unified addressing, one arena), so it is the 3D copy without them. */
+static CUDA_MEMCPY3D from_peer(const CUDA_MEMCPY3D_PEER *p)
+{
+	CUDA_MEMCPY3D c = { 0 };
+
+	c.srcXInBytes = p->srcXInBytes, c.srcY = p->srcY, c.srcZ = p->srcZ, c.srcLOD = p->srcLOD;
+	c.srcMemoryType = p->srcMemoryType, c.srcHost = p->srcHost, c.srcDevice = p->srcDevice;
+	c.srcArray = p->srcArray, c.srcPitch = p->srcPitch, c.srcHeight = p->srcHeight;
+	c.dstXInBytes = p->dstXInBytes, c.dstY = p->dstY, c.dstZ = p->dstZ, c.dstLOD = p->dstLOD;
+	c.dstMemoryType = p->dstMemoryType, c.dstHost = p->dstHost, c.dstDevice = p->dstDevice;
+	c.dstArray = p->dstArray, c.dstPitch = p->dstPitch, c.dstHeight = p->dstHeight;
+	c.WidthInBytes = p->WidthInBytes, c.Height = p->Height, c.Depth = p->Depth;
+	return c;
+}
+
+CUresult CUDAAPI cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy)
+{
+	CUDA_MEMCPY3D c;
+
+	if (!pCopy)
+		return CUDA_ERROR_INVALID_VALUE;
+	c = from_peer(pCopy);
+	return copy_3d(&c, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
+{
+	CUDA_MEMCPY3D c;
+
+	if (!pCopy)
+		return CUDA_ERROR_INVALID_VALUE;
+	c = from_peer(pCopy);
+	return copy_3d(&c, hStream, 1);
+}
+
 /* --- texture and surface objects --- */
 
 static CUresult create_object(unsigned proc, CUDA_RESOURCE_DESC res, const CUDA_TEXTURE_DESC *tex,

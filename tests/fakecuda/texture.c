@@ -120,6 +120,24 @@ CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s)
 	return cuMemcpy3D_v2(p);
 }
 
+/* One address space for all devices here: a peer copy is a 3D copy. */
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *p)
+{
+	CUDA_MEMCPY3D c;
+
+	_Static_assert(sizeof(c) == sizeof(*p), "the peer form lays out as the plain one");
+	CHECK_ARG(p);
+	memcpy(&c, p, sizeof(c));
+	c.reserved0 = c.reserved1 = NULL;                /* the contexts */
+	return cuMemcpy3D_v2(&c);
+}
+
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *p, CUstream s)
+{
+	TRY(fc_check_stream(s));
+	return cuMemcpy3DPeer(p);
+}
+
 /* --- texture and surface objects --- */
 
 struct fc_object {

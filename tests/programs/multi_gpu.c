@@ -81,6 +81,33 @@ static void peer_access(void)
 	CHECK(cuCtxEnablePeerAccess(g[0].ctx, 0));
 }
 
+/* A box of GPU 0's buffer (rows of 256 words, 8 rows a slice) to GPU 1's
+ * t, packed, by cuMemcpy3DPeer and its stream form; b0 holds the buffer. */
+static void copy_3d_peer(const unsigned *b0, unsigned *got, CUdeviceptr t)
+{
+	CUDA_MEMCPY3D_PEER c = { 0 };
+	int same = 1;
+
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE, c.srcDevice = g[0].buf + 16, c.srcContext = g[0].ctx;
+	c.srcPitch = 1024, c.srcHeight = 8, c.srcY = 1, c.srcZ = 1;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = t, c.dstContext = g[1].ctx;
+	c.dstPitch = 256, c.dstHeight = 6;
+	c.WidthInBytes = 256, c.Height = 6, c.Depth = 3;
+	for (int pass = 0; pass < 2; pass++) {
+		CHECK(cuCtxSetCurrent(g[pass].ctx));
+		CHECK(cuMemsetD8(t, 0, 256 * 6 * 3));
+		if (pass)
+			CHECK(cuMemcpy3DPeerAsync(&c, NULL));
+		else
+			CHECK(cuMemcpy3DPeer(&c));
+		CHECK(cuMemcpyDtoH(got, t, 256 * 6 * 3));
+		for (unsigned z = 0; z < 3; z++)
+			for (unsigned y = 0; y < 6; y++)
+				same &= !memcmp(got + (z * 6 + y) * 64, b0 + ((z + 1) * 8 + y + 1) * 256 + 4, 256);
+	}
+	printf("cuMemcpy3DPeer 0->1, a box, both forms: %s\n", same ? "same" : "DIFFERS");
+}
+
 /* Copies between the GPUs, each way a program has. */
 static void copies(void)
 {
@@ -106,6 +133,7 @@ static void copies(void)
 	CHECK(cuMemcpyDtoH(got, t, bytes));
 	same = !memcmp(got, (char *)b0 + half, half) && !memcmp((char *)got + half, b1, half);
 	printf("unified and device-to-device copies: %s\n", same ? "same" : "DIFFER");
+	copy_3d_peer(b0, got, t);
 	CHECK(cuMemFree(t));
 	free(b0);
 	free(b1);
