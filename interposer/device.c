@@ -230,11 +230,9 @@ static int unserved_attribute(CUdevice_attribute attr, int *value)
 {
 	switch (attr) {
 	case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:                   /* cuMulticast* */
-	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:             /* cuStreamWaitValue*, ... */
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1:             /* the old ABI of cuStreamWaitValue*, ... */
 	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1:
 	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1:
-	case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
-	case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
 	case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:                     /* cuMemGetHandleForAddressRange */
 	case CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED:
 	case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:        /* cuMemPoolCreate, pool exports */

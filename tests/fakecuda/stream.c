@@ -227,3 +227,63 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 	*ms = (b->at.tv_sec - a->at.tv_sec) * 1e3f + (b->at.tv_nsec - a->at.tv_nsec) / 1e6f;
 	return CUDA_SUCCESS;
 }
+
+/* Stream memory operations on device memory. Work runs as it is issued
+ * here, so a wait must hold when it is issued: one that does not is
+ * CUDA_ERROR_NOT_READY (on a GPU the stream would wait). */
+static CUresult memop_ok(CUstream s, CUdeviceptr addr, size_t size)
+{
+	TRY(fc_check_stream(s));
+	CHECK_ARG(addr && addr % size == 0);
+	return fc_range_check((uintptr_t)addr, size);
+}
+
+static int wait_holds(uint64_t have, uint64_t want, unsigned flags, int wide)
+{
+	uint64_t mask = wide ? ~0ull : 0xffffffffull;
+
+	have &= mask, want &= mask;
+	switch (flags & 0xf) {
+	case CU_STREAM_WAIT_VALUE_GEQ: return wide ? (int64_t)(have - want) >= 0 : (int32_t)(uint32_t)(have - want) >= 0;
+	case CU_STREAM_WAIT_VALUE_EQ: return have == want;
+	case CU_STREAM_WAIT_VALUE_AND: return (have & want) != 0;
+	case CU_STREAM_WAIT_VALUE_NOR: return (~(have | want) & mask) != 0;
+	default: return -1;
+	}
+}
+
+static CUresult wait_value(CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags, int wide)
+{
+	uint64_t have;
+	int holds;
+
+	TRY(memop_ok(s, addr, wide ? 8 : 4));
+	have = wide ? *(volatile uint64_t *)(uintptr_t)addr : *(volatile uint32_t *)(uintptr_t)addr;
+	holds = wait_holds(have, value, flags, wide);
+	CHECK_ARG(holds >= 0);
+	return holds ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	return wait_value(s, addr, value, flags, 0);
+}
+
+CUresult cuStreamWaitValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	return wait_value(s, addr, value, flags, 1);
+}
+
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+	TRY(memop_ok(s, addr, 4));
+	*(volatile uint32_t *)(uintptr_t)addr = value;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
+{
+	TRY(memop_ok(s, addr, 8));
+	*(volatile uint64_t *)(uintptr_t)addr = value;
+	return CUDA_SUCCESS;
+}
