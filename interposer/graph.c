@@ -109,6 +109,44 @@ CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStat
 			    numDependencies_out);
 }
 
+/* Graphs and executable graphs: what user objects they hold (userobj.c)
+ * follows them. */
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+	CUresult err = rpc_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
+
+	if (!err)
+		userobj_copy(handle_id(hGraph), handle_id(*phGraphExec));
+	return err;
+}
+
+CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)
+{
+	CUresult err = rpc_cuGraphClone(phGraphClone, originalGraph);
+
+	if (!err)
+		userobj_copy(handle_id(originalGraph), handle_id(*phGraphClone));
+	return err;
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+	CUresult err = rpc_cuGraphExecDestroy(hGraphExec);
+
+	if (!err)
+		userobj_gone(handle_id(hGraphExec));
+	return err;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
+{
+	CUresult err = rpc_cuGraphDestroy(hGraph);
+
+	if (!err)
+		userobj_gone(handle_id(hGraph));
+	return err;
+}
+
 /* The old form: the error node and log are never filled (no node handles). */
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
 				    char *logBuffer, size_t bufferSize);

@@ -75,6 +75,10 @@ CUcontext ctx_current(void);
 void ctx_push(CUcontext ctx);
 void ctx_forget(CUcontext ctx);
 
+/* userobj.c: user objects, and the graphs that hold them */
+void userobj_copy(uint64_t from, uint64_t to);
+void userobj_gone(uint64_t owner);
+
 /* ids.c: unique context and stream ids */
 CUresult stream_id(CUcontext ctx, CUstream stream, int per_thread, unsigned long long *out);
 void ids_forget_ctx(CUcontext ctx);

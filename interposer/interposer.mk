@@ -8,7 +8,7 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c \
                    interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/graph_node.c interposer/vmm.c \
                    interposer/trace.c interposer/stats.c interposer/answers.c interposer/lanes.c interposer/ipc.c \
-                   interposer/tensormap.c
+                   interposer/tensormap.c interposer/userobj.c
 INTERPOSER_BASE := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o
 INTERPOSER_OBJS := $(BUILD)/interposer/served.o $(BUILD)/gen/driver_ptds.o $(BUILD)/gen/driver_missing.o \
                    $(BUILD)/gen/driver_trace.o

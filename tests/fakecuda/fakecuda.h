@@ -105,6 +105,10 @@ FC_HIDDEN const struct fc_global *fc_global_at(int i);
 FC_HIDDEN size_t fc_param_offset(const struct fc_kernel *k, int idx);
 FC_HIDDEN void *fc_global(const struct fc_launch *l, const char *name);
 
+/* userobj.c: what user objects graphs hold */
+FC_HIDDEN void fc_userobj_copy(const void *from, const void *to);
+FC_HIDDEN void fc_userobj_gone(const void *owner);
+
 /* graph.c, stream.c: stream capture */
 struct fc_graph;
 FC_HIDDEN struct fc_graph **fc_stream_capture(CUstream s);

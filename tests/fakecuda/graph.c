@@ -60,6 +60,8 @@ static void graph_free(void *p)
 {
 	struct fc_graph *g = p;
 
+	fc_userobj_gone(g);
+
 	for (unsigned i = 0; g && i < g->n; i++) {
 		if (g->nodes[i]->child) {
 			fc_obj_del(g->nodes[i]->child, FC_GRAPH);
@@ -370,6 +372,7 @@ static CUresult graph_copy(struct fc_graph *g, struct fc_graph **out, int kind)
 		if (o->child)
 			TRY(graph_copy(o->child, &made->child, FC_GRAPH));
 	}
+	fc_userobj_copy(g, c);
 	*out = c;
 	return CUDA_SUCCESS;
 }
