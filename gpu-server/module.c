@@ -89,6 +89,26 @@ CUresult hand_library_get_kernel(struct worker *w, void *args, void *res)
 	return one_scalar(res, handle_put(w, H_KERNEL, k));
 }
 
+/* in: 0 and a function, or 1 and a kernel; out: its name, as the driver
+ * gives it. */
+CUresult hand_func_get_name(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	name_res *r = res;
+	const char *name = NULL;
+	void *f;
+	CUresult err;
+
+	if (a->v.v_len != 2 || a->v.v_val[0] > 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = handle_get(w, a->v.v_val[0] ? H_KERNEL : H_FUNCTION, a->v.v_val[1], &f)) ||
+	    (err = a->v.v_val[0] ? cuKernelGetName(&name, f) : cuFuncGetName(&name, f)))
+		return err;
+	if (!name || !(r->name = strdup(name)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
 /* The functions of a module (or kernels of a library), for table
  * 6e163fbe's walk (interposer/export_tables.c). */
 static CUresult list_functions(struct worker *w, enum handle_kind kind, void *owner, void ***out, unsigned *n)

@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <elf.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <xxhash.h>
@@ -268,6 +269,57 @@ CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const 
 	if (!err)
 		*pKernel = (CUkernel)(uintptr_t)id;
 	return err;
+}
+
+/* The name of a function (kind 0) or kernel (1), from the worker's driver.
+ * The driver's string lives as long as the function; here every name is
+ * kept once for the process's life, so a pointer given out stays good. */
+static CUresult func_name(unsigned kind, const void *f, const char **name)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char **names;
+	static unsigned nnames, cap;
+	uint64_t in[2] = { kind, handle_id(f) };
+	scalars a = { { 2, in } };
+	name_res r = { 0 };
+	CUresult err;
+
+	if (!name || !f)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = rpc_func_get_name(&a, &r)))
+		return err;
+	if (!r.name)
+		return client_lost("malformed function name");
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < nnames && !*name; i++)
+		if (!strcmp(names[i], r.name))
+			*name = names[i];
+	if (!*name && nnames == cap) {
+		char **more = realloc(names, (cap ? 2 * cap : 64) * sizeof(*names));
+		if (more)
+			names = more, cap = cap ? 2 * cap : 64;
+	}
+	if (!*name && nnames < cap) {
+		names[nnames] = r.name, r.name = NULL;
+		*name = names[nnames++];
+	}
+	pthread_mutex_unlock(&lock);
+	xdr_free((xdrproc_t)xdr_name_res, (char *)&r);
+	return *name ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	if (name)
+		*name = NULL;
+	return func_name(0, hfunc, name);
+}
+
+CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	if (name)
+		*name = NULL;
+	return func_name(1, hfunc, name);
 }
 
 static CUresult get_global(unsigned proc, const void *handle, const char *name, CUdeviceptr *dptr,

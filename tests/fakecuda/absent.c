@@ -31,11 +31,6 @@ CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
 	return CUDA_ERROR_NOT_SUPPORTED;

@@ -347,6 +347,11 @@ CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
 	return CUDA_SUCCESS;
 }
 
+CUresult cuKernelGetName(const char **name, CUkernel kernel)
+{
+	return cuFuncGetName(name, (CUfunction)kernel);
+}
+
 /* For launch.c: what a CUfunction (or CUkernel) runs. */
 CUresult fc_func(CUfunction hfunc, const struct fc_kernel **k, void **mod, int *max_shmem)
 {

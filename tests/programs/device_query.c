@@ -115,6 +115,24 @@ static void by_bus_id(int count)
 	printf("bus id nonsense -> %s\n", errname(cuDeviceGetByPCIBusId(&d, "nonsense")));
 }
 
+/* A function's and a library kernel's names, as the driver gives them. */
+static void names(CUfunction fn, const void *image)
+{
+	const char *name = NULL, *again = NULL;
+	CUlibrary lib;
+	CUkernel k;
+
+	CHECK(cuFuncGetName(&name, fn));
+	CHECK(cuFuncGetName(&again, fn));
+	printf("function name = %s (%s the second time)\n", name, name == again ? "the same string" : "ANOTHER STRING");
+	CHECK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryGetKernel(&k, lib, "vec_add"));
+	CHECK(cuKernelGetName(&name, k));
+	printf("kernel name = %s\n", name);
+	printf("name of nothing: %s\n", errname(cuFuncGetName(NULL, fn)));
+	CHECK(cuLibraryUnload(lib));
+}
+
 static void print_error(CUresult r)
 {
 	const char *name = NULL, *str = NULL;
@@ -200,6 +218,7 @@ int main(int argc, char **argv)
 	CHECK(cuModuleLoadData(&mod, image));
 	CHECK(cuModuleGetFunction(&fn, mod, "vec_add"));
 	query_function(fn);
+	names(fn, image);
 
 	print_error(CUDA_ERROR_INVALID_VALUE);
 	print_error(CUDA_ERROR_OUT_OF_MEMORY);
