@@ -284,9 +284,9 @@ static CUresult func_name(unsigned kind, const void *f, const char **name)
 	name_res r = { 0 };
 	CUresult err;
 
-	if (!name || !f)
+	if (!name)
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = rpc_func_get_name(&a, &r)))
+	if ((err = rpc_func_get_name(&a, &r)))       /* (a function that is none: the driver's answer) */
 		return err;
 	if (!r.name)
 		return client_lost("malformed function name");

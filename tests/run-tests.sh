@@ -181,8 +181,8 @@ run_programs() {
 	run_runtime_programs
 }
 
-# Features Cicada does not serve (multicast, stream memory operations,
-# dma-buf, pool exports, fabric handles, GPUDirect RDMA, ...): through
+# Features Cicada does not serve (multicast, the old ABI of stream memory
+# operations, dma-buf, pool exports, fabric handles, GPUDirect RDMA, ...): through
 # Cicada the device says it lacks every one, whatever it says natively.
 test_features() {
 	local tr on
