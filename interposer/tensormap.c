@@ -54,6 +54,17 @@ static void put_head(struct packer *p, unsigned kind, CUtensorMapDataType type, 
 	put_u64s(p, strides, rank - 1);
 }
 
+/* What the tiled and im2col encoders end with. */
+static void put_tail(struct packer *p, const cuuint32_t *estr, cuuint32_t rank, CUtensorMapInterleave il,
+		     CUtensorMapSwizzle sw, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+	put_u32s(p, estr, rank);
+	put(p, (uint64_t)il);
+	put(p, (uint64_t)sw);
+	put(p, (uint64_t)l2);
+	put(p, (uint64_t)oob);
+}
+
 static CUresult encode(struct packer *p, CUtensorMap *map)
 {
 	bytes_res r = { 0 };
@@ -81,11 +92,7 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataT
 		return CUDA_ERROR_INVALID_VALUE;
 	put_head(&p, TENSOR_MAP_TILED, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides);
 	put_u32s(&p, boxDim, tensorRank);
-	put_u32s(&p, elementStrides, tensorRank);
-	put(&p, (uint64_t)interleave);
-	put(&p, (uint64_t)swizzle);
-	put(&p, (uint64_t)l2Promotion);
-	put(&p, (uint64_t)oobFill);
+	put_tail(&p, elementStrides, tensorRank, interleave, swizzle, l2Promotion, oobFill);
 	return encode(&p, tensorMap);
 }
 
@@ -107,11 +114,7 @@ CUresult CUDAAPI cuTensorMapEncodeIm2col(CUtensorMap *tensorMap, CUtensorMapData
 	put_ints(&p, pixelBoxUpperCorner, tensorRank - 2);
 	put(&p, channelsPerPixel);
 	put(&p, pixelsPerColumn);
-	put_u32s(&p, elementStrides, tensorRank);
-	put(&p, (uint64_t)interleave);
-	put(&p, (uint64_t)swizzle);
-	put(&p, (uint64_t)l2Promotion);
-	put(&p, (uint64_t)oobFill);
+	put_tail(&p, elementStrides, tensorRank, interleave, swizzle, l2Promotion, oobFill);
 	return encode(&p, tensorMap);
 }
 
