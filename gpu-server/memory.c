@@ -16,6 +16,24 @@ static CUresult stream_of(struct worker *w, uint64_t id, CUstream *s)
 	return handle_get(w, H_STREAM, id, (void **)s);
 }
 
+/* in: the stream, flags and the operations as the client laid them out
+ * (cuStreamBatchMemOp_v2); the driver checks each. */
+CUresult hand_stream_batch_mem_op(struct worker *w, void *args, void *res)
+{
+	batch_mem_op_args *a = args;
+	CUstreamBatchMemOpParams ops[BATCH_MEM_OPS_MAX];
+	unsigned n = a->ops.ops_len / (unsigned)sizeof(ops[0]);
+	CUstream s;
+	CUresult err;
+
+	if (!n || n > BATCH_MEM_OPS_MAX || a->ops.ops_len % sizeof(ops[0]))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = stream_of(w, a->stream, &s)))
+		return err;
+	memcpy(ops, a->ops.ops_val, a->ops.ops_len);
+	return cuStreamBatchMemOp(s, n, ops, a->flags);
+}
+
 static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async, int drain)
 {
 	CUresult err;

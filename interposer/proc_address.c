@@ -49,6 +49,9 @@ static const struct variant variants[] = {
 	{ "StreamBeginCapture", 10010, "_v2" }, { "StreamDestroy", 4000, "_v2" },
 	{ "StreamGetCaptureInfo", 11030, "_v2" }, { "StreamGetCaptureInfo", 12030, "_v3" },
 	{ "StreamUpdateCaptureDependencies", 12030, "_v2" },
+	{ "StreamBatchMemOp", 11070, "_v2" }, { "StreamWaitValue32", 11070, "_v2" },
+	{ "StreamWaitValue64", 11070, "_v2" }, { "StreamWriteValue32", 11070, "_v2" },
+	{ "StreamWriteValue64", 11070, "_v2" },
 };
 
 /* The suffix of name's ABI at version ("" for the first one). */

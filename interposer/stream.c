@@ -43,3 +43,19 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 {
 	return cuDevicePrimaryCtxRelease_v2(dev);
 }
+
+/* Batched stream memory operations: the operations travel as the program
+ * laid them out (their addresses are the same in the worker), pipelined
+ * like the single ones. */
+CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,
+				       unsigned int flags)
+{
+	batch_mem_op_args a = { handle_id(stream), flags, { 0, NULL } };
+
+	_Static_assert(sizeof(*paramArray) == BATCH_MEM_OP_SIZE, "a batched operation is 48 bytes");
+	if (!count || count >= BATCH_MEM_OPS_MAX || !paramArray)     /* (fewer than 256, says cuda.h) */
+		return CUDA_ERROR_INVALID_VALUE;
+	a.ops.ops_len = count * (u_int)sizeof(*paramArray);
+	a.ops.ops_val = (char *)paramArray;
+	return rpc_stream_batch_mem_op(&a);
+}

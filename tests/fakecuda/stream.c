@@ -287,3 +287,34 @@ CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value,
 	*(volatile uint64_t *)(uintptr_t)addr = value;
 	return CUDA_SUCCESS;
 }
+
+/* A batch: each operation in turn (a barrier or a flush is nothing here). */
+CUresult cuStreamBatchMemOp_v2(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags)
+{
+	CHECK_ARG(count && count < 256 && ops && !flags);
+	for (unsigned i = 0; i < count; i++) {
+		const CUstreamBatchMemOpParams *op = &ops[i];
+		switch (op->operation) {
+		case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+			TRY(cuStreamWaitValue32_v2(s, op->waitValue.address, op->waitValue.value, op->waitValue.flags));
+			break;
+		case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+			TRY(cuStreamWaitValue64_v2(s, op->waitValue.address, op->waitValue.value64, op->waitValue.flags));
+			break;
+		case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+			TRY(cuStreamWriteValue32_v2(s, op->writeValue.address, op->writeValue.value, op->writeValue.flags));
+			break;
+		case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+			TRY(cuStreamWriteValue64_v2(s, op->writeValue.address, op->writeValue.value64,
+						    op->writeValue.flags));
+			break;
+		case CU_STREAM_MEM_OP_BARRIER:
+		case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+			TRY(fc_check_stream(s));
+			break;
+		default:
+			return CUDA_ERROR_INVALID_VALUE;
+		}
+	}
+	return CUDA_SUCCESS;
+}

@@ -12,6 +12,54 @@
 
 #include "common.h"
 
+/* A batch on one stream, as NCCLX's signals are: two writes, a wait on
+ * the first, a barrier, a 64-bit write; at flag32 and flag32 + 8. */
+static void batch(CUstream s, CUdeviceptr at)
+{
+	CUstreamBatchMemOpParams ops[5];
+	uint32_t got32 = 0;
+	uint64_t got64 = 0;
+
+	memset(ops, 0, sizeof(ops));
+	ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+	ops[0].writeValue.address = at;
+	ops[0].writeValue.value = 41;
+	ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+	ops[1].writeValue.address = at;
+	ops[1].writeValue.value = 42;
+	ops[2].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32;
+	ops[2].waitValue.address = at;
+	ops[2].waitValue.value = 42;
+	ops[2].waitValue.flags = CU_STREAM_WAIT_VALUE_EQ;
+	ops[3].memoryBarrier.operation = CU_STREAM_MEM_OP_BARRIER;
+	ops[3].memoryBarrier.flags = CU_STREAM_MEMORY_BARRIER_TYPE_GPU;
+	ops[4].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+	ops[4].writeValue.address = at + 8;
+	ops[4].writeValue.value64 = 0xfedcba9876543210ull;
+	CHECK(cuStreamBatchMemOp(s, 5, ops, 0));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(&got32, at, 4));
+	CHECK(cuMemcpyDtoH(&got64, at + 8, 8));
+	printf("a batch of five: %u %016llx\n", got32, (unsigned long long)got64);
+}
+
+/* As the runtime and PyTorch find it: cuGetProcAddress at CUDA 13 gives
+ * the _v2 ABI. */
+static void by_proc_address(CUstream s, CUdeviceptr at)
+{
+	CUresult (*write32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUdriverProcAddressQueryResult q;
+	uint32_t got = 0;
+	void *fn = NULL;
+
+	CHECK(cuGetProcAddress("cuStreamWriteValue32", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+	write32 = (CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int))fn;
+	CHECK(write32(s, at, 1234, CU_STREAM_WRITE_VALUE_DEFAULT));
+	CHECK(cuStreamSynchronize(s));
+	CHECK(cuMemcpyDtoH(&got, at, 4));
+	printf("found by cuGetProcAddress: wrote %u\n", got);
+}
+
 int main(void)
 {
 	uint64_t host[4] = { 0 }, want = 0x1122334455667788ull;
@@ -56,6 +104,8 @@ int main(void)
 	CHECK(cuStreamWriteValue32(b, flags + 16, 1, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
 	CHECK(cuStreamSynchronize(b));
 
+	batch(b, flags + 24);
+	by_proc_address(a, flags + 20);
 	CHECK(cuMemcpyDtoH(host, flags, sizeof(host)));
 	printf("flags %08x %08x %016llx %08x\n", (unsigned)host[0], (unsigned)(host[0] >> 32),
 	       (unsigned long long)host[1], (unsigned)host[2]);
