@@ -38,6 +38,26 @@ static void fill_check(const char *what, CUdeviceptr d, size_t n, unsigned seed,
 	free(got);
 }
 
+/* As a program built with CUDA 13 finds it by name: cuGetProcAddress
+ * gives the _v4 ABI (with CUctxCreateParams), never an older one. */
+static void created_by_name(CUdevice dev)
+{
+	CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+	CUdriverProcAddressQueryResult q;
+	unsigned int flags = 0;
+	void *fn = NULL;
+	CUcontext c, was;
+
+	CHECK(cuCtxGetCurrent(&was));
+	CHECK(cuGetProcAddress("cuCtxCreate", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+	create = (CUresult (*)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice))fn;
+	CHECK(create(&c, NULL, CU_CTX_SCHED_BLOCKING_SYNC, dev));
+	CHECK(cuCtxGetFlags(&flags));
+	printf("context_ops: cuCtxCreate found by name, scheduling flags %#x\n", flags & CU_CTX_SCHED_MASK);
+	CHECK(cuCtxDestroy(c));
+	CHECK(cuCtxSetCurrent(was));
+}
+
 int main(void)
 {
 	size_t n = 1 << 20, limit = 0;
@@ -72,6 +92,7 @@ int main(void)
 	if (api == 0)
 		fail("cuCtxGetApiVersion gave 0");
 	printf("context_ops: api version OK\n");
+	created_by_name(dev);
 
 	CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096));
 	CHECK(cuCtxGetLimit(&limit, CU_LIMIT_STACK_SIZE));
