@@ -56,6 +56,7 @@ static const struct variant variants[] = {
 	{ "TexRefSetAddress", 3020, "_v2" }, { "TexRefSetAddress2D", 3020, "_v2" },
 	{ "TexRefSetAddress2D", 4010, "_v3" }, { "GraphicsResourceGetMappedPointer", 3020, "_v2" },
 	{ "GraphicsResourceSetMapFlags", 6050, "_v2" },
+	{ "MemcpyHtoAAsync", 3020, "_v2" }, { "MemcpyAtoHAsync", 3020, "_v2" }, { "StreamGetCtx", 12050, "_v2" },
 	{ "StreamBatchMemOp", 11070, "_v2" }, { "StreamWaitValue32", 11070, "_v2" },
 	{ "StreamWaitValue64", 11070, "_v2" }, { "StreamWriteValue32", 11070, "_v2" },
 	{ "StreamWriteValue64", 11070, "_v2" },

@@ -59,3 +59,17 @@ CUresult CUDAAPI cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUst
 	a.ops.ops_val = (char *)paramArray;
 	return rpc_stream_batch_mem_op(&a);
 }
+
+/* The CUDA 12.5 form: no stream here belongs to a green context (they are
+ * not offered), so pGreenCtx is always NULL. */
+CUresult CUDAAPI cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	CUresult err;
+
+	if (!pCtx || !pGreenCtx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = cuStreamGetCtx(hStream, pCtx)))
+		return err;
+	*pGreenCtx = NULL;
+	return CUDA_SUCCESS;
+}

@@ -318,3 +318,11 @@ CUresult cuStreamBatchMemOp_v2(CUstream s, unsigned int count, CUstreamBatchMemO
 	}
 	return CUDA_SUCCESS;
 }
+
+CUresult cuStreamGetCtx_v2(CUstream s, CUcontext *pctx, CUgreenCtx *green)
+{
+	CHECK_ARG(pctx && green);
+	TRY(cuStreamGetCtx(s, pctx));
+	*green = NULL;
+	return CUDA_SUCCESS;
+}

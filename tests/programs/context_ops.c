@@ -38,15 +38,19 @@ static void fill_check(const char *what, CUdeviceptr d, size_t n, unsigned seed,
 	free(got);
 }
 
-/* As a program built with CUDA 13 finds it by name: cuGetProcAddress
- * gives the _v4 ABI (with CUctxCreateParams), never an older one. */
+/* As a program built with CUDA 13 finds them by name: cuGetProcAddress
+ * gives cuCtxCreate's _v4 ABI (with CUctxCreateParams) and
+ * cuStreamGetCtx's _v2 (with a green context), never an older one. */
 static void created_by_name(CUdevice dev)
 {
 	CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+	CUresult (*get_ctx)(CUstream, CUcontext *, CUgreenCtx *);
 	CUdriverProcAddressQueryResult q;
+	CUgreenCtx green = (CUgreenCtx)&q;
 	unsigned int flags = 0;
 	void *fn = NULL;
-	CUcontext c, was;
+	CUcontext c, was, of = NULL;
+	CUstream s;
 
 	CHECK(cuCtxGetCurrent(&was));
 	CHECK(cuGetProcAddress("cuCtxCreate", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
@@ -54,6 +58,13 @@ static void created_by_name(CUdevice dev)
 	CHECK(create(&c, NULL, CU_CTX_SCHED_BLOCKING_SYNC, dev));
 	CHECK(cuCtxGetFlags(&flags));
 	printf("context_ops: cuCtxCreate found by name, scheduling flags %#x\n", flags & CU_CTX_SCHED_MASK);
+	CHECK(cuGetProcAddress("cuStreamGetCtx", &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+	get_ctx = (CUresult (*)(CUstream, CUcontext *, CUgreenCtx *))fn;
+	CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK(get_ctx(s, &of, &green));
+	printf("context_ops: cuStreamGetCtx found by name: %s context, green context %s\n",
+	       of == c ? "its" : "ANOTHER", green ? "SET" : "none");
+	CHECK(cuStreamDestroy(s));
 	CHECK(cuCtxDestroy(c));
 	CHECK(cuCtxSetCurrent(was));
 }
