@@ -35,7 +35,7 @@ static int count(int i, int want)
 
 static CUgraph memset_graph(CUdeviceptr buf)
 {
-	CUDA_MEMSET_NODE_PARAMS p = { buf, 0, 0x5a, 1, 256, 1 };
+	CUDA_MEMSET_NODE_PARAMS p = { buf, 256, 0x5a, 1, 256, 1 };
 	CUgraphNode node;
 	CUcontext ctx;
 	CUgraph g;
