@@ -173,6 +173,53 @@ static void graph(int *d, int *h)
 	CHECK_RT(cudaStreamDestroy(s));
 }
 
+/* A pool of the program's own, as RAPIDS memory resources make one: its
+ * threshold, an allocation from it, what it says it holds, its access. */
+static void own_pool(cudaStream_t s, int *h)
+{
+	cudaMemPoolProps props = {};
+	cudaMemPool_t pool, cur;
+	cudaMemLocation here = {};
+	cudaMemAccessFlags access;
+	unsigned long long threshold = 64ull << 20, used = 0, after = 0, high = 0, reserved = 0, zero = 0;
+	size_t n = (4u << 20) / sizeof(int);
+	int *p;
+
+	props.allocType = cudaMemAllocationTypePinned;
+	props.handleTypes = cudaMemHandleTypeNone;
+	props.location.type = cudaMemLocationTypeDevice;
+	props.location.id = 0;
+	CHECK_RT(cudaMemPoolCreate(&pool, &props));
+	CHECK_RT(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+	CHECK_RT(cudaMallocFromPoolAsync((void **)&p, n * sizeof(int), pool, s));
+	CHECK_RT(cudaMemsetAsync(p, 0, n * sizeof(int), s));
+	rt_add<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(p, (int)n, 5);
+	CHECK_RT(cudaMemcpyAsync(h, p, 1024 * sizeof(int), cudaMemcpyDeviceToHost, s));
+	CHECK_RT(cudaStreamSynchronize(s));
+	EXPECT(check_all(h, 1024, 5), "an allocation from a pool of one's own");
+	CHECK_RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+	CHECK_RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+	EXPECT(reserved >= used, "a pool reserves at least what it uses");
+	CHECK_RT(cudaFreeAsync(p, s));
+	CHECK_RT(cudaStreamSynchronize(s));
+	CHECK_RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &after));
+	CHECK_RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
+	CHECK_RT(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+	CHECK_RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
+	here.type = cudaMemLocationTypeDevice;
+	here.id = 0;
+	CHECK_RT(cudaMemPoolGetAccess(&access, pool, &here));
+	printf("own pool: used %llu, then %llu; high %llu, reset %llu; its device's access %d\n", used, after, high,
+	       zero, (int)access);
+	CHECK_RT(cudaDeviceSetMemPool(0, pool));
+	CHECK_RT(cudaDeviceGetMemPool(&cur, 0));
+	EXPECT(cur == pool, "the device's current pool is the one set");
+	CHECK_RT(cudaMemPoolDestroy(pool));
+	CHECK_RT(cudaDeviceGetMemPool(&cur, 0));
+	CHECK_RT(cudaDeviceGetDefaultMemPool(&pool, 0));
+	EXPECT(cur == pool, "a destroyed pool leaves the default current");
+}
+
 /* Allocations freed in stream order come back for later ones. */
 static void ordered_allocator(int *h)
 {
@@ -197,6 +244,7 @@ static void ordered_allocator(int *h)
 		sum += (unsigned long long)h[n - 1] * n;
 	}
 	printf("stream-ordered allocator: threshold %llu, 64 rounds, sum %llu\n", got, sum);
+	own_pool(s, h);
 	CHECK_RT(cudaStreamDestroy(s));
 }
 
