@@ -100,7 +100,7 @@ CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 	if (err)
 		return err;
 	pthread_mutex_lock(&pool_lock);
-	if (!(p = pool_of(pool)) || ((uintptr_t)pool > MAX_DEVICES ? p->dev : (CUdevice)((uintptr_t)pool - 1)) != dev)
+	if (!(p = pool_of(pool)) || p->dev != dev)
 		err = CUDA_ERROR_INVALID_VALUE;
 	else
 		current[dev] = (uintptr_t)pool == (uintptr_t)dev + 1 ? 0 : (uintptr_t)pool;
