@@ -56,6 +56,16 @@ static struct pool *pool_of(CUmemoryPool p)
 	return NULL;
 }
 
+static int pool_known(CUmemoryPool pool)
+{
+	int ok;
+
+	pthread_mutex_lock(&pool_lock);
+	ok = pool_of(pool) != NULL;
+	pthread_mutex_unlock(&pool_lock);
+	return ok;
+}
+
 static CUresult device_ok(CUdevice dev)
 {
 	int count;
@@ -217,12 +227,7 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-	int ok;
-
-	pthread_mutex_lock(&pool_lock);
-	ok = pool_of(pool) != NULL;
-	pthread_mutex_unlock(&pool_lock);
-	if (!ok)
+	if (!pool_known(pool))
 		return CUDA_ERROR_INVALID_VALUE;
 	return alloc_async(dptr, bytesize, hStream, (uintptr_t)pool);
 }
@@ -241,12 +246,7 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 /* Memory goes back to the arena as soon as its stream is past the free. */
 CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-	int ok;
-
-	pthread_mutex_lock(&pool_lock);
-	ok = pool_of(pool) != NULL;
-	pthread_mutex_unlock(&pool_lock);
-	return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return pool_known(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Under the lock: a counter attribute (the high-water marks may be set
