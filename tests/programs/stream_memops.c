@@ -101,7 +101,7 @@ int main(void)
 		CHECK(cuStreamWaitValue64(b, flags + 8, 0xffffffffull, CU_STREAM_WAIT_VALUE_GEQ));
 	}
 	CHECK(cuMemcpyDtoDAsync(dst, src, 8, b));
-	CHECK(cuStreamWriteValue32(b, flags + 16, 1, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+	CHECK(cuStreamWriteValue32(b, flags + 16, 1, CU_STREAM_WRITE_VALUE_DEFAULT));
 	CHECK(cuStreamSynchronize(b));
 
 	batch(b, flags + 24);
