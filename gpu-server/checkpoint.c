@@ -91,6 +91,8 @@ static int add_record(void *ctx, const struct replay_entry *e)
 	r->proc = e->proc;
 	r->has_handle = r->has_parent = r->has_ctx = r->has_args = r->has_chunks_before = 1;
 	r->chunks_before = e->chunks;
+	r->has_gpus_before = 1;
+	r->gpus_before = e->gpus;
 	r->handle = e->handle;
 	r->parent = e->parent;
 	r->ctx = e->ctx;
@@ -159,6 +161,7 @@ struct manifest_parts {
 	Cicada__Gpu gpu;
 	char gpu_name[256];
 	CUuuid uuid;
+	uint32_t gpu_order[CICADA_MAX_GPUS];
 	Cicada__Allocation *allocs;
 	Cicada__Chunk *chunks;
 	Cicada__Global *globals;
@@ -248,6 +251,10 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	p.m.gpu = &p.gpu;
 	p.m.gpu_count = (uint32_t)w->ngpus;
 	p.m.has_gpu_count = 1;
+	for (unsigned i = 0; i < w->ngpu_order; i++)
+		p.gpu_order[i] = w->gpu_order[i];
+	p.m.gpu_order = p.gpu_order;
+	p.m.n_gpu_order = w->ngpu_order;
 	devmem_arena(w, &p.m.arena_va, &p.m.arena_size);
 	p.m.current_ctx = w->current_ctx;
 	p.m.has_arena_va = p.m.has_arena_size = p.m.has_current_ctx = 1;

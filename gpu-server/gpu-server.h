@@ -51,7 +51,10 @@ struct worker {
 	CUresult (*channel_call)(struct worker *w, const scalars *a, name_res *r, int *fd);
 	struct host_region regions[MAX_HOST_REGIONS];
 	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
-	CUcontext base_ctx;                  /* device 0's primary, for copies */
+	CUcontext base_ctx;                  /* the first GPU's primary, for copies */
+	int started;                         /* base_ctx is made (on start_gpu) */
+	CUdevice start_gpu;
+	int (*start_on)(struct worker *w, CUdevice dev);   /* worker.c's: base_ctx on dev */
 	struct devmem *devmem;
 	struct vmm *vmm;                     /* the application's own VMM */
 	struct vmm_restoring *vmm_restoring; /* while a restore runs */
@@ -77,6 +80,10 @@ struct worker {
 	uint64_t client_pid;                 /* as the client said in its hello */
 	int ngpus;                           /* the GPUs the client sees, by its ordinal */
 	CUdevice gpu[CICADA_MAX_GPUS];
+	/* the client's ordinals in the order the worker took their primary
+	 * contexts (the driver places modules by it): a restore keeps it */
+	unsigned char gpu_order[CICADA_MAX_GPUS];
+	unsigned ngpu_order;
 	int nreal;                           /* GPUs of the node (the driver's count) */
 	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
 	unsigned nassigned;
@@ -132,13 +139,15 @@ static inline uint64_t float_to_u64(float f)
 
 /* primary.c */
 CUcontext primary_ctx(struct worker *w, CUdevice dev);
-void primary_on_take(void (*hook)(CUdevice dev));
+void primary_on_take(void (*hook)(struct worker *w, CUdevice dev));
+int primary_held(CUdevice dev);
 
 /* gpus.c: the GPUs a client sees and its ordinals for them */
 void gpus_init(struct worker *w);
 void gpus_assign(struct worker *w, const uint32_t *ids, unsigned n);
 int gpus_choose(struct worker *w, const char *visible, char *why);
 int gpus_setup(struct worker *w, const char *visible, char *why);
+void gpus_taken(struct worker *w, CUdevice dev);
 int gpus_uuid_text(CUdevice dev, char *out, size_t len);
 CUresult device_in(const struct worker *w, uint64_t v, CUdevice *real);
 uint64_t device_out(const struct worker *w, CUdevice real);
@@ -258,6 +267,7 @@ struct replay_entry {
 	unsigned proc;
 	uint64_t handle, parent, ctx;
 	uint64_t chunks;                     /* arena chunks mapped when recorded */
+	unsigned gpus;                       /* GPU contexts taken then (gpu_order) */
 	const void *args;
 	size_t len;
 };

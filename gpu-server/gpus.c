@@ -183,9 +183,27 @@ int gpus_setup(struct worker *w, const char *visible, char *why)
 		return -1;
 	if (!w->ngpus)
 		return 0;
-	if (!(ctx = primary_ctx(w, w->gpu[0])) || cuCtxSetCurrent(ctx))
+	if ((w->start_on && w->start_on(w, w->gpu[0])) || !(ctx = primary_ctx(w, w->gpu[0])) ||
+	    cuCtxSetCurrent(ctx))
 		return wire_fail(why, "cannot start CUDA on GPU %d of the node", (int)w->gpu[0]);
 	w->base_ctx = ctx;
+	w->gpu_order[0] = 0;
+	w->ngpu_order = 1;
 	log_info("session GPUs: %d (first: GPU %d of the node)", w->ngpus, (int)w->gpu[0]);
 	return 0;
+}
+
+/* primary.c's hook, through worker.c: the worker took real GPU dev's
+ * primary context; if it is one of the session's, its ordinal comes next
+ * in gpu_order. */
+void gpus_taken(struct worker *w, CUdevice dev)
+{
+	int slot = device_slot(w, dev);
+
+	if (slot < 0 || w->ngpu_order >= CICADA_MAX_GPUS)
+		return;
+	for (unsigned i = 0; i < w->ngpu_order; i++)
+		if (w->gpu_order[i] == slot)
+			return;
+	w->gpu_order[w->ngpu_order++] = (unsigned char)slot;
 }

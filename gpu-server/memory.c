@@ -161,7 +161,7 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	    fstat(fd, &st) || (uint64_t)st.st_size < a->size)
 		goto out;
 	reg = &w->regions[a->region];
-	reg->base = hostarea_map(a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	reg->base = hostarea_map_at(a->at, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (reg->base == MAP_FAILED) {
 		reg->base = NULL;
 		err = CUDA_ERROR_OUT_OF_MEMORY;
@@ -169,8 +169,10 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	}
 	reg->size = a->size;
 	reg->flags = a->flags;
-	if (a->flags & CU_MEMHOSTALLOC_DEVICEMAP)
-		flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+	r->host_at = (uint64_t)(uintptr_t)reg->base;
+	/* With unified addressing every pinned page is the device's too, at
+	 * its host address (the client maps its side at host_at). */
+	flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
 	/* Portable registrations belong to no context: the worker's own one
 	 * serves, whatever the client's thread has current (it may be none,
 	 * as when a restored session is re-shared). */

@@ -117,6 +117,12 @@ static int answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 	}
 	if (a->func >= NVMLF_FIRST_DEVICE)
 		real.device = (uint64_t)index;
+	if (a->func == NVMLF_P2P_STATUS) {           /* the other GPU, by the client's ordinal too */
+		long other = (a->arg & 0xffff) < (uint64_t)w->ngpus ? nvml_index(w->gpu[a->arg & 0xffff]) : -1;
+		if (other < 0 || (uint64_t)other >= device_count)
+			return NVML_ERROR_INVALID_ARGUMENT;
+		real.arg = (uint64_t)other | (a->arg & 0xffff0000u);
+	}
 	ret = ask(w, &real, r);
 	if (ret == NVML_SUCCESS && (a->func == NVMLF_BY_UUID || a->func == NVMLF_BY_PCI_BUS_ID) && r->nv) {
 		if ((index = client_index(w, r->v[0])) < 0)

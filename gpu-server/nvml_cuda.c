@@ -180,6 +180,22 @@ static int max_clock(CUdevice dev, unsigned type, struct nvml_reply *r)
 	return ret;
 }
 
+/* Peer access as the driver says it: reads, writes and atomics go between
+ * GPUs that can reach each other; whether over NVLink it does not say. */
+static int p2p_status(CUdevice dev, CUdevice other, unsigned index, struct nvml_reply *r)
+{
+	int can = 1, ret = NVML_SUCCESS;
+
+	if (index >= NVML_P2P_CAPS_INDEX_UNKNOWN)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (dev != other && (ret = from_cuda(cuDeviceCanAccessPeer(&can, dev, other))))
+		return ret;
+	if (index == NVML_P2P_CAPS_INDEX_NVLINK)
+		can = 0;
+	nvml_put(r, can ? NVML_P2P_STATUS_OK : NVML_P2P_STATUS_NOT_SUPPORTED);
+	return NVML_SUCCESS;
+}
+
 int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r)
 {
 	CUdevice dev = (CUdevice)a->device;
@@ -230,6 +246,15 @@ int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r)
 		return NVML_SUCCESS;
 	case NVMLF_MAX_CLOCK:
 		return max_clock(dev, (unsigned)a->arg, r);
+	case NVMLF_P2P_STATUS:
+		return p2p_status(dev, (CUdevice)(a->arg & 0xffff), (unsigned)(a->arg >> 16), r);
+	case NVMLF_FIELD_VALUE:
+		nvml_put(r, 0);
+		nvml_put(r, NVML_ERROR_NOT_SUPPORTED);   /* the field's own result */
+		nvml_put(r, 0);
+		nvml_put(r, 0);
+		nvml_put(r, 0);
+		return NVML_SUCCESS;
 	default:
 		return NVML_ERROR_NOT_SUPPORTED;
 	}

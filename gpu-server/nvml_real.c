@@ -266,12 +266,45 @@ static int scalar_answer(nvmlDevice_t dev, unsigned func, unsigned arg, struct n
 	case NVMLF_NVLINK_REMOTE_TYPE:
 		ret = CALL(nvmlDeviceGetNvLinkRemoteDeviceType, dev, arg, (nvmlIntNvLinkDeviceType_t *)&u[0]);
 		break;
+	case NVMLF_NVLINK_CAPABILITY:
+		ret = CALL(nvmlDeviceGetNvLinkCapability, dev, arg & 0xffff, (nvmlNvLinkCapability_t)(arg >> 16), &u[0]);
+		break;
 	default:
 		return NVML_ERROR_NOT_SUPPORTED;
 	}
 	for (unsigned i = 0; i < n && ret == NVML_SUCCESS; i++)
 		nvml_put(r, u[i]);
 	return ret;
+}
+
+/* arg: the other GPU's NVML index | the capability asked << 16. */
+static int p2p_status(nvmlDevice_t dev, unsigned arg, struct nvml_reply *r)
+{
+	nvmlGpuP2PStatus_t status = NVML_P2P_STATUS_UNKNOWN;
+	nvmlDevice_t other;
+	int ret;
+
+	if ((ret = CALL(nvmlDeviceGetHandleByIndex_v2, arg & 0xffff, &other)) ||
+	    (ret = CALL(nvmlDeviceGetP2PStatus, dev, other, (nvmlGpuP2PCapsIndex_t)(arg >> 16), &status)))
+		return ret;
+	nvml_put(r, (uint64_t)status);
+	return NVML_SUCCESS;
+}
+
+/* arg: field id | scope id << 16. */
+static int field_value(nvmlDevice_t dev, unsigned arg, struct nvml_reply *r)
+{
+	nvmlFieldValue_t f = { .fieldId = arg & 0xffff, .scopeId = arg >> 16 };
+	int ret;
+
+	if ((ret = CALL(nvmlDeviceGetFieldValues, dev, 1, &f)))
+		return ret;
+	nvml_put(r, (uint64_t)f.valueType);
+	nvml_put(r, (uint64_t)f.nvmlReturn);
+	nvml_put(r, f.value.ullVal);
+	nvml_put(r, (uint64_t)f.timestamp);
+	nvml_put(r, (uint64_t)f.latencyUsec);
+	return NVML_SUCCESS;
 }
 
 int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
@@ -316,6 +349,10 @@ int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 		return NVML_SUCCESS;
 	case NVMLF_PROCESSES:
 		return processes(w, dev, r);
+	case NVMLF_P2P_STATUS:
+		return p2p_status(dev, arg, r);
+	case NVMLF_FIELD_VALUE:
+		return field_value(dev, arg, r);
 	default:
 		return scalar_answer(dev, a->func, arg, r);
 	}

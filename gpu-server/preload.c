@@ -69,7 +69,7 @@ static int chunk_make(struct preload *p, uint64_t va, uint64_t size)
 	struct pre_chunk c = { .va = va, .size = size, .at = SCRATCH_BASE + p->next };
 	CUdevice dev = devmem_device(p->w, va);
 
-	if (chunk_at(p, va, size) || size % p->gran || p->next + size > SCRATCH_SIZE || dev < 0 || !primary_ctx(p->w, dev) ||
+	if (chunk_at(p, va, size) || size % p->gran || p->next + size > SCRATCH_SIZE || dev < 0 || !primary_held(dev) ||
 	    array_grow((void **)&p->chunks, &p->cap_chunks, p->nchunks, sizeof(c)) ||
 	    devmem_create(p->w, va, size, &c.h))
 		return -1;
@@ -180,8 +180,13 @@ static int load_round(struct preload *p, int dirfd, char *err)
 		wire_fail(err, "no scratch device addresses");
 		goto out;
 	}
+	/* Only on GPUs whose contexts the worker holds: taking another now would
+	 * move the module variables the restore loads before it (restore.c);
+	 * the restore writes those chunks itself. */
 	for (size_t i = 0; i < m->n_chunks; i++)
-		if (!chunk_at(p, m->chunks[i]->va, m->chunks[i]->size) && chunk_make(p, m->chunks[i]->va, m->chunks[i]->size)) {
+		if (!chunk_at(p, m->chunks[i]->va, m->chunks[i]->size) &&
+		    primary_held(devmem_device(p->w, m->chunks[i]->va)) &&
+		    chunk_make(p, m->chunks[i]->va, m->chunks[i]->size)) {
 			wire_fail(err, "no device memory for a chunk of %llu bytes",
 				 (unsigned long long)m->chunks[i]->size);
 			goto out;

@@ -1,11 +1,11 @@
 /*
- * primary.c: the worker creates device 0's primary context before any
- * client arrives (that is most of CUDA's start-up cost), and keeps its own
- * reference for good: its pinned buffers live there. It holds another
- * GPU's primary context the same way once the client uses that GPU. The
- * client must not see that: the context reports itself active only while
- * the client holds retains, and releasing or resetting it frees what the
- * client made, not the context.
+ * primary.c: the worker creates its first GPU's primary context (before
+ * any client arrives on a node of one GPU: that is most of CUDA's
+ * start-up cost), and keeps its own reference for good: its pinned
+ * buffers live there. It holds another GPU's primary context the same way
+ * once the client uses that GPU. The client must not see that: the
+ * context reports itself active only while the client holds retains, and
+ * releasing or resetting it frees what the client made, not the context.
  */
 #include "gpu-server.h"
 
@@ -19,11 +19,11 @@ static int is_warm(CUdevice dev)
 	return dev >= 0 && dev < MAX_WARM_DEVICES && warm[dev];
 }
 
-static void (*taken_hook)(CUdevice dev);
+static void (*taken_hook)(struct worker *w, CUdevice dev);
 
 /* Calls hook, with the context current, for each GPU's primary context
  * the worker takes from now on (devhash.c loads its module there). */
-void primary_on_take(void (*hook)(CUdevice dev))
+void primary_on_take(void (*hook)(struct worker *w, CUdevice dev))
 {
 	taken_hook = hook;
 }
@@ -39,12 +39,18 @@ CUcontext primary_ctx(struct worker *w, CUdevice dev)
 	if (!held[dev] && cuDevicePrimaryCtxRetain(&held[dev], dev))
 		held[dev] = NULL;
 	else if (!warm[dev] && taken_hook && !cuCtxPushCurrent(held[dev])) {
-		taken_hook(dev);
+		taken_hook(w, dev);
 		cuCtxPopCurrent(NULL);
 	}
 	if (held[dev])
 		warm[dev] = 1;
 	return held[dev];
+}
+
+/* Whether the worker holds GPU dev's primary context (takes nothing). */
+int primary_held(CUdevice dev)
+{
+	return is_warm(dev);
 }
 
 /* What a native context's destruction frees: every allocation the client

@@ -16,6 +16,7 @@ struct record {
 	struct record *next;
 	uint64_t seq, handle, parent, ctx;
 	uint64_t chunks;                     /* arena chunks mapped then */
+	unsigned gpus;                       /* GPU contexts taken then (gpu_order) */
 	unsigned proc;
 	size_t len;
 	char args[];
@@ -68,6 +69,7 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
 	r->handle = handle;
 	r->ctx = w->current_ctx;
 	r->chunks = devmem_count(w, 1);
+	r->gpus = w->ngpu_order;
 	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
 	*l->tail = r;
 	l->tail = &r->next;
@@ -202,7 +204,7 @@ unsigned replay_count(const struct worker *w)
 int replay_each(const struct worker *w, replay_fn fn, void *ctx)
 {
 	for (const struct record *r = w->replay ? w->replay->head : NULL; r; r = r->next) {
-		struct replay_entry e = { r->seq, r->proc, r->handle, r->parent, r->ctx, r->chunks, r->args, r->len };
+		struct replay_entry e = { r->seq, r->proc, r->handle, r->parent, r->ctx, r->chunks, r->gpus, r->args, r->len };
 		if (fn(ctx, &e))
 			return -1;
 	}

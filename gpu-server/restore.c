@@ -31,12 +31,20 @@ static int check_room(const Cicada__Manifest *m, char *err)
 	return -1;
 }
 
-/* The application's GPUs, by its ordinals, must all be here: the GPUs this
- * session was given (CICADA_RESTORE_GPUS picks and orders them). */
+/* The GPUs the application used, by its ordinals, must all be here: the
+ * GPUs this session was given (CICADA_RESTORE_GPUS picks and orders them).
+ * Used: those whose contexts the worker took (gpu_order); older snapshots
+ * say only how many it saw. */
 static int check_gpus(const struct worker *w, const Cicada__Manifest *m, char *err)
 {
 	unsigned need = m->has_gpu_count ? m->gpu_count : 1;
 
+	if (m->n_gpu_order) {
+		need = 1;
+		for (size_t i = 0; i < m->n_gpu_order; i++)
+			if (m->gpu_order[i] + 1 > need)
+				need = m->gpu_order[i] + 1;
+	}
 	if (need <= (unsigned)w->ngpus)
 		return 0;
 	wire_fail(err, "the application used %u GPUs; this session has %d (the server's --gpus, "
@@ -48,9 +56,9 @@ static int reserve_arena(struct worker *w, const Cicada__Manifest *m, char *err)
 {
 	CUresult rc = devmem_init(w, m->arena_va, m->arena_size);
 
-	/* each GPU's context before its memory and the program's modules there,
-	 * as in the worker that made the snapshot */
-	for (unsigned g = 0; !rc && g < (m->has_gpu_count ? m->gpu_count : 1) && g < (unsigned)w->ngpus; g++)
+	/* older snapshots: each GPU's context before the program's modules */
+	for (unsigned g = 0; !rc && !m->n_gpu_order && g < (m->has_gpu_count ? m->gpu_count : 1) &&
+	     g < (unsigned)w->ngpus; g++)
 		if (!primary_ctx(w, w->gpu[g]))
 			rc = CUDA_ERROR_INVALID_DEVICE;
 	if (!rc && cuCtxSetCurrent(w->base_ctx))
@@ -60,6 +68,23 @@ static int reserve_arena(struct worker *w, const Cicada__Manifest *m, char *err)
 		wire_fail(err, "cannot reserve device addresses 0x%llx-0x%llx (error %d)",
 			 (unsigned long long)m->arena_va, (unsigned long long)(m->arena_va + m->arena_size), rc);
 	return rc ? -1 : 0;
+}
+
+/* Takes the contexts of the GPUs gpu_order names, in its order, until
+ * upto of them are taken (the first, the session's own, already is):
+ * where the worker that made the snapshot took them among the calls. */
+static int take_gpus(struct worker *w, const Cicada__Manifest *m, size_t upto, size_t *taken, char *err)
+{
+	CUcontext cur = NULL;
+
+	cuCtxGetCurrent(&cur);
+	for (; *taken < upto && *taken < m->n_gpu_order; ++*taken) {
+		uint32_t g = m->gpu_order[*taken];
+		if (g >= (uint32_t)w->ngpus || !primary_ctx(w, w->gpu[g]))
+			return wire_fail(err, "cannot start CUDA on the application's GPU %u", g);
+	}
+	cuCtxSetCurrent(cur);
+	return 0;
 }
 
 /* Maps the snapshot's chunks, in address order, until upto are mapped. */
@@ -170,7 +195,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 {
 	const Cicada__Manifest *m = snap_reader_manifest(r);
 	struct snap_memory_ops ops;
-	size_t mapped = 0;
+	size_t mapped = 0, taken = 1;
 	CUcontext ctx;
 	int preloaded;
 	uint64_t t0 = wire_now_ns(), t1, t2, t3;
@@ -184,12 +209,14 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	 * places module variables depends on what was mapped before. */
 	for (size_t i = 0; i < m->n_records; i++) {
 		const Cicada__Record *rec = m->records[i];
-		if (map_chunks(w, m, rec->has_chunks_before ? rec->chunks_before : m->n_chunks, &mapped, err) ||
+		if (take_gpus(w, m, rec->has_gpus_before ? rec->gpus_before : m->n_gpu_order, &taken, err) ||
+		    map_chunks(w, m, rec->has_chunks_before ? rec->chunks_before : m->n_chunks, &mapped, err) ||
 		    vmm_restore_upto(w, m, rec->seq, err) || objects_restore_upto(w, m, rec->seq, err) ||
 		    replay_one(w, m, rec, err))
 			return -1;
 	}
-	if (map_chunks(w, m, m->n_chunks, &mapped, err) || restore_allocations(w, m, err))
+	if (take_gpus(w, m, m->n_gpu_order, &taken, err) || map_chunks(w, m, m->n_chunks, &mapped, err) ||
+	    restore_allocations(w, m, err))
 		return -1;
 	if (check_globals(w, m, err) || vmm_restore(w, m, err))
 		return -1;

@@ -14,14 +14,14 @@ static void CUDA_CB warm_host_func(void *arg)
 }
 
 /* What the driver would otherwise map only in the middle of a session
- * (its host-function thread, the PTX compiler) and the server's NVML are
- * mapped now, the same in every worker, and so is the module of device
- * hashing (devhash.c): mapped later, they would move the module variables
- * loaded after them, and a restoring worker, replaying the loads without
- * them, would not (wire/hostarea.c). Best effort. */
-/* What every GPU's primary context does first, the same on each (so the
- * program's modules land at the same addresses on whichever GPU a restore
- * puts them). */
+ * (its host-function thread, the PTX compiler) is mapped when the worker
+ * starts on a GPU, the same in every worker, and so is the module of
+ * device hashing (devhash.c): mapped later, they would move the module
+ * variables loaded after them, and a restoring worker, replaying the
+ * loads without them, would not (wire/hostarea.c). What every GPU's
+ * primary context does first, the same on each (so the program's modules
+ * land at the same addresses on whichever GPU a restore puts them). Best
+ * effort. */
 static void warm_ctx(void)
 {
 	static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
@@ -38,40 +38,78 @@ static void warm_ctx(void)
 		cuModuleUnload(mod);
 }
 
-/* primary.c's hook, for the GPUs the worker takes after its first. */
-static void ready_gpu(CUdevice dev)
+/* primary.c's hook, for the GPUs the worker takes after its first: each
+ * one's place in the order the session's GPUs were taken is recorded, for
+ * a restore takes them in that order (gpus.c). */
+static void ready_gpu(struct worker *w, CUdevice dev)
 {
 	warm_ctx();
 	devhash_load(dev);
+	gpus_taken(w, dev);
 }
 
-static int worker_prepare(struct worker *w)
+/* The worker's start on GPU dev, its first context: the primary context,
+ * the worker's pinned buffers there (portable: for copies to every GPU
+ * the client may use), the arena's addresses, and what warm_ctx maps. */
+static int start_on(struct worker *w, CUdevice dev)
 {
-	CUcontext ctx = NULL;
-	CUresult err;
+	CUcontext ctx = primary_ctx(w, dev);
+	CUresult err = ctx ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 
-	devhash_prepare();
-	if (!(err = cuInit(0))) {
-		gpus_init(w);
-		err = !w->nreal ? CUDA_ERROR_NO_DEVICE : !(ctx = primary_ctx(w, 0)) ? CUDA_ERROR_OUT_OF_MEMORY :
-		      CUDA_SUCCESS;
-	}
-	/* Portable: pinned for copies to every GPU the client may use. */
 	if (err || (err = cuCtxSetCurrent(ctx)) ||
 	    (err = cuMemHostAlloc(&w->scratch_in, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
 	    (err = cuMemHostAlloc(&w->scratch_out, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
 	    (err = devmem_init(w, 0, 0))) {
 		const char *name = "?";
 		cuGetErrorName(err, &name);
-		log_error("worker cannot initialise CUDA: %s", name);
+		log_error("worker cannot start CUDA on GPU %d: %s", (int)dev, name);
 		return -1;
 	}
 	w->base_ctx = ctx;
+	w->started = 1;
+	w->start_gpu = dev;
 	warm_ctx();
-	nvml_prepare();
-	devhash_load(0);
+	devhash_load(dev);
 	primary_on_take(ready_gpu);          /* other GPUs: before the program's modules */
 	return 0;
+}
+
+/* gpus.c's hook (w->start_on): the session's first GPU. A worker of a
+ * one-GPU node started there already; on a node of several it starts
+ * now. It cannot start on GPU 0 beforehand and move: the driver places a
+ * context, and the program's module variables after it, by how many
+ * contexts came before, and does not give a context's addresses back, so
+ * a program on another GPU would find its variables elsewhere than it
+ * would on the first, and a restore onto another GPU could not put them
+ * back where they were. */
+static int start_session(struct worker *w, CUdevice dev)
+{
+	if (w->started)
+		return dev == w->start_gpu ? 0 : -1;
+	return start_on(w, dev);
+}
+
+/* cuInit and the server's NVML (before any context, where every worker
+ * maps them); a node's only GPU is started on too. */
+static int worker_prepare(struct worker *w)
+{
+	CUresult err;
+
+	devhash_prepare();
+	if ((err = cuInit(0))) {
+		const char *name = "?";
+		cuGetErrorName(err, &name);
+		log_error("worker cannot initialise CUDA: %s", name);
+		return -1;
+	}
+	gpus_init(w);
+	if (!w->nreal) {
+		log_error("worker cannot initialise CUDA: no GPU");
+		return -1;
+	}
+	nvml_prepare();
+	w->start_on = start_session;
+	return w->nreal == 1 ? start_on(w, 0) : 0;
 }
 
 int worker_main(int control_fd, const char *cache_dir, const char *run_dir)

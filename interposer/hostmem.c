@@ -139,10 +139,13 @@ static void put_region_id(unsigned id)
 	pthread_mutex_unlock(&hm_lock);
 }
 
-/* Shares region h->region (a memfd) with the worker; fills h->device_ptr. */
-static CUresult share_region_id(struct host_alloc *h, int fd)
+/* Shares region h->region (a memfd) with the worker, which maps it at
+ * h->base if it can (its own range of addresses: see alloc_shared);
+ * fills h->device_ptr and *at, where the worker mapped it. */
+static CUresult share_region_id(struct host_alloc *h, int fd, uint64_t *at)
 {
-	host_region_args a = { .region = h->region, .size = h->size, .flags = h->flags };
+	host_region_args a = { .region = h->region, .size = h->size, .flags = h->flags,
+			       .at = (uint64_t)(uintptr_t)h->base };
 	host_region_res r = { 0 };
 	CUresult err;
 
@@ -153,33 +156,58 @@ static CUresult share_region_id(struct host_alloc *h, int fd)
 		err = rpc_host_region_map_locked(&a, &r);
 	client_unlock();
 	h->device_ptr = r.device_ptr;
+	if (at)
+		*at = err ? 0 : r.host_at;
 	return err;
 }
 
-static CUresult share_region(struct host_alloc *h, int fd)
+static CUresult share_region(struct host_alloc *h, int fd, uint64_t *at)
 {
 	CUresult err;
 
 	if (!(h->region = take_region_id()))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if ((err = share_region_id(h, fd)))
+	if ((err = share_region_id(h, fd, at)))
 		put_region_id(h->region);
 	return err;
 }
 
+static CUresult unshare_region(unsigned id);
+
+/* Pinned memory of a local client: a memfd the worker maps first, in its
+ * own range of addresses, and this process then at the same address where
+ * that is free here (it normally is: the range is far from where this
+ * process maps anything). With unified addressing a pinned pointer is the
+ * device's pointer too, and programs rely on it (NCCL hands the host
+ * pointers of its work queues to its kernels); elsewhere, only the
+ * pointer cuMemHostGetDevicePointer gives reaches it from the device. */
 static CUresult alloc_shared(struct host_alloc *h)
 {
 	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
 	CUresult err = CUDA_ERROR_OUT_OF_MEMORY;
+	uint64_t at = 0;
+	void *p = MAP_FAILED;
 
-	if (fd < 0 || ftruncate(fd, h->size))
+	h->base = NULL;
+	if (fd < 0 || ftruncate(fd, h->size) || (err = share_region(h, fd, &at)))
 		goto out;
-	h->base = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h->base == MAP_FAILED)
+	if (at)
+		p = mmap((void *)(uintptr_t)at, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	if (p != MAP_FAILED && p != (void *)(uintptr_t)at) {
+		munmap(p, h->size);
+		p = MAP_FAILED;
+	}
+	if (p == MAP_FAILED) {
+		log_debug("pinned memory of %zu bytes: not at the worker's address 0x%llx", h->size,
+			  (unsigned long long)at);
+		p = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	}
+	if (p == MAP_FAILED) {
+		unshare_region(h->region);
+		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
-	err = share_region(h, fd);
-	if (err)
-		munmap(h->base, h->size);
+	}
+	h->base = p;
 out:
 	if (fd >= 0)
 		close(fd);
@@ -224,7 +252,7 @@ static int share_again(int regions_lost)
 		rc = -1;
 		if ((fd = remap_shared(h)) < 0)
 			continue;
-		if ((err = share_region_id(h, fd)))
+		if ((err = share_region_id(h, fd, NULL)))
 			log_error("pinned memory at %p: the worker refused it (error %d)", h->base, (int)err);
 		else
 			rc = 0;
@@ -408,7 +436,7 @@ static CUresult register_shared(struct host_alloc *h)
 
 	if (fd < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	err = share_region(h, fd);
+	err = share_region(h, fd, NULL);
 	close(fd);
 	if (!err && add_host(h))
 		err = CUDA_ERROR_OUT_OF_MEMORY;

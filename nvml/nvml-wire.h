@@ -117,6 +117,68 @@ typedef enum nvmlEnableState_enum {
 	NVML_FEATURE_ENABLED = 1
 } nvmlEnableState_t;
 
+typedef enum nvmlGpuP2PCapsIndex_enum {
+	NVML_P2P_CAPS_INDEX_READ = 0,
+	NVML_P2P_CAPS_INDEX_WRITE = 1,
+	NVML_P2P_CAPS_INDEX_NVLINK = 2,
+	NVML_P2P_CAPS_INDEX_ATOMICS = 3,
+	NVML_P2P_CAPS_INDEX_PCI = 4,
+	NVML_P2P_CAPS_INDEX_UNKNOWN = 5
+} nvmlGpuP2PCapsIndex_t;
+
+typedef enum nvmlGpuP2PStatus_enum {
+	NVML_P2P_STATUS_OK = 0,
+	NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED = 1,
+	NVML_P2P_STATUS_GPU_NOT_SUPPORTED = 2,
+	NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED = 3,
+	NVML_P2P_STATUS_DISABLED_BY_REGKEY = 4,
+	NVML_P2P_STATUS_NOT_SUPPORTED = 5,
+	NVML_P2P_STATUS_UNKNOWN = 6
+} nvmlGpuP2PStatus_t;
+
+typedef enum nvmlNvLinkCapability_enum {
+	NVML_NVLINK_CAP_P2P_SUPPORTED = 0,
+	NVML_NVLINK_CAP_SYSMEM_ACCESS = 1,
+	NVML_NVLINK_CAP_P2P_ATOMICS = 2,
+	NVML_NVLINK_CAP_SYSMEM_ATOMICS = 3,
+	NVML_NVLINK_CAP_SLI_BRIDGE = 4,
+	NVML_NVLINK_CAP_VALID = 5
+} nvmlNvLinkCapability_t;
+
+#define NVML_FI_DEV_NVLINK_LINK_COUNT 91
+
+typedef enum nvmlValueType_enum {
+	NVML_VALUE_TYPE_DOUBLE = 0,
+	NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+	NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+	NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+	NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+	NVML_VALUE_TYPE_SIGNED_INT = 5,
+	NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+} nvmlValueType_t;
+
+typedef union nvmlValue_st {
+	double dVal;
+	int siVal;
+	unsigned int uiVal;
+	unsigned long ulVal;
+	unsigned long long ullVal;
+	signed long long sllVal;
+	unsigned short usVal;
+} nvmlValue_t;
+
+/* One field of nvmlDeviceGetFieldValues: fieldId and scopeId in, the
+ * rest out (nvmlReturn each field's own result). */
+typedef struct nvmlFieldValue_st {
+	unsigned int fieldId;
+	unsigned int scopeId;
+	long long timestamp;
+	long long latencyUsec;
+	nvmlValueType_t valueType;
+	nvmlReturn_t nvmlReturn;
+	nvmlValue_t value;
+} nvmlFieldValue_t;
+
 typedef enum nvmlTemperatureSensors_enum {
 	NVML_TEMPERATURE_GPU = 0
 } nvmlTemperatureSensors_t;
@@ -209,6 +271,12 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
 						     nvmlProcessInfo_t *infos);
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive);
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link, nvmlNvLinkCapability_t capability,
+					   unsigned int *capResult);
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex,
+				    nvmlGpuP2PStatus_t *p2pStatus);
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values);
 nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
 						 nvmlIntNvLinkDeviceType_t *type);
 

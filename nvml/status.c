@@ -2,6 +2,7 @@
  * status.c: NVML's queries of what a device is doing: utilization,
  * temperature, power, clocks, the processes using it, and its NVLinks.
  */
+#include <stddef.h>
 #include <string.h>
 #include "nvml-lib.h"
 
@@ -128,6 +129,73 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
 						 nvmlIntNvLinkDeviceType_t *type)
 {
 	return device_uint_arg(device, NVMLF_NVLINK_REMOTE_TYPE, link, (unsigned *)type);
+}
+
+/* NCCL asks for every pair of GPUs before it starts. */
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuP2PCapsIndex_t p2pIndex,
+				    nvmlGpuP2PStatus_t *p2pStatus)
+{
+	unsigned other;
+	nvmlReturn_t ret = nvml_index(device2, &other);
+
+	if (ret)
+		return ret;
+	if ((unsigned)p2pIndex > 0xffff)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	return device_uint_arg(device1, NVMLF_P2P_STATUS, other | (unsigned)p2pIndex << 16, (unsigned *)p2pStatus);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link, nvmlNvLinkCapability_t capability,
+					   unsigned int *capResult)
+{
+	if (link > 0xffff || (unsigned)capability > 0xffff)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	return device_uint_arg(device, NVMLF_NVLINK_CAPABILITY, link | (unsigned)capability << 16, capResult);
+}
+
+/* Each field is one query; a field's own failure is its nvmlReturn. */
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount, nvmlFieldValue_t *values)
+{
+	unsigned index;
+	uint64_t v[5];
+	nvmlReturn_t ret = nvml_index(device, &index);
+
+	if (ret)
+		return ret;
+	if (valuesCount < 0 || (valuesCount && !values))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (int i = 0; i < valuesCount; i++) {
+		nvmlFieldValue_t *f = &values[i];
+
+		ret = f->fieldId > 0xffff || f->scopeId > 0xffff ? NVML_ERROR_INVALID_ARGUMENT :
+		      nvml_device_scalars(device, NVMLF_FIELD_VALUE, f->fieldId | f->scopeId << 16, v, 5);
+		if (ret == NVML_ERROR_UNINITIALIZED || ret == NVML_ERROR_GPU_IS_LOST)
+			return ret;
+		f->nvmlReturn = ret ? ret : (nvmlReturn_t)v[1];
+		if (ret)
+			continue;
+		f->valueType = (nvmlValueType_t)v[0];
+		f->value.ullVal = v[2];
+		f->timestamp = (long long)v[3];
+		f->latencyUsec = (long long)v[4];
+	}
+	return NVML_SUCCESS;
+}
+
+/* The first version's structure: the short bus id, the numbers, and 16
+ * reserved bytes (zero). */
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)
+{
+	nvmlPciInfo_t full;
+	nvmlReturn_t ret;
+
+	if (!pci)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if ((ret = nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, &full)))
+		return ret;
+	memcpy(pci, &full, offsetof(nvmlPciInfo_t, busId));
+	memset(pci->busId, 0, 16);
+	return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci)

@@ -171,6 +171,27 @@ static int ipc_handle_ok(const Cicada__IpcEntry *e, const char *kinds)
 	return 0;
 }
 
+/* The GPUs' order: distinct ordinals the manifest's GPUs have, 0 first;
+ * no record counts more of them than there are. */
+static int check_gpu_order(const Cicada__Manifest *m, char *err)
+{
+	uint32_t count = m->has_gpu_count ? m->gpu_count : 1, seen = 0;
+
+	if (m->n_gpu_order > 32 || (m->n_gpu_order && m->gpu_order[0] != 0))
+		return snap_fail(err, "manifest GPU order does not start at GPU 0");
+	for (size_t i = 0; i < m->n_gpu_order; i++) {
+		if (m->gpu_order[i] >= count || m->gpu_order[i] >= 32 || (seen >> m->gpu_order[i] & 1))
+			return snap_fail(err, "manifest GPU order names GPU %u twice or past the %u GPUs",
+					 m->gpu_order[i], count);
+		seen |= 1u << m->gpu_order[i];
+	}
+	for (size_t i = 0; i < m->n_records; i++)
+		if (m->records[i]->has_gpus_before && m->records[i]->gpus_before > m->n_gpu_order)
+			return snap_fail(err, "manifest record %zu counts %u GPUs taken, of %zu", i,
+					 m->records[i]->gpus_before, m->n_gpu_order);
+	return 0;
+}
+
 /* CUDA IPC entries: 64-byte handles of the kinds gpu-server/ipc.c makes
  * (arena memory, VMM memory, events), imports of memory or events. */
 static int check_ipc(const Cicada__Manifest *m, char *err)
@@ -222,7 +243,8 @@ static int check_piece(const Cicada__Manifest *m, size_t i, char *err)
 int snap_manifest_check(const Cicada__Manifest *m, char *err)
 {
 	if (check_top(m, err) || check_data(m, err) || check_images(m, err) ||
-	    check_records(m, err) || check_spans(m, err) || check_vmm(m, err) || check_ipc(m, err))
+	    check_records(m, err) || check_spans(m, err) || check_vmm(m, err) || check_ipc(m, err) ||
+	    check_gpu_order(m, err))
 		return -1;
 	for (size_t i = 0; i < m->n_pieces; i++)
 		if (check_piece(m, i, err))

@@ -129,6 +129,60 @@ void *hostarea_map(size_t size, int prot, int flags, int fd, off_t off)
 	return mmap(NULL, size, prot, flags, fd, off);
 }
 
+/* Takes [at, at + size) of the area if no part of it is handed out. */
+static int take_at(uint64_t at, uint64_t size)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&area.lock);
+	if (at >= area.next) {
+		if (at + size > AREA_BASE + AREA_SIZE || (at > area.next && area.nfree >= FREE_MAX))
+			goto out;
+		if (at > area.next)
+			area.free[area.nfree++] = (struct range){ area.next, at - area.next };
+		area.next = at + size;
+		rc = 0;
+		goto out;
+	}
+	for (unsigned i = 0; i < area.nfree; i++) {
+		struct range f = area.free[i];
+
+		if (at < f.at || at + size > f.at + f.size)
+			continue;
+		if (at > f.at)
+			area.free[i].size = at - f.at;
+		else
+			area.free[i] = area.free[--area.nfree];
+		if (f.at + f.size > at + size && area.nfree < FREE_MAX)      /* (else that rest is lost) */
+			area.free[area.nfree++] = (struct range){ at + size, f.at + f.size - at - size };
+		rc = 0;
+		break;
+	}
+out:
+	pthread_mutex_unlock(&area.lock);
+	return rc;
+}
+
+/* As hostarea_map, at at if that place of the area is free (a restored
+ * client's region goes back where it was); elsewhere otherwise. */
+void *hostarea_map_at(uint64_t at, size_t size, int prot, int flags, int fd, off_t off)
+{
+	uint64_t len = round_up(size);
+	void *p;
+
+	if (!area.on || !size || !at || at % AREA_ALIGN || at < AREA_BASE || at >= AREA_BASE + AREA_SIZE ||
+	    len > AREA_BASE + AREA_SIZE - at || take_at(at, len))
+		return hostarea_map(size, prot, flags, fd, off);
+	p = mmap((void *)(uintptr_t)at, size, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+	if (p == (void *)(uintptr_t)at)
+		return p;
+	if (p != MAP_FAILED)
+		munmap(p, size);
+	else
+		give_back(at, len);
+	return hostarea_map(size, prot, flags, fd, off);
+}
+
 void hostarea_unmap(void *p, size_t size)
 {
 	uint64_t at = (uintptr_t)p;

@@ -115,6 +115,7 @@ void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state);
 void hostarea_enable(void);
 int hostarea_enabled(void);
 void *hostarea_map(size_t size, int prot, int flags, int fd, off_t off);   /* as mmap(NULL, ...) */
+void *hostarea_map_at(uint64_t at, size_t size, int prot, int flags, int fd, off_t off);
 void hostarea_unmap(void *p, size_t size);
 int hostarea_thread(pthread_t *t, void *(*fn)(void *), void *arg);
 int hostarea_join(pthread_t t, void **ret);

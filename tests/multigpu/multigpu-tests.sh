@@ -177,6 +177,18 @@ mg_cr_tests() {
 		! cr_restore "$T/ckpt.mg.one" CICADA_RESTORE_SERVER="unix:$T/mgsolo.sock"
 	check "a restore onto fewer GPUs than the program used is refused, saying why" \
 		grep -q "the application used 2 GPUs; this session has 1" "$T/ckpt.mg.one/restore.log" "$T/mgsolo.log"
+	cr_case "a program that saw two GPUs and used one, restored onto a server of one: output identical" \
+		"$T/ckpt.mg.used" mg_cr_used_one
+}
+
+# A program that saw both GPUs but used only its first needs no more: it
+# is restored onto the server of one GPU (mgsolo).
+mg_cr_used_one() {
+	env $DRIVER_ENV timeout 120 "$PROGS/cr_pattern" $CR_ARGS >"$T/mg.one.native" 2>/dev/null || return 1
+	cr_launch shm mg || return 1
+	cr_dump "$T/ckpt.mg.used" || return 1
+	cr_restore "$T/ckpt.mg.used" CICADA_RESTORE_SERVER="unix:$T/mgsolo.sock" || return 1
+	CR_REF=$T/mg.one.native cr_finished
 }
 
 # gpu-migrate --to local --gpu 1: the program goes on on the other GPU.

@@ -4,7 +4,8 @@
  * replacement through Cicada), so it needs no NVML to build.
  *
  * Stable facts are printed with their values (count, name, UUID, PCI
- * identity, total memory, compute capability, versions, peak clocks): a
+ * identity, total memory, compute capability, versions, peak clocks,
+ * peer status between GPUs, NVLink count): a
  * run through Cicada must print what a native run on the server's GPU
  * prints. Volatile values (memory in use, temperature, power, clocks,
  * utilization, processes) are checked for plausibility and printed as ok
@@ -168,6 +169,41 @@ static void status(unsigned i, nvmlDevice_t dev)
 	volatile_check(i, "NVLink 0 state", ret, state == NVML_FEATURE_DISABLED || state == NVML_FEATURE_ENABLED);
 }
 
+/* As NCCL starts: peer status of every pair, each GPU's NVLink count
+ * (a field value) and whether its first link carries peer traffic. */
+static void pairs(unsigned count)
+{
+	nvmlGpuP2PStatus_t rd, wr;
+	nvmlDevice_t a, b;
+	unsigned cap = 0;
+	nvmlReturn_t ret;
+
+	for (unsigned i = 0; i < count; i++) {
+		nvmlFieldValue_t f = { .fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT };
+
+		F(nvmlDeviceGetHandleByIndex_v2)(i, &a);
+		for (unsigned j = 0; j < count; j++) {
+			F(nvmlDeviceGetHandleByIndex_v2)(j, &b);
+			ret = F(nvmlDeviceGetP2PStatus)(a, b, NVML_P2P_CAPS_INDEX_READ, &rd);
+			check(ret == NVML_SUCCESS && F(nvmlDeviceGetP2PStatus)(a, b, NVML_P2P_CAPS_INDEX_WRITE, &wr) ==
+			      NVML_SUCCESS, "peer status of devices %u and %u", i, j);
+			if (ret == NVML_SUCCESS)
+				printf("device %u to %u peer read = %d write = %d\n", i, j, (int)rd, (int)wr);
+		}
+		ret = F(nvmlDeviceGetFieldValues)(a, 1, &f);
+		check(ret == NVML_SUCCESS && (f.nvmlReturn == NVML_SUCCESS || f.nvmlReturn == NVML_ERROR_NOT_SUPPORTED),
+		      "device %u field value (NVLink count)", i);
+		if (ret == NVML_SUCCESS && f.nvmlReturn == NVML_SUCCESS)
+			printf("device %u NVLink count = %u\n", i, f.value.uiVal);
+		ret = F(nvmlDeviceGetNvLinkCapability)(a, 0, NVML_NVLINK_CAP_P2P_SUPPORTED, &cap);
+		if (ret == NVML_ERROR_INVALID_ARGUMENT)
+			ret = NVML_ERROR_NOT_SUPPORTED;
+		volatile_check(i, "NVLink 0 peer capability", ret, cap <= 1);
+	}
+	check(F(nvmlDeviceGetP2PStatus)(a, NULL, NVML_P2P_CAPS_INDEX_READ, &rd) == NVML_ERROR_INVALID_ARGUMENT,
+	      "peer status with no second device: invalid argument");
+}
+
 static void errors(unsigned count)
 {
 	nvmlDevice_t dev;
@@ -217,6 +253,7 @@ int main(void)
 		identity(i, dev);
 		status(i, dev);
 	}
+	pairs(count);
 	errors(count);
 	check(F(nvmlShutdown)() == NVML_SUCCESS, "shutdown (one of two inits)");
 	check(F(nvmlDeviceGetCount_v2)(&count) == NVML_SUCCESS, "still initialised");

@@ -1,8 +1,12 @@
 /*
  * zero_copy: kernels write and read mapped pinned host memory directly
  * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP). Through Cicada this
- * needs a local gpu-server (shared memory), so it runs only there.
+ * needs a local gpu-server (shared memory), so it runs only there. With
+ * unified addressing the host pointer is the device pointer too, and a
+ * kernel given the host pointer itself (as NCCL gives its work queues)
+ * reaches the memory.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +55,22 @@ static void test_zero_copy(void)
 	       n, bad);
 	if (bad)
 		fail("kernel read-modify-write of mapped host memory wrong");
+
+	printf("zero_copy: the device pointer is the host pointer: %s\n", dp == (CUdeviceptr)(uintptr_t)h ? "yes" : "no");
+	if (dp == (CUdeviceptr)(uintptr_t)h) {
+		CUdeviceptr hp = (CUdeviceptr)(uintptr_t)(h + 1);
+		int m = n - 1;
+		void *hargs[] = { &hp, &m };
+
+		CHECK(cuLaunchKernel(inc, GRID(m), 1, 1, BLOCK, 1, 1, 0, NULL, hargs, NULL));
+		CHECK(cuCtxSynchronize());
+		for (int i = 1; i < n; i++)
+			if (h[i] != (unsigned)i * 3 + 2)
+				bad++;
+		printf("zero_copy: kernel given the host pointer n=%d mismatches=%d\n", m, bad);
+		if (bad)
+			fail("a kernel given the host pointer missed the memory");
+	}
 
 	CHECK(cuMemFreeHost(h));
 	CHECK(cuModuleUnload(mod));
