@@ -99,15 +99,21 @@ static int run(CUfunction fn, struct devhash_piece *io, CUdeviceptr dev, unsigne
 }
 
 /* The ranges on GPU gpu, hashed there (each GPU reads only its own
- * memory: peers may not reach each other). 0, or -1 if it failed. */
+ * memory: peers may not reach each other). 0, or -1 if it failed. A GPU
+ * whose context the worker has not taken holds none of the arena (and
+ * taking it here, perhaps on a pre-copy's thread, would put it among the
+ * program's calls where no restore takes it). */
 static int hash_gpu(struct worker *w, CUdevice gpu, const struct snap_range *ranges, size_t n,
 		    struct devhash_piece *io, CUdeviceptr dev, unsigned *index, uint64_t *out)
 {
-	CUcontext ctx = primary_ctx(w, gpu);
+	CUcontext ctx;
 	CUfunction fn;
 	unsigned k = 0;
 	int rc;
 
+	if (!primary_held(gpu))
+		return 0;
+	ctx = primary_ctx(w, gpu);
 	if (!ctx || cuCtxSetCurrent(ctx) || !(fn = hash_on(gpu)))
 		return -1;
 	for (size_t i = 0; i < n; i++)

@@ -181,8 +181,12 @@ int gpus_setup(struct worker *w, const char *visible, char *why)
 
 	if (gpus_choose(w, visible, why))
 		return -1;
-	if (!w->ngpus)
+	if (!w->ngpus) {                     /* the worker's own buffers still need a context */
+		CUdevice first = w->nassigned ? w->assigned[0] : 0;
+		if (w->start_on && w->start_on(w, first))
+			return wire_fail(why, "cannot start CUDA on GPU %d of the node", (int)first);
 		return 0;
+	}
 	if ((w->start_on && w->start_on(w, w->gpu[0])) || !(ctx = primary_ctx(w, w->gpu[0])) ||
 	    cuCtxSetCurrent(ctx))
 		return wire_fail(why, "cannot start CUDA on GPU %d of the node", (int)w->gpu[0]);

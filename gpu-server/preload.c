@@ -43,6 +43,7 @@ struct preload {
 	struct pre_piece *pieces;            /* what the device holds, by va */
 	unsigned npieces, cap_pieces;
 	uint64_t bytes;
+	int skipped;                         /* the round held chunks left to the restore */
 	_Atomic unsigned in_place;           /* pieces the restore did not write */
 };
 
@@ -182,15 +183,21 @@ static int load_round(struct preload *p, int dirfd, char *err)
 	}
 	/* Only on GPUs whose contexts the worker holds: taking another now would
 	 * move the module variables the restore loads before it (restore.c);
-	 * the restore writes those chunks itself. */
-	for (size_t i = 0; i < m->n_chunks; i++)
-		if (!chunk_at(p, m->chunks[i]->va, m->chunks[i]->size) &&
-		    primary_held(devmem_device(p->w, m->chunks[i]->va)) &&
-		    chunk_make(p, m->chunks[i]->va, m->chunks[i]->size)) {
+	 * the restore writes those chunks itself, from the round's files. */
+	p->skipped = 0;
+	for (size_t i = 0; i < m->n_chunks; i++) {
+		if (chunk_at(p, m->chunks[i]->va, m->chunks[i]->size))
+			continue;
+		if (!primary_held(devmem_device(p->w, m->chunks[i]->va))) {
+			p->skipped = 1;
+			continue;
+		}
+		if (chunk_make(p, m->chunks[i]->va, m->chunks[i]->size)) {
 			wire_fail(err, "no device memory for a chunk of %llu bytes",
 				 (unsigned long long)m->chunks[i]->size);
 			goto out;
 		}
+	}
 	if (!snap_read_memory(r, &ops, err) && !note_pieces(p, m))
 		rc = 0;
 	else
@@ -231,9 +238,11 @@ static int command(struct preload *p)
 		return 0;
 	if (load_round(p, dirfd, err)) {
 		log_warn("preload: a pre-copy round was not loaded (%s); the restore writes what it holds", err);
-	} else if (tag == 'G') {
-		log_info("preload: the final snapshot loaded in %.3f s (%llu bytes stored)", (wire_now_ns() - t0) / 1e9,
-			 (unsigned long long)p->bytes);
+	} else if (tag == 'G' || p->skipped) {
+		/* (a round with chunks left to the restore keeps its files) */
+		log_info("preload: %s loaded in %.3f s (%llu bytes stored)",
+			 tag == 'G' ? "the final snapshot" : "a pre-copy round, its files kept for GPUs not started yet,",
+			 (wire_now_ns() - t0) / 1e9, (unsigned long long)p->bytes);
 	} else {
 		/* what the round held is in device memory now: its pages go */
 		log_info("preload: a pre-copy round loaded in %.3f s (%llu bytes stored, %llu freed)",

@@ -44,6 +44,20 @@ static int check_gpus(const struct worker *w, const Cicada__Manifest *m, char *e
 		for (size_t i = 0; i < m->n_gpu_order; i++)
 			if (m->gpu_order[i] + 1 > need)
 				need = m->gpu_order[i] + 1;
+		/* VMM memory made on, or opened to, a GPU the worker never took */
+		for (size_t i = 0; i < m->n_vmm_access; i++)
+			if (m->vmm_access[i]->location_type == CU_MEM_LOCATION_TYPE_DEVICE &&
+			    m->vmm_access[i]->location_id >= 0 && (unsigned)m->vmm_access[i]->location_id + 1 > need)
+				need = (unsigned)m->vmm_access[i]->location_id + 1;
+		for (size_t i = 0; i < m->n_vmm_allocations; i++) {
+			CUmemAllocationProp prop;
+			if (m->vmm_allocations[i]->prop.len != sizeof(prop))
+				continue;
+			memcpy(&prop, m->vmm_allocations[i]->prop.data, sizeof(prop));
+			if (prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop.location.id >= 0 &&
+			    (unsigned)prop.location.id + 1 > need)
+				need = (unsigned)prop.location.id + 1;
+		}
 	}
 	if (need <= (unsigned)w->ngpus)
 		return 0;

@@ -23,6 +23,7 @@ struct host_alloc {
 	size_t user_size;
 	CUdeviceptr device_ptr;
 	int coherent;                        /* remote mapped: managed memory (managed.c) */
+	int same_at;                         /* at the worker's address too (alloc_shared) */
 };
 
 struct dev_alloc {
@@ -208,6 +209,7 @@ static CUresult alloc_shared(struct host_alloc *h)
 		goto out;
 	}
 	h->base = p;
+	h->same_at = p == (void *)(uintptr_t)at;
 out:
 	if (fd >= 0)
 		close(fd);
@@ -244,6 +246,7 @@ static int share_again(int regions_lost)
 	for (unsigned i = 0; i < nhosts && !rc; i++) {
 		struct host_alloc *h = &hosts[i];
 		CUdeviceptr old = h->device_ptr;
+		uint64_t at = 0;
 		CUresult err;
 		int fd;
 
@@ -252,13 +255,16 @@ static int share_again(int regions_lost)
 		rc = -1;
 		if ((fd = remap_shared(h)) < 0)
 			continue;
-		if ((err = share_region_id(h, fd, NULL)))
+		if ((err = share_region_id(h, fd, &at)))
 			log_error("pinned memory at %p: the worker refused it (error %d)", h->base, (int)err);
 		else
 			rc = 0;
 		close(fd);
 		if (!rc && old && h->device_ptr != old)
 			log_warn("mapped pinned memory at %p has a new device address after the restore", h->base);
+		else if (!rc && h->same_at && at != (uint64_t)(uintptr_t)h->base)
+			log_warn("pinned memory at %p is elsewhere in the restored worker: a kernel given its host "
+				 "pointer no longer reaches it", h->base);
 	}
 	pthread_mutex_unlock(&hm_lock);
 	return rc;

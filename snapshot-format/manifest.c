@@ -177,7 +177,9 @@ static int check_gpu_order(const Cicada__Manifest *m, char *err)
 {
 	uint32_t count = m->has_gpu_count ? m->gpu_count : 1, seen = 0;
 
-	if (m->n_gpu_order > 32 || (m->n_gpu_order && m->gpu_order[0] != 0))
+	if (m->n_gpu_order > 32)
+		return snap_fail(err, "manifest GPU order names %zu GPUs", m->n_gpu_order);
+	if (m->n_gpu_order && m->gpu_order[0] != 0)
 		return snap_fail(err, "manifest GPU order does not start at GPU 0");
 	for (size_t i = 0; i < m->n_gpu_order; i++) {
 		if (m->gpu_order[i] >= count || m->gpu_order[i] >= 32 || (seen >> m->gpu_order[i] & 1))

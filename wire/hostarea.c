@@ -178,8 +178,8 @@ void *hostarea_map_at(uint64_t at, size_t size, int prot, int flags, int fd, off
 		return p;
 	if (p != MAP_FAILED)
 		munmap(p, size);
-	else
-		give_back(at, len);
+	else if (errno != EEXIST)
+		give_back(at, len);          /* (else that place stays taken: someone is there) */
 	return hostarea_map(size, prot, flags, fd, off);
 }
 
