@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include "fakecuda.h"
 
 #define STACK_MAX 64
@@ -35,6 +36,22 @@ static void ctx_reset(struct fc_ctx *ctx, unsigned flags)
 	ctx->flags = flags;
 	for (i = 0; i < CU_LIMIT_MAX; i++)
 		ctx->limits[i] = default_limits[i];
+}
+
+/* As the real driver does, a context takes device addresses of its own
+ * from the process's default mapping area, top down, when it is made, and
+ * its module variables come after it (module.c): so how many contexts a
+ * process made before a module load moves that module's variables,
+ * whatever GPU they were on, and a restore must make them in the same
+ * order. The addresses are not given back. */
+#define CTX_WINDOW (64ull << 20)
+
+void fc_ctx_place(struct fc_ctx *c)
+{
+	if (c->placed)
+		return;
+	c->placed = 1;
+	mmap(NULL, CTX_WINDOW, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 }
 
 CUresult fc_current(struct fc_ctx **out)
@@ -84,6 +101,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 		p->live = 1;
 		p->peers = 0;
 		ctx_reset(p, p->flags);
+		fc_ctx_place(p);
 	}
 	pthread_mutex_unlock(&lock);
 	*pctx = (CUcontext)p;
@@ -178,6 +196,7 @@ CUresult cuCtxCreate(CUcontext *pctx, CUctxCreateParams *params, unsigned int fl
 	c->dev = dev;
 	c->live = 1;
 	ctx_reset(c, flags);
+	fc_ctx_place(c);
 	stack[depth++] = c;
 	*pctx = (CUcontext)c;
 	return CUDA_SUCCESS;

@@ -36,7 +36,12 @@ struct fc_ctx {
 	int primary;
 	int live;
 	size_t limits[16];
+	int placed;                     /* its addresses are taken (fc_ctx_place) */
+	char *globals;                  /* its module variables' window (module.c) */
+	size_t globals_used, globals_room;
 };
+
+void fc_ctx_place(struct fc_ctx *c);
 
 /* Kinds of handles in the registry. */
 enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM, FC_GRAPH, FC_GRAPH_EXEC,

@@ -134,33 +134,36 @@ static struct func *func_new(const struct fc_kernel *k, struct module *m)
 
 /* Module variables live where the real driver puts them: in windows it
  * takes from the process's default mapping area, top down, as mmap(NULL)
- * does, each filled in load order and never reused. So the same loads in
- * a new process give the same addresses, unless the process mapped
- * something else of its own in between, as on a GPU (the gpu-server's
- * workers keep their own mappings elsewhere: wire/hostarea.c). */
+ * does, each context's own (the first when its first module loads, after
+ * the context's own addresses: context.c), filled in load order and never
+ * reused. So the same loads in a new process give the same addresses,
+ * unless the process mapped something else of its own in between, or made
+ * its contexts in another order, as on a GPU (the gpu-server's workers
+ * keep their own mappings elsewhere: wire/hostarea.c). */
 #define GLOBALS_WINDOW (2ull << 20)
 
-static void *globals_take(size_t size)
+static void *globals_take(struct fc_ctx *c, size_t size)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static char *window;
-	static size_t used, room;
+	static struct fc_ctx none;           /* (a module of no context) */
 	void *p = NULL;
 
+	if (!c)
+		c = &none;
 	size = (size + 255) & ~(size_t)255;
 	pthread_mutex_lock(&lock);
-	if (!window || size > room - used) {
+	if (!c->globals || size > c->globals_room - c->globals_used) {
 		size_t len = (size + GLOBALS_WINDOW - 1) & ~(GLOBALS_WINDOW - 1);
 		char *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (w != MAP_FAILED) {
-			window = w;
-			used = 0;
-			room = len;
+			c->globals = w;
+			c->globals_used = 0;
+			c->globals_room = len;
 		}
 	}
-	if (window && size <= room - used) {
-		p = window + used;
-		used += size;
+	if (c->globals && size <= c->globals_room - c->globals_used) {
+		p = c->globals + c->globals_used;
+		c->globals_used += size;
 	}
 	pthread_mutex_unlock(&lock);
 	return p;
@@ -168,7 +171,7 @@ static void *globals_take(size_t size)
 
 static void *global_new(const struct fc_global *g, struct fc_ctx *ctx)
 {
-	void *p = globals_take(g->size);
+	void *p = globals_take(ctx, g->size);
 
 	if (!p)
 		return NULL;
