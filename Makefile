@@ -67,6 +67,6 @@ $(BUILD)/lib/deps/.stamp: scripts/bundle-deps.sh
 all: $(BUILD)/lib/deps/.stamp
 
 # CRIU and its libraries, for GPU nodes that have none (bin/criu wraps it).
-$(BUILD)/bin/criu: scripts/bundle-criu.sh
+$(BUILD)/bin/criu: scripts/bundle-criu.sh $(wildcard /usr/local/share/cicada/criu-patches.sha256)
 	bash scripts/bundle-criu.sh $(BUILD)
 all: $(BUILD)/bin/criu

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # install-deps.sh: installs everything Cicada needs to build and test on a
-# fresh Debian 12 machine, including CRIU 4.x built from Debian's source.
-# Idempotent: a second run only checks.
+# fresh Debian 12 machine, including CRIU 4.x built from Debian's source
+# with the project's patches (scripts/criu-patches/*.patch; a CRIU built
+# without the current ones is built again). Idempotent: a second run only
+# checks.
 set -euo pipefail
 
 APT_PKGS="build-essential pkg-config libtirpc-dev rpcsvc-proto libprotobuf-c-dev libssl-dev
  protobuf-c-compiler libzstd-dev libxxhash-dev libibverbs-dev clang
  libclang-rt-14-dev iproute2 dpkg-dev openssl
  libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev libcap-dev libaio-dev
- libbsd-dev libgnutls28-dev libnftables-dev python3-protobuf python3"
+ libbsd-dev libgnutls28-dev libnftables-dev python3-protobuf python3 patch"
 CRIU_MIN=4
+CRIU_PATCHES=$(cd "$(dirname "$0")" && pwd)/criu-patches
+CRIU_STAMP=/usr/local/share/cicada/criu-patches.sha256   # (the Makefile re-bundles CRIU when it changes)
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
@@ -30,11 +34,16 @@ install_apt() {
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
 }
 
+# patches_sum: one checksum of the patches CRIU is built with.
+patches_sum() {
+	{ cat "$CRIU_PATCHES"/*.patch 2>/dev/null || true; } | sha256sum | cut -d' ' -f1
+}
+
 criu_ok() {
 	command -v criu >/dev/null 2>&1 || return 1
 	local v
 	v=$(criu --version 2>/dev/null | sed -n 's/^Version: \([0-9]*\).*/\1/p')
-	[ -n "$v" ] && [ "$v" -ge "$CRIU_MIN" ]
+	[ -n "$v" ] && [ "$v" -ge "$CRIU_MIN" ] && [ "$(cat "$CRIU_STAMP" 2>/dev/null)" = "$(patches_sum)" ]
 }
 
 install_criu() {
@@ -59,10 +68,16 @@ install_criu() {
 	tar -C "$work" -xf "$tarball"
 	local src
 	src=$(find "$work" -maxdepth 1 -type d -name 'criu-*' | head -n1)
+	for p in "$CRIU_PATCHES"/*.patch; do
+		[ -e "$p" ] || continue
+		patch -s -p1 -d "$src" <"$p" ||
+			{ echo "deps: $(basename "$p") does not apply to CRIU's source" >&2; rm -rf "$work"; return 1; }
+	done
 	make -C "$src" -j"$(nproc)" criu >/dev/null
 	$SUDO make -C "$src" PREFIX=/usr/local install-criu >/dev/null
-	$SUDO install -d /usr/local/include/criu
+	$SUDO install -d /usr/local/include/criu /usr/local/share/cicada
 	$SUDO cp "$src"/criu/include/criu-plugin.h "$src"/criu/include/criu-log.h /usr/local/include/criu/ 2>/dev/null || true
+	patches_sum | $SUDO tee "$CRIU_STAMP" >/dev/null
 	rm -rf "$work"
 	criu_ok || { echo "deps: CRIU build finished but 'criu --version' is not >= $CRIU_MIN" >&2; return 1; }
 }
