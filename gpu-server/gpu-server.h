@@ -190,6 +190,7 @@ CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
 struct snap_range;
 struct Cicada__Manifest;
 unsigned vmm_ranges(const struct worker *w, struct snap_range *out);
+CUdevice vmm_device_of(const struct worker *w, uint64_t va);
 int vmm_save(struct worker *w, struct Cicada__Manifest *m);
 void vmm_save_free(struct Cicada__Manifest *m);
 int vmm_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);

@@ -3,7 +3,7 @@
  * cuMemAddressReserve, cuMemMap, cuMemSetAccess and their inverses), as
  * PyTorch's expandable segments and other allocators use it. It lives
  * beside the worker's arena (devmem.c): reservations the application
- * leaves to the driver are placed in a region of their own above the
+ * leaves to the driver are placed in regions of their own above the
  * arena, so that a restore can ask for the same addresses again.
  *
  * The client holds allocation handles as ids (the handle table, kind
@@ -20,6 +20,10 @@
 
 #define APP_BASE 0x300000000000ull           /* above the arena's 16 slices (devmem.c) */
 #define APP_END 0x380000000000ull            /* below the IPC imports (ipc.c) */
+#define MORE_BASE 0x410000000000ull          /* then: above a migration's scratch (preload.c) */
+#define MORE_END 0x550000000000ull           /* below where Linux loads a PIE and its heap */
+#define PLACE_TRIES 8
+#define PLACE_STEP_MAX (1ull << 40)
 
 struct vmm_alloc {
 	CUmemGenericAllocationHandle h;
@@ -100,13 +104,56 @@ static int reserved(const struct vmm *v, uint64_t ptr, uint64_t size)
 	return 0;
 }
 
-/* Where an application's reservation goes when it names no address: the
- * next free place of the region, aligned. */
-static uint64_t place(struct vmm *v, uint64_t size, uint64_t align)
+static uint64_t align_up(uint64_t va, uint64_t align)
 {
-	uint64_t va = (v->next + align - 1) & ~(align - 1);
+	return (va + align - 1) & ~(align - 1);
+}
 
-	return va < APP_END && size <= APP_END - va ? va : 0;
+/* Whether va lies in the regions where the application's reservations go. */
+static int in_regions(uint64_t va)
+{
+	return (va >= APP_BASE && va < APP_END) || (va >= MORE_BASE && va < MORE_END);
+}
+
+/* Where an application's reservation goes when it names no address: the
+ * first free place of the regions from next on, aligned (0 when they are
+ * full). */
+static uint64_t place(uint64_t next, uint64_t size, uint64_t align)
+{
+	uint64_t va = align_up(next, align);
+
+	if (va < APP_END && size <= APP_END - va)
+		return va;
+	va = align_up(va > MORE_BASE ? va : MORE_BASE, align);
+	return va < MORE_END && size <= MORE_END - va ? va : 0;
+}
+
+/* A reservation the application leaves to the driver, made at the next
+ * place of the regions, so that a restore finds that place free. Where
+ * the driver will not give it (something of its own is there: with two
+ * GPUs and NCCL it has been seen to), places further on are tried, each
+ * step four times the last (at most 1 TiB); then the driver chooses, and
+ * the log says so. The regions' next place moves only past what was
+ * reserved (wrap_cuMemAddressReserve). */
+static CUresult reserve_placed(struct worker *w, CUdeviceptr *ptr, size_t size, size_t alignment, uint64_t align,
+			       unsigned long long flags)
+{
+	uint64_t va, next = w->vmm->next, step = size > (2u << 20) ? size : 2u << 20;
+
+	for (int i = 0; i < PLACE_TRIES && (va = place(next, size, align)); i++) {
+		if (!cuMemAddressReserve(ptr, size, alignment, va, flags)) {
+			if (*ptr == va)
+				return CUDA_SUCCESS;
+			cuMemAddressFree(*ptr, size);
+		}
+		log_info("client %s: the driver would not reserve %zu bytes at 0x%llx (it holds something there); "
+			 "trying further", w->peer, size, (unsigned long long)va);
+		next = va + step;
+		step = step < PLACE_STEP_MAX / 4 ? step * 4 : PLACE_STEP_MAX;
+	}
+	log_warn("client %s: a reservation of %zu bytes is left where the driver puts it: a restore may find that "
+		 "place taken", w->peer, size);
+	return cuMemAddressReserve(ptr, size, alignment, 0, flags);
 }
 
 CUresult wrap_cuMemAddressReserve(struct worker *w, CUdeviceptr *ptr, size_t size, size_t alignment,
@@ -120,10 +167,15 @@ CUresult wrap_cuMemAddressReserve(struct worker *w, CUdeviceptr *ptr, size_t siz
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (align & (align - 1))
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = cuMemAddressReserve(ptr, size, alignment, addr ? addr : place(v, size, align), flags)))
+	err = addr ? cuMemAddressReserve(ptr, size, alignment, addr, flags) :
+		     reserve_placed(w, ptr, size, alignment, align, flags);
+	if (err)
 		return err;
-	if (*ptr >= v->next && *ptr < APP_END && *ptr >= APP_BASE)
+	if (*ptr >= v->next && in_regions(*ptr))
 		v->next = *ptr + size;       /* (a restore's explicit addresses too) */
+	else if (!in_regions(*ptr) && addr && !w->vmm_restoring)
+		log_info("client %s: %zu bytes reserved where it asked, at 0x%llx, outside the worker's regions: "
+			 "a restore needs that place free", w->peer, size, (unsigned long long)*ptr);
 	log_debug("client %s: reserved 0x%llx, %zu bytes (asked at 0x%llx, alignment %zu, flags %llu)", w->peer,
 		  (unsigned long long)*ptr, size, (unsigned long long)addr, alignment, flags);
 	v->resvs[v->nresvs++] = (struct vmm_resv){ *ptr, size, alignment, flags, replay_seq(w) };
@@ -418,6 +470,22 @@ static int accessible(const struct vmm *v, uint64_t va, uint64_t size)
 	return 0;
 }
 
+/* The GPU whose memory backs the application's mapping at va (the
+ * driver's ordinal), or -1 where there is none. */
+CUdevice vmm_device_of(const struct worker *w, uint64_t va)
+{
+	const struct vmm *v = w->vmm;
+
+	for (unsigned i = 0; v && i < v->nmaps; i++) {
+		const CUmemAllocationProp *p = &v->maps[i].a->prop;
+
+		if (va - v->maps[i].va < v->maps[i].size && p->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+		    p->location.id >= 0 && p->location.id < w->ngpus)
+			return w->gpu[p->location.id];
+	}
+	return -1;
+}
+
 /* The mapped, accessible ranges whose bytes a snapshot keeps; with out
  * NULL, how many there are. */
 unsigned vmm_ranges(const struct worker *w, struct snap_range *out)
@@ -581,11 +649,15 @@ static struct vmm_restoring *restoring(struct worker *w, const Cicada__Manifest 
 
 static int restore_reservation(struct worker *w, const Cicada__VmmReservation *r, char *err)
 {
-	CUdeviceptr got;
+	CUdeviceptr got = 0;
+	CUresult rc = wrap_cuMemAddressReserve(w, &got, r->size, r->align, r->va, r->flags);
 
-	if (wrap_cuMemAddressReserve(w, &got, r->size, r->align, r->va, r->flags) || got != r->va) {
-		wire_fail(err, "cannot reserve the application's device addresses 0x%llx-0x%llx",
-			 (unsigned long long)r->va, (unsigned long long)(r->va + r->size));
+	if (rc || got != r->va) {
+		if (!rc)
+			wrap_cuMemAddressFree(w, got, r->size);
+		wire_fail(err, "cannot reserve the application's device addresses 0x%llx-0x%llx (%s)",
+			 (unsigned long long)r->va, (unsigned long long)(r->va + r->size),
+			 rc ? "the driver refused" : "taken: the driver offered another place");
 		return -1;
 	}
 	return 0;

@@ -6,7 +6,10 @@
  * thread still holding it as current gets CUDA_ERROR_INVALID_CONTEXT
  * rather than a use-after-free.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include "fakecuda.h"
@@ -46,11 +49,27 @@ static void ctx_reset(struct fc_ctx *ctx, unsigned flags)
  * order. The addresses are not given back. */
 #define CTX_WINDOW (64ull << 20)
 
+/* FAKECUDA_TAKEN=ADDR:SIZE: the first context made also holds [ADDR,
+ * ADDR + SIZE) for itself, as the real driver has been seen to hold
+ * addresses a gpu-server meant for the application's reservations. */
+static void take_fixed(void)
+{
+	static int done;
+	const char *e = getenv("FAKECUDA_TAKEN");
+	unsigned long long at, size;
+
+	if (done++ || !e || sscanf(e, "%llx:%llx", &at, &size) != 2 || !size)
+		return;
+	mmap((void *)(uintptr_t)at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+	     -1, 0);
+}
+
 void fc_ctx_place(struct fc_ctx *c)
 {
 	if (c->placed)
 		return;
 	c->placed = 1;
+	take_fixed();
 	mmap(NULL, CTX_WINDOW, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 }
 

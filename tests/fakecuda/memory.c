@@ -215,14 +215,19 @@ CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void
 	return CUDA_SUCCESS;
 }
 
-/* One side of a copy: host memory, device memory, or either (cuMemcpy). */
+/* One side of a copy: host memory, device memory, or either (cuMemcpy).
+ * As on the GPU, the current context's device copies, so VMM memory must
+ * have been made accessible to it. */
 static CUresult side(uintptr_t p, size_t n, int how)
 {
 	struct fc_range range;
+	struct fc_ctx *c;
 
 	CHECK_ARG(p);
-	if (how == DEVICE || (how == UNIFIED && fc_range_find(p, &range)))
-		return fc_range_check(p, n);
+	if (how == DEVICE || (how == UNIFIED && fc_range_find(p, &range))) {
+		TRY(fc_range_check(p, n));
+		CHECK_ARG(fc_current(&c) || fc_vmm_access(p, c->dev));
+	}
 	return CUDA_SUCCESS;
 }
 

@@ -3,10 +3,11 @@
  * programs do natively. It lists the devices, checks peer access and its
  * errors, keeps MIB of a pattern on each GPU, copies between them
  * (cuMemcpyPeer, unified cuMemcpy, device-to-device), runs a kernel on GPU
- * 1 that reads GPU 0's memory, and reduces over both GPUs. Then STEPS
- * steps (STEP_MS apart: time to checkpoint it) each change both GPUs'
- * memory and exchange a slice, and print the checksums. With one GPU it
- * says so and runs the steps on that one.
+ * 1 that reads GPU 0's memory, and reduces over both GPUs. Each GPU also
+ * keeps a piece of VMM memory that only it may reach (as NCCL's buffers
+ * are). Then STEPS steps (STEP_MS apart: time to checkpoint it) each
+ * change both GPUs' memory and exchange a slice, and print the checksums.
+ * With one GPU it says so and runs the steps on that one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,8 @@ struct gpu {
 	CUmodule cr, a;
 	CUfunction fill, step, sum, add;
 	CUdeviceptr buf, out;
+	CUdeviceptr own;                     /* VMM memory only this GPU may reach */
+	unsigned long long nown;             /* its u32 */
 };
 
 static struct gpu g[NDEV];
@@ -49,17 +52,55 @@ static void setup(int d, void *cr_image, void *a_image)
 	CHECK(cuCtxSynchronize());
 }
 
-/* GPU d's checksum of its own buffer, computed there. */
-static unsigned long long checksum(int d)
+/* GPU d's own VMM memory: one granule, reachable by d alone, a pattern. */
+static void setup_own(int d)
+{
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				     .location = { CU_MEM_LOCATION_TYPE_DEVICE, d } };
+	CUmemAccessDesc access = { { CU_MEM_LOCATION_TYPE_DEVICE, d }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemGenericAllocationHandle h;
+	unsigned seed = 91u + (unsigned)d, mode = 0;
+	void *args[] = { &g[d].own, &g[d].nown, &seed, &mode };
+	size_t gran = 0;
+
+	CHECK(cuCtxSetCurrent(g[d].ctx));
+	CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CHECK(cuMemAddressReserve(&g[d].own, gran, 0, 0, 0));
+	CHECK(cuMemCreate(&h, gran, &prop, 0));
+	CHECK(cuMemMap(g[d].own, gran, 0, h, 0));
+	CHECK(cuMemRelease(h));                 /* the mapping keeps it */
+	CHECK(cuMemSetAccess(g[d].own, gran, &access, 1));
+	g[d].nown = gran / 4;
+	CHECK(cuLaunchKernel(g[d].fill, 64, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuCtxSynchronize());
+}
+
+/* GPU d's checksum of count u32 at p, computed there. */
+static unsigned long long checksum_of(int d, CUdeviceptr p, unsigned long long count)
 {
 	unsigned long long v = 0;
-	void *args[] = { &g[d].buf, &n, &g[d].out };
+	void *args[] = { &p, &count, &g[d].out };
 
 	CHECK(cuCtxSetCurrent(g[d].ctx));
 	CHECK(cuMemsetD32(g[d].out, 0, 2));
 	CHECK(cuLaunchKernel(g[d].sum, 64, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
 	CHECK(cuMemcpyDtoH(&v, g[d].out, 8));
 	return v;
+}
+
+static unsigned long long checksum(int d)
+{
+	return checksum_of(d, g[d].buf, n);
+}
+
+/* GPU d's own VMM memory stepped, and its checksum. */
+static unsigned long long step_own(int d, unsigned step)
+{
+	void *args[] = { &g[d].own, &g[d].nown, &step };
+
+	CHECK(cuCtxSetCurrent(g[d].ctx));
+	CHECK(cuLaunchKernel(g[d].step, 64, 1, 1, 256, 1, 1, 0, NULL, args, NULL));
+	return checksum_of(d, g[d].own, g[d].nown);
 }
 
 static void peer_access(void)
@@ -205,9 +246,10 @@ static void steps(int count, int ms)
 		if (nd == NDEV) {
 			CHECK(cuMemcpyPeer(g[1].buf, g[1].ctx, g[0].buf + slice, g[0].ctx, slice));
 			CHECK(cuMemcpyPeer(g[0].buf, g[0].ctx, g[1].buf + 2 * slice, g[1].ctx, slice));
-			printf("step %d %016llx %016llx\n", s, checksum(0), checksum(1));
+			printf("step %d %016llx %016llx", s, checksum(0), checksum(1));
+			printf(" own %016llx %016llx\n", step_own(0, step), step_own(1, step));
 		} else {
-			printf("step %d %016llx\n", s, checksum(0));
+			printf("step %d %016llx own %016llx\n", s, checksum(0), step_own(0, step));
 		}
 		if (ms)
 			nanosleep(&pause, NULL);
@@ -240,6 +282,8 @@ int main(int argc, char **argv)
 	nd = count < NDEV ? 1 : NDEV;
 	for (int d = 0; d < nd; d++)
 		setup(d, cr_image, a_image);
+	for (int d = 0; d < nd; d++)
+		setup_own(d);
 	if (nd == NDEV) {
 		peer_access();
 		copies();
