@@ -17,6 +17,10 @@ CR_ARGS="$CICADA_KERNELS $CR_MIB $CR_STEPS $CR_STEP_MS"
 CR_N=0
 # How long one criu dump or restore may take (GPU sizes need more).
 CR_DEADLINE=${CICADA_CR_DEADLINE:-90}
+# criu's options for a tree that holds TCP connections: kept, and locked
+# by nftables where there is no iptables command (as on these machines)
+CR_TCP="--tcp-established"
+command -v iptables >/dev/null 2>&1 || CR_TCP="$CR_TCP --network-lock nftables"
 
 # wait_for LINE FILE SECONDS: waits until FILE has a line matching LINE.
 wait_for() {
@@ -47,22 +51,26 @@ cr_launch() {
 }
 
 # cr_dump DIR [criu options]: checkpoints $CR_PID into DIR, within
-# CR_DEADLINE seconds.
+# CR_DEADLINE seconds. CR_DUMP_OPTS: more criu options.
 cr_dump() {
 	local dir=$1; shift
 	mkdir -p "$dir"
+	# shellcheck disable=SC2086  # the options' words
 	DEADLINE_LOG=$dir/dump.log deadline "$CR_DEADLINE" \
-		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 "$@" 2>>"$dir/criu.err"
+		"$CRIU" dump -t "$CR_PID" -D "$dir" -L "$PLUGIN_DIR" -o dump.log -v4 ${CR_DUMP_OPTS:-} "$@" \
+		2>>"$dir/criu.err"
 }
 
 # cr_restore DIR [env...]: restores DIR; criu stays in the background as
 # the restored process's parent (and reaper). Fails if criu does.
 # It must finish within CR_DEADLINE seconds; criu itself, the restored
-# program's parent, is bounded by 600 s.
+# program's parent, is bounded by 600 s. CR_RESTORE_OPTS: more criu
+# options.
 cr_restore() {
 	local dir=$1; shift
+	# shellcheck disable=SC2086  # the options' words
 	${CRIU_NS:-} env "$@" timeout -k 5 600 "$CRIU" restore -D "$dir" -L "$PLUGIN_DIR" -o restore.log -v4 \
-		2>>"$dir/criu.err" &
+		${CR_RESTORE_OPTS:-} 2>>"$dir/criu.err" &
 	local criu=$!
 	disown $criu
 	for _ in $(seq $((CR_DEADLINE * 20))); do
@@ -284,6 +292,34 @@ cr_objects_twice() {
 	cr_finished
 }
 
+# A process tree holding an established TCP connection (as NCCL's and
+# torchrun's do): tcp_hold keeps one over loopback, busy, while
+# cr_pattern runs; criu keeps it (the project's CRIU build answers the
+# socket options Linux 6.16 refuses), and it still carries bytes after
+# the restore.
+cr_tcp_held() {
+	local dir=$T/ckpt.tcp-held
+	CR_PIDFILE=$T/tcp.pid cr_launch shm main "$B/tests/tools/reaper" "$T/tcp.pid" "$B/tests/tools/tcp_hold" \
+		"$PROGS/cr_pattern" $CR_ARGS || return 1
+	CR_DUMP_OPTS=$CR_TCP cr_dump "$dir" || return 1
+	CR_RESTORE_OPTS=$CR_TCP cr_restore "$dir" || return 1
+	cr_finished && wait_for "the connection held" "$CR_OUT.err" 30
+}
+
+# The driver holding a place where the worker would put an application's
+# reservation (the stand-in's FAKECUDA_TAKEN, in both servers' workers):
+# the worker places it further on, in its own regions, and the restore
+# into a new server gets the same addresses back.
+cr_vmm_taken() {
+	local log=$T/victimtaken.log
+	CR_REF=$T/rt_steps.objects.ref
+	rt_steps_reference objects || return 1
+	DRIVER_ENV="$DRIVER_ENV FAKECUDA_TAKEN=300000000000:4000000" CR_TAG=taken CR_PORTS=16 \
+		cr_server_killed "$PROGS/rt_steps" 10 150 objects || return 1
+	grep -q "trying further" "$log" && ! grep -q "left where the driver puts it" "$log" ||
+		{ echo "     the worker did not place the reservation past the driver's"; return 1; }
+}
+
 rt_steps_reference() {
 	if [ "$MODE" = gpu ]; then
 		env $DRIVER_ENV timeout 120 "$PROGS/rt_steps" 10 150 "$1" >"$CR_REF"
@@ -375,6 +411,11 @@ run_cr_tests() {
 		"$T/ckpt.runtime.objects.2" cr_objects_twice
 	want cr-refused && cr_case "a session holding what a checkpoint cannot carry: the dump is refused, saying why; the program goes on" \
 		"$T/ckpt.refused" cr_refused
+	unset CR_REF
+	want cr-tcp-held && cr_case "a process tree holding an established TCP connection, dumped and restored: output identical, the connection carries on" \
+		"$T/ckpt.tcp-held" cr_tcp_held
+	[ "$MODE" = cpu ] && want cr-vmm-taken && cr_case "a reservation whose place the driver holds goes further on, and comes back there after a restore into a new server" \
+		"$T/ckpt.taken" cr_vmm_taken
 	unset CR_REF
 	[ "$MODE" = cpu ] && want cr-small-target && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target

@@ -19,6 +19,15 @@
 #   with its parent) is dumped by criu mid-way, both processes with it,
 #   its server is killed, and both are restored into a new server; the
 #   tensor ends as in a run never interrupted.
+# torch-cr-nccl: with two GPUs, one process doing an NCCL all-reduce over
+#   both every step is dumped mid-way, its server killed, and restored
+#   into a new server; it ends as a run never interrupted.
+# torch-cr-ddp: with two GPUs, a torchrun DDP job (the agent and one
+#   process a GPU, NCCL between them over the VMM memory they share by
+#   file descriptor, TCP between them and the agent's store) is dumped
+#   whole mid-way, with its established TCP connections; its server is
+#   killed and the job restored into a new one; rank 0 ends with the
+#   weights of a run never interrupted.
 # Python is TORCH_PYTHON (default python3); without torch the tests say so
 # and are skipped. TORCH_WORKLOADS names the workloads torch-shm and
 # torch-tcp run (default all).
@@ -63,9 +72,43 @@ torch_cr_share() {
 		share-train "$TORCH_STEPS" "$TORCH_STEP_MS"
 }
 
+torch_cr_nccl() {
+	local CR_REF=$T/torch.nccl.ref
+	deadline 300 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" nccl-train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||
+		{ bad "torch nccl-train natively"; tail -3 "$CR_REF.err"; return; }
+	# (NCCL keeps TCP connections of its own, even in one process)
+	CR_TAG=torchnccl CR_PORTS=46 CR_DUMP_OPTS=$CR_TCP CR_RESTORE_OPTS=$CR_TCP cr_case \
+		"an NCCL all-reduce over two GPUs in one process, dumped mid-way, server killed, restored: output identical" \
+		"$T/ckpt.torchnccl" cr_server_killed "$TORCH_PY" "$TORCH_W" nccl-train "$TORCH_STEPS" "$TORCH_STEP_MS"
+}
+
+torch_cr_ddp() {
+	# (libuv, under torchrun's store, is kept off io_uring, which criu cannot dump)
+	local CR_REF=$T/torch.ddp.ref
+	local run=(env UV_USE_IO_URING=0 "$TORCH_PY" -m torch.distributed.run --standalone --nproc_per_node=2 "$TORCH_W")
+	deadline 300 env $DRIVER_ENV "${run[@]}" ddp-train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||
+		{ bad "torch ddp-train natively"; tail -3 "$CR_REF.err"; return; }
+	# (the ranks' files in /dev/shm are unlinked while mapped: criu keeps
+	# them as ghost files, up to the limit)
+	CR_PIDFILE=$T/torchddp.pid CR_TAG=torchddp CR_PORTS=48 CR_DUMP_OPTS="$CR_TCP --ghost-limit 1G" \
+		CR_RESTORE_OPTS=$CR_TCP cr_case \
+		"a torchrun DDP job on two GPUs (NCCL between its processes) dumped whole mid-way, server killed, restored: same weights" \
+		"$T/ckpt.torchddp" cr_server_killed "$B/tests/tools/reaper" "$T/torchddp.pid" "${run[@]}" ddp-train \
+		"$TORCH_STEPS" "$TORCH_STEP_MS"
+}
+
+# torch_gpus: how many GPUs PyTorch sees natively (0 if it cannot say).
+torch_gpus() {
+	local n
+	n=$(timeout 120 env $DRIVER_ENV "$TORCH_PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null |
+		tail -n 1)
+	case $n in '' | *[!0-9]*) echo 0 ;; *) echo "$n" ;; esac
+}
+
 run_torch_tests() {
 	[ "$MODE" = gpu ] || return
-	{ want torch-shm || want torch-tcp || want torch-cr || want torch-cr-node || want torch-cr-share; } || return
+	{ want torch-shm || want torch-tcp || want torch-cr || want torch-cr-node || want torch-cr-share ||
+		want torch-cr-nccl || want torch-cr-ddp; } || return
 	if ! timeout 120 "$TORCH_PY" -c "import torch, transformers" 2>/dev/null; then
 		echo "skip torch tests: $TORCH_PY cannot import torch and transformers"
 		return
@@ -81,6 +124,12 @@ run_torch_tests() {
 		fi
 	fi
 	want torch-cr-share && torch_cr_share
+	if { want torch-cr-nccl || want torch-cr-ddp; } && [ "$(torch_gpus)" -lt 2 ]; then
+		echo "note torch-cr-nccl, torch-cr-ddp: one GPU here; they need two"
+	elif want torch-cr-nccl || want torch-cr-ddp; then
+		want torch-cr-nccl && wants_cr_ok && torch_cr_nccl
+		want torch-cr-ddp && wants_cr_ok && torch_cr_ddp
+	fi
 	want torch-cr || want torch-cr-node || return
 	CR_REF=$T/torch.train.ref
 	deadline 300 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||

@@ -16,6 +16,12 @@
 #       all-reduce over two GPUs, its median time (make bench).
 #   python3 workloads.py ddp-worker       one rank of the ddp workload (torchrun
 #       starts two: one process per GPU, NCCL between them).
+#   python3 workloads.py nccl-train STEPS MS   two GPUs in one process, an
+#       NCCL all-reduce every step, printing "step N sum" and sleeping MS ms
+#       between steps, then "done DIGEST": dumped mid-way by torch-cr-nccl.
+#   torchrun --nproc_per_node=2 workloads.py ddp-train STEPS MS   one rank of
+#       a DDP training run; rank 0 prints "step N loss" after every step,
+#       then "done DIGEST": the job torch-cr-ddp dumps mid-way.
 # two-gpus, nccl and ddp need two GPUs; with one they say "one GPU".
 import hashlib, os, sys, time, traceback
 
@@ -232,6 +238,41 @@ def ddp_worker():
     dist.destroy_process_group()
 
 
+def nccl_train(steps, ms):
+    # what torch-cr-nccl dumps mid-way: one process, two GPUs, an NCCL
+    # all-reduce every step
+    import torch.cuda.nccl as nc
+    ws = [torch.randn(512, 512, generator=torch.Generator().manual_seed(i)).cuda(i) for i in range(2)]
+    for i in range(steps):
+        with torch.no_grad():
+            ts = [torch.tanh(w @ w.t()) * 0.01 for w in ws]
+            nc.all_reduce(ts)
+            for w, t in zip(ws, ts):
+                w.mul_(0.9).add_(t)
+        print("step %d sum=%.6f %.6f" % (i, ws[0].sum().item(), ws[1].sum().item()), flush=True)
+        time.sleep(ms / 1000.0)
+    print("done %s" % digest(ws), flush=True)
+
+
+def ddp_train(steps, ms):
+    # one rank of what torch-cr-ddp dumps mid-way (torchrun starts two)
+    import torch.distributed as dist
+    rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl")
+    m = torch.nn.parallel.DistributedDataParallel(cnn_model(8), device_ids=[rank])
+    opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    x, y = data(32, 10 + rank)
+    for i in range(steps):
+        loss = cnn_step(m, opt, x, y)
+        if rank == 0:
+            print("step %d loss=%.8f" % (i, loss.item()), flush=True)
+        time.sleep(ms / 1000.0)
+    if rank == 0:
+        print("done %s" % digest(list(m.parameters()) + list(m.buffers())), flush=True)
+    dist.destroy_process_group()
+
+
 def share_child(conn):
     # the other process of share: updates the parent's tensor in place
     w = conn.recv()
@@ -378,5 +419,9 @@ if __name__ == "__main__":
         allreduce_bench(int(a[1]) if a[1:] else 20)
     elif a[:1] == ["ddp-worker"]:
         ddp_worker()
+    elif a[:1] == ["nccl-train"]:
+        nccl_train(int(a[1]), int(a[2]))
+    elif a[:1] == ["ddp-train"]:
+        ddp_train(int(a[1]), int(a[2]))
     else:
         run(a or list(WORKLOADS))
