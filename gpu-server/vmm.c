@@ -130,11 +130,12 @@ static uint64_t place(uint64_t next, uint64_t size, uint64_t align)
 
 /* A reservation the application leaves to the driver, made at the next
  * place of the regions, so that a restore finds that place free. Where
- * the driver will not give it (something of its own is there: with two
- * GPUs and NCCL it has been seen to), places further on are tried, each
- * step four times the last (at most 1 TiB); then the driver chooses, and
- * the log says so. The regions' next place moves only past what was
- * reserved (wrap_cuMemAddressReserve). */
+ * the driver will not give it (something of its own is there), places
+ * further on are tried, each step four times the last (at most 1 TiB);
+ * then the driver chooses, and the log says so (a reservation of NCCL's on
+ * two GPUs was once found among the driver's own addresses, which a new
+ * worker's driver held at the restore). The regions' next place moves
+ * only past what was reserved (wrap_cuMemAddressReserve). */
 static CUresult reserve_placed(struct worker *w, CUdeviceptr *ptr, size_t size, size_t alignment, uint64_t align,
 			       unsigned long long flags)
 {

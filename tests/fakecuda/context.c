@@ -50,8 +50,8 @@ static void ctx_reset(struct fc_ctx *ctx, unsigned flags)
 #define CTX_WINDOW (64ull << 20)
 
 /* FAKECUDA_TAKEN=ADDR:SIZE: the first context made also holds [ADDR,
- * ADDR + SIZE) for itself, as the real driver has been seen to hold
- * addresses a gpu-server meant for the application's reservations. */
+ * ADDR + SIZE) for itself, as a driver may hold addresses where a
+ * gpu-server means to place the application's reservations. */
 static void take_fixed(void)
 {
 	static int done;
