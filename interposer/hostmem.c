@@ -26,6 +26,8 @@ struct host_alloc {
 	int same_at;                         /* at the worker's address too (alloc_shared) */
 };
 
+#define SAME_AT_TRIES 4                      /* alloc_shared */
+
 struct dev_alloc {
 	CUdeviceptr base;
 	size_t size;
@@ -181,38 +183,58 @@ static CUresult unshare_region(unsigned id);
  * process maps anything). With unified addressing a pinned pointer is the
  * device's pointer too, and programs rely on it (NCCL hands the host
  * pointers of its work queues to its kernels); elsewhere, only the
- * pointer cuMemHostGetDevicePointer gives reaches it from the device. */
-static CUresult alloc_shared(struct host_alloc *h)
+ * pointer cuMemHostGetDevicePointer gives reaches it from the device.
+ * *at: the worker's address (0 if it named none). */
+static CUresult alloc_shared_once(struct host_alloc *h, uint64_t *at)
 {
 	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
 	CUresult err = CUDA_ERROR_OUT_OF_MEMORY;
-	uint64_t at = 0;
 	void *p = MAP_FAILED;
 
 	h->base = NULL;
-	if (fd < 0 || ftruncate(fd, h->size) || (err = share_region(h, fd, &at)))
+	*at = 0;
+	if (fd < 0 || ftruncate(fd, h->size) || (err = share_region(h, fd, at)))
 		goto out;
-	if (at)
-		p = mmap((void *)(uintptr_t)at, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-	if (p != MAP_FAILED && p != (void *)(uintptr_t)at) {
+	if (*at)
+		p = mmap((void *)(uintptr_t)*at, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	if (p != MAP_FAILED && p != (void *)(uintptr_t)*at) {
 		munmap(p, h->size);
 		p = MAP_FAILED;
 	}
-	if (p == MAP_FAILED) {
-		log_debug("pinned memory of %zu bytes: not at the worker's address 0x%llx", h->size,
-			  (unsigned long long)at);
+	if (p == MAP_FAILED)
 		p = mmap(NULL, h->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	}
 	if (p == MAP_FAILED) {
 		unshare_region(h->region);
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
 	h->base = p;
-	h->same_at = p == (void *)(uintptr_t)at;
+	h->same_at = p == (void *)(uintptr_t)*at;
 out:
 	if (fd >= 0)
 		close(fd);
+	return err;
+}
+
+/* As alloc_shared_once; where the worker's address is taken here, the
+ * worker is asked for another while it keeps the first (so that it does
+ * not name the same again), a few times, before the pinned memory is
+ * left at different addresses on the two sides. */
+static CUresult alloc_shared(struct host_alloc *h)
+{
+	unsigned held[SAME_AT_TRIES], nheld = 0;
+	CUresult err;
+	uint64_t at;
+
+	while (!(err = alloc_shared_once(h, &at)) && at && !h->same_at && nheld < SAME_AT_TRIES) {
+		munmap(h->base, h->size);
+		held[nheld++] = h->region;
+	}
+	for (unsigned i = 0; i < nheld; i++)
+		unshare_region(held[i]);
+	if (!err && at && !h->same_at)
+		log_warn("pinned memory of %zu bytes is at %p here but at 0x%llx in the worker: a kernel given its "
+			 "host pointer will not reach it", h->size, h->base, (unsigned long long)at);
 	return err;
 }
 
@@ -351,9 +373,11 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (h.coherent)
 		return cuMemFree_v2(h.device_ptr);   /* its host pages go with it */
+	/* (unmapped here first: once the worker lets go, its place may be
+	 * named at once for another thread's pinned memory) */
+	munmap(h.base, h.size);
 	if (h.region)
 		err = unshare_region(h.region);
-	munmap(h.base, h.size);
 	return err;
 }
 

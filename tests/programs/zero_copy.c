@@ -4,12 +4,15 @@
  * needs a local gpu-server (shared memory), so it runs only there. With
  * unified addressing the host pointer is the device pointer too, and a
  * kernel given the host pointer itself (as NCCL gives its work queues)
- * reaches the memory.
+ * reaches the memory; so also where the place the worker names first is
+ * taken in this process (as when another thread's freed pinned memory is
+ * still mapped here).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common.h"
 
@@ -77,6 +80,27 @@ static void test_zero_copy(void)
 	free(image);
 }
 
+/* Pinned memory freed, its place then taken by a mapping of this
+ * process, and pinned memory allocated again: the host pointer must still
+ * be the device pointer. */
+static void test_taken_place(void)
+{
+	size_t bytes = 1u << 20;
+	void *a, *b, *block;
+	CUdeviceptr dp;
+
+	CHECK(cuMemHostAlloc(&a, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
+	CHECK(cuMemFreeHost(a));
+	block = mmap(a, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	CHECK(cuMemHostAlloc(&b, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
+	CHECK(cuMemHostGetDevicePointer(&dp, b, 0));
+	printf("zero_copy: allocated again where the first place is taken here, the device pointer is the host "
+	       "pointer: %s\n", dp == (CUdeviceptr)(uintptr_t)b ? "yes" : "no");
+	CHECK(cuMemFreeHost(b));
+	if (block != MAP_FAILED)
+		munmap(block, bytes);
+}
+
 int main(void)
 {
 	CUcontext ctx;
@@ -88,6 +112,7 @@ int main(void)
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
 	test_zero_copy();
+	test_taken_place();
 	CHECK(cuDevicePrimaryCtxRelease(dev));
 	printf("zero_copy: PASS\n");
 	return 0;
