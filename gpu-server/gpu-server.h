@@ -186,6 +186,17 @@ void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, ui
 CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
 CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
 
+/* vmm_place.c: where the application's reservations go */
+struct vmm_places;
+struct vmm_places *places_new(void);
+void places_note(struct vmm_places *p, uint64_t va, uint64_t size);
+void places_forget(struct vmm_places *p, uint64_t va, uint64_t size);
+CUresult places_reserve(struct vmm_places *p, const char *peer, CUdeviceptr *ptr, uint64_t size, size_t alignment,
+			unsigned long long flags, int *carved);
+int places_take(struct vmm_places *p, uint64_t va, uint64_t size);
+int places_release(struct vmm_places *p, uint64_t va);
+int places_in_regions(uint64_t va);
+
 /* vmm.c: the application's own virtual memory (cuMemCreate, cuMemMap) */
 struct snap_range;
 struct Cicada__Manifest;

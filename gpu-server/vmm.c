@@ -4,7 +4,8 @@
  * PyTorch's expandable segments and other allocators use it. It lives
  * beside the worker's arena (devmem.c): reservations the application
  * leaves to the driver are placed in regions of their own above the
- * arena, so that a restore can ask for the same addresses again.
+ * arena (vmm_place.c), so that a restore can ask for the same addresses
+ * again.
  *
  * The client holds allocation handles as ids (the handle table, kind
  * H_VMM); the worker keeps what a snapshot needs to rebuild the same
@@ -17,13 +18,6 @@
 #include <string.h>
 #include "gpu-server.h"
 #include "snapshot.h"
-
-#define APP_BASE 0x300000000000ull           /* above the arena's 16 slices (devmem.c) */
-#define APP_END 0x380000000000ull            /* below the IPC imports (ipc.c) */
-#define MORE_BASE 0x410000000000ull          /* then: above a migration's scratch (preload.c) */
-#define MORE_END 0x550000000000ull           /* below where Linux loads a PIE and its heap */
-#define PLACE_TRIES 8
-#define PLACE_STEP_MAX (1ull << 40)
 
 struct vmm_alloc {
 	CUmemGenericAllocationHandle h;
@@ -42,6 +36,7 @@ struct vmm_alloc {
 struct vmm_resv {
 	uint64_t va, size, align;
 	unsigned long long flags;
+	int carved;                          /* out of a slab (vmm_place.c), not the driver's */
 	uint64_t after;
 };
 
@@ -64,13 +59,15 @@ struct vmm {
 	unsigned nmaps, cap_maps;
 	struct vmm_access *access;
 	unsigned naccess, cap_access;
-	uint64_t next;                       /* next free address of the region */
+	struct vmm_places *places;           /* where reservations go (vmm_place.c) */
 };
 
 static struct vmm *vmm_of(struct worker *w)
 {
-	if (!w->vmm && (w->vmm = calloc(1, sizeof(*w->vmm))))
-		w->vmm->next = APP_BASE;
+	if (!w->vmm && (w->vmm = calloc(1, sizeof(*w->vmm))) && !(w->vmm->places = places_new())) {
+		free(w->vmm);
+		w->vmm = NULL;
+	}
 	return w->vmm;
 }
 
@@ -104,83 +101,46 @@ static int reserved(const struct vmm *v, uint64_t ptr, uint64_t size)
 	return 0;
 }
 
-static uint64_t align_up(uint64_t va, uint64_t align)
+/* Reserves size bytes where the client asks (a restore: where they were;
+ * carve: carved out of a slab again, as they were), else where
+ * vmm_place.c puts them. */
+static CUresult reserve(struct worker *w, CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+			unsigned long long flags, int carve)
 {
-	return (va + align - 1) & ~(align - 1);
-}
+	struct vmm *v = vmm_of(w);
+	int carved = 0;
+	CUresult err;
 
-/* Whether va lies in the regions where the application's reservations go. */
-static int in_regions(uint64_t va)
-{
-	return (va >= APP_BASE && va < APP_END) || (va >= MORE_BASE && va < MORE_END);
-}
-
-/* Where an application's reservation goes when it names no address: the
- * first free place of the regions from next on, aligned (0 when they are
- * full). */
-static uint64_t place(uint64_t next, uint64_t size, uint64_t align)
-{
-	uint64_t va = align_up(next, align);
-
-	if (va < APP_END && size <= APP_END - va)
-		return va;
-	va = align_up(va > MORE_BASE ? va : MORE_BASE, align);
-	return va < MORE_END && size <= MORE_END - va ? va : 0;
-}
-
-/* A reservation the application leaves to the driver, made at the next
- * place of the regions, so that a restore finds that place free. Where
- * the driver will not give it (something of its own is there), places
- * further on are tried, each step four times the last (at most 1 TiB);
- * then the driver chooses, and the log says so (a reservation of NCCL's on
- * two GPUs was once found among the driver's own addresses, which a new
- * worker's driver held at the restore). The regions' next place moves
- * only past what was reserved (wrap_cuMemAddressReserve). */
-static CUresult reserve_placed(struct worker *w, CUdeviceptr *ptr, size_t size, size_t alignment, uint64_t align,
-			       unsigned long long flags)
-{
-	uint64_t va, next = w->vmm->next, step = size > (2u << 20) ? size : 2u << 20;
-
-	for (int i = 0; i < PLACE_TRIES && (va = place(next, size, align)); i++) {
-		if (!cuMemAddressReserve(ptr, size, alignment, va, flags)) {
-			if (*ptr == va)
-				return CUDA_SUCCESS;
-			cuMemAddressFree(*ptr, size);
-		}
-		log_info("client %s: the driver would not reserve %zu bytes at 0x%llx (it holds something there); "
-			 "trying further", w->peer, size, (unsigned long long)va);
-		next = va + step;
-		step = step < PLACE_STEP_MAX / 4 ? step * 4 : PLACE_STEP_MAX;
-	}
-	log_warn("client %s: a reservation of %zu bytes is left where the driver puts it: a restore may find that "
-		 "place taken", w->peer, size);
-	return cuMemAddressReserve(ptr, size, alignment, 0, flags);
+	if (!v || array_grow((void **)&v->resvs, &v->cap_resvs, v->nresvs, sizeof(*v->resvs)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (alignment & (alignment - 1))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (carve && places_take(v->places, addr, size))
+		return CUDA_ERROR_ALREADY_MAPPED;          /* (the slab's place is taken) */
+	if ((carved = carve))
+		*ptr = addr, err = CUDA_SUCCESS;
+	else if (addr)
+		err = cuMemAddressReserve(ptr, size, alignment, addr, flags);
+	else
+		err = places_reserve(v->places, w->peer, ptr, size, alignment, flags, &carved);
+	if (err)
+		return err;
+	if (!carved)
+		places_note(v->places, *ptr, size);      /* (a restore's explicit addresses too) */
+	if (!places_in_regions(*ptr) && addr && !w->vmm_restoring)
+		log_info("client %s: %zu bytes reserved where it asked, at 0x%llx, outside the worker's regions: "
+			 "a restore needs that place free", w->peer, size, (unsigned long long)*ptr);
+	log_debug("client %s: reserved 0x%llx, %zu bytes%s (asked at 0x%llx, alignment %zu, flags %llu)", w->peer,
+		  (unsigned long long)*ptr, size, carved ? " out of a slab" : "", (unsigned long long)addr,
+		  alignment, flags);
+	v->resvs[v->nresvs++] = (struct vmm_resv){ *ptr, size, alignment, flags, carved, replay_seq(w) };
+	return CUDA_SUCCESS;
 }
 
 CUresult wrap_cuMemAddressReserve(struct worker *w, CUdeviceptr *ptr, size_t size, size_t alignment,
 				  CUdeviceptr addr, unsigned long long flags)
 {
-	struct vmm *v = vmm_of(w);
-	uint64_t align = alignment ? alignment : 2ull << 20;
-	CUresult err;
-
-	if (!v || array_grow((void **)&v->resvs, &v->cap_resvs, v->nresvs, sizeof(*v->resvs)))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (align & (align - 1))
-		return CUDA_ERROR_INVALID_VALUE;
-	err = addr ? cuMemAddressReserve(ptr, size, alignment, addr, flags) :
-		     reserve_placed(w, ptr, size, alignment, align, flags);
-	if (err)
-		return err;
-	if (*ptr >= v->next && in_regions(*ptr))
-		v->next = *ptr + size;       /* (a restore's explicit addresses too) */
-	else if (!in_regions(*ptr) && addr && !w->vmm_restoring)
-		log_info("client %s: %zu bytes reserved where it asked, at 0x%llx, outside the worker's regions: "
-			 "a restore needs that place free", w->peer, size, (unsigned long long)*ptr);
-	log_debug("client %s: reserved 0x%llx, %zu bytes (asked at 0x%llx, alignment %zu, flags %llu)", w->peer,
-		  (unsigned long long)*ptr, size, (unsigned long long)addr, alignment, flags);
-	v->resvs[v->nresvs++] = (struct vmm_resv){ *ptr, size, alignment, flags, replay_seq(w) };
-	return CUDA_SUCCESS;
+	return reserve(w, ptr, size, alignment, addr, flags, 0);
 }
 
 CUresult wrap_cuMemAddressFree(struct worker *w, CUdeviceptr ptr, size_t size)
@@ -193,10 +153,14 @@ CUresult wrap_cuMemAddressFree(struct worker *w, CUdeviceptr ptr, size_t size)
 	for (unsigned i = 0; i < v->nresvs; i++) {
 		if (v->resvs[i].va != ptr)
 			continue;
-		if ((err = cuMemAddressFree(ptr, size)))
+		if (v->resvs[i].carved && size != v->resvs[i].size)
+			return CUDA_ERROR_INVALID_VALUE;
+		if (v->resvs[i].carved)
+			places_release(v->places, ptr);
+		else if ((err = cuMemAddressFree(ptr, size)))
 			return err;
-		if (ptr + size == v->next)
-			v->next = ptr;
+		else
+			places_forget(v->places, ptr, size);
 		v->resvs[i] = v->resvs[--v->nresvs];
 		return CUDA_SUCCESS;
 	}
@@ -549,6 +513,8 @@ static int save_lists(struct worker *w, struct vmm *v, Cicada__Manifest *m)
 		r->va = v->resvs[i].va, r->size = v->resvs[i].size;
 		r->align = v->resvs[i].align, r->flags = v->resvs[i].flags, r->after_seq = v->resvs[i].after;
 		r->has_align = r->has_flags = r->has_after_seq = 1;
+		r->carved = v->resvs[i].carved;
+		r->has_carved = r->carved;
 	}
 	for (unsigned i = 0; i < w->nhandles; i++)
 		if (w->handles[i].kind == H_VMM && save_alloc(m, w->handles[i].real) < 0)
@@ -651,13 +617,15 @@ static struct vmm_restoring *restoring(struct worker *w, const Cicada__Manifest 
 static int restore_reservation(struct worker *w, const Cicada__VmmReservation *r, char *err)
 {
 	CUdeviceptr got = 0;
-	CUresult rc = wrap_cuMemAddressReserve(w, &got, r->size, r->align, r->va, r->flags);
+	int carve = r->has_carved && r->carved;
+	CUresult rc = reserve(w, &got, r->size, r->align, r->va, r->flags, carve);
 
 	if (rc || got != r->va) {
 		if (!rc)
 			wrap_cuMemAddressFree(w, got, r->size);
 		wire_fail(err, "cannot reserve the application's device addresses 0x%llx-0x%llx (%s)",
 			 (unsigned long long)r->va, (unsigned long long)(r->va + r->size),
+			 rc && carve ? "the worker's slab for them cannot be made there again" :
 			 rc ? "the driver refused" : "taken: the driver offered another place");
 		return -1;
 	}

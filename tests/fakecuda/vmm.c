@@ -66,12 +66,45 @@ CUresult cuMemGetAllocationGranularity(size_t *gran, const CUmemAllocationProp *
 	return CUDA_SUCCESS;
 }
 
+/* As an H100's driver does: a reservation smaller than HINT_LEAST is put
+ * among the driver's own addresses, whatever the address asked (here a
+ * pool whose place depends on the pid, so that it differs from one
+ * process to the next); a larger one's address is rounded up to
+ * HINT_ROUND. (That driver placed 32 MiB ones where asked only near
+ * places it had used before; 1 GiB ones always.) */
+#define HINT_LEAST (1ull << 30)
+#define HINT_ROUND (32ull << 20)
+#define POOL_BASE 0x7e0000000000ull
+
+static void *reserve_pooled(size_t size, size_t align)
+{
+	const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE;
+	static uintptr_t next;
+	void *m;
+
+	if (!next)
+		next = POOL_BASE + ((uintptr_t)(getpid() % 31) << 30);
+	for (int i = 0; i < 64; i++) {
+		uintptr_t start = (next + align - 1) & ~(align - 1);
+		next = start + size;
+		m = mmap((void *)start, size, PROT_NONE, flags, -1, 0);
+		if (m == (void *)start)
+			return m;
+		if (m != MAP_FAILED)
+			munmap(m, size);
+	}
+	return NULL;
+}
+
 static void *reserve_at(uintptr_t hint, size_t size, size_t align)
 {
 	const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 	uintptr_t p, start;
 	void *m;
 
+	if (size < HINT_LEAST && (m = reserve_pooled(size, align)))
+		return m;
+	hint = (hint + HINT_ROUND - 1) & ~(uintptr_t)(HINT_ROUND - 1);
 	if (hint && hint % align == 0) {
 		m = mmap((void *)hint, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0);
 		if (m == (void *)hint)
