@@ -36,6 +36,9 @@ int session_pause(struct gpu_session *s, char *err);
 int session_send_resume(struct gpu_session *s, char *err);
 int session_precopy(int pid, int dirfd, const char *name, const char *parent, uint64_t fig[3], char *err);
 
+/* preflight.c */
+int task_dumpable(int pid, char *err);
+
 /* request.c */
 int server_request(const struct gpu_session *s, hello_op op, int dirfd, char *ticket_out, char *err);
 

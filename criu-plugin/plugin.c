@@ -2,8 +2,10 @@
  * plugin.c: Cicada's CRIU plugin (cicada.so, loaded with -L). It moves the
  * GPU state of Cicada clients through a checkpoint:
  *
- *   dump     PAUSE_DEVICES       pause the process's session (its worker
- *                                finishes the device's work and detaches)
+ *   dump     PAUSE_DEVICES       refuse what criu cannot dump (preflight.c),
+ *                                else pause the process's session (its
+ *                                worker finishes the device's work and
+ *                                detaches)
  *            CHECKPOINT_DEVICES  the worker writes the snapshot into
  *                                CRIU's image directory
  *            DUMP_UNIX_SK        the control connection is ours to redo
@@ -270,6 +272,10 @@ static int cicada_pause_devices(int pid)
 
 	if (plugin.off || find(pid))
 		return 0;
+	if (task_dumpable(pid, err)) {
+		fail_line(err);
+		return -1;
+	}
 	if (plugin.n == MAX_SESSIONS) {
 		fail_line("too many GPU processes in one dump");
 		return -1;

@@ -306,6 +306,19 @@ cr_tcp_held() {
 	cr_finished && wait_for "the connection held" "$CR_OUT.err" 30
 }
 
+# A process tree one of whose processes holds an io_uring, which criu
+# cannot dump (torchrun's agent, through libuv): the dump is refused in
+# one line before any GPU session is paused, and the program goes on.
+cr_uring() {
+	local dir=$T/ckpt.uring
+	CR_PIDFILE=$T/uring.pid cr_launch shm main "$B/tests/tools/reaper" "$T/uring.pid" "$B/tests/tools/uring_hold" \
+		"$PROGS/cr_pattern" $CR_ARGS || return 1
+	cr_dump "$dir" && return 1
+	grep -q "^cicada: process [0-9]* (uring_hold) holds an io_uring, which criu cannot dump" "$dir/criu.err" &&
+		! grep -q "paused (session" "$dir/dump.log" || return 1
+	cr_finished
+}
+
 # The driver holding a place where the worker would put an application's
 # reservation (the stand-in's FAKECUDA_TAKEN, in both servers' workers):
 # the worker places it further on, in its own regions, and the restore
@@ -414,6 +427,12 @@ run_cr_tests() {
 	unset CR_REF
 	want cr-tcp-held && cr_case "a process tree holding an established TCP connection, dumped and restored: output identical, the connection carries on" \
 		"$T/ckpt.tcp-held" cr_tcp_held
+	if want cr-uring && ! "$B/tests/tools/uring_hold" true 2>/dev/null; then
+		echo "note cr-uring: this kernel gives no io_uring"
+	elif want cr-uring; then
+		cr_case "a process tree holding an io_uring: the dump is refused in one line before any GPU session is paused; the program goes on" \
+			"$T/ckpt.uring" cr_uring
+	fi
 	[ "$MODE" = cpu ] && want cr-vmm-taken && cr_case "a reservation whose place the driver holds goes further on, and comes back there after a restore into a new server" \
 		"$T/ckpt.taken" cr_vmm_taken
 	unset CR_REF

@@ -18,7 +18,11 @@ $(TOOLS_DIR)/tcp_hold: tests/tools/tcp_hold.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< -pthread
 
-all: $(TOOLS_DIR)/fault_client $(TOOLS_DIR)/wire_abuse $(TOOLS_DIR)/reaper $(TOOLS_DIR)/tcp_hold
+$(TOOLS_DIR)/uring_hold: tests/tools/uring_hold.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
+
+all: $(TOOLS_DIR)/fault_client $(TOOLS_DIR)/wire_abuse $(TOOLS_DIR)/reaper $(TOOLS_DIR)/tcp_hold $(TOOLS_DIR)/uring_hold
 
 # The never-crash sweep: callers generated from cuda.h for every exported
 # driver function (wire/gen-driver.py sweep).

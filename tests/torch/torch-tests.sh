@@ -83,9 +83,13 @@ torch_cr_nccl() {
 }
 
 torch_cr_ddp() {
-	# (libuv, under torchrun's store, is kept off io_uring, which criu cannot dump)
+	# (the stores run on PyTorch's own backend, not libuv, whose event loop
+	# holds an io_uring, which criu cannot dump, whatever UV_USE_IO_URING
+	# says: torchrun's rendezvous store reads use_libuv from --rdzv-conf,
+	# other stores read USE_LIBUV)
 	local CR_REF=$T/torch.ddp.ref
-	local run=(env UV_USE_IO_URING=0 "$TORCH_PY" -m torch.distributed.run --standalone --nproc_per_node=2 "$TORCH_W")
+	local run=(env USE_LIBUV=0 "$TORCH_PY" -m torch.distributed.run --standalone --rdzv-conf use_libuv=0
+		--nproc_per_node=2 "$TORCH_W")
 	deadline 300 env $DRIVER_ENV "${run[@]}" ddp-train "$TORCH_STEPS" 0 >"$CR_REF" 2>"$CR_REF.err" ||
 		{ bad "torch ddp-train natively"; tail -3 "$CR_REF.err"; return; }
 	# (the ranks' files in /dev/shm are unlinked while mapped: criu keeps
