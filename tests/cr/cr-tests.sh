@@ -379,6 +379,24 @@ cr_small_target() {
 	grep -q "^cicada: .*needs 0.0[0-9] GiB of device memory; this GPU has 0.0[0-9] GiB free" "$dir/criu.err"
 }
 
+# A target whose driver would put module globals elsewhere (the stand-in's
+# FAKECUDA_SHIFT_MIB: 32 MiB lower, as an NCCL job's once came back 32 MiB
+# higher): the restore is refused in one line, naming a global and how
+# many moved, and the log says by how much; the images stay good and
+# restore into the first server.
+cr_globals_moved() {
+	local dir=$T/ckpt.moved
+	DRIVER_ENV="$DRIVER_ENV FAKECUDA_SHIFT_MIB=32" start_server moved $((PORT + 7)) || return 1
+	cr_launch shm main || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/moved.sock" && return 1
+	grep -q "^cicada: .*module global at 0x[0-9a-f]* ([0-9]* bytes) did not come back at its address ([0-9]* of [0-9]* moved" \
+		"$dir/criu.err" || return 1
+	grep -q "did not come back there; one of its size is at 0x[0-9a-f]* (-33554432 bytes)" "$T/moved.log" || return 1
+	cr_restore "$dir" || return 1
+	cr_finished
+}
+
 run_cr_tests() {
 	wants_cr || return
 	if ! deadline 60 "$CRIU" check >/dev/null 2>&1; then
@@ -436,6 +454,8 @@ run_cr_tests() {
 	[ "$MODE" = cpu ] && want cr-vmm-taken && cr_case "a reservation whose place the driver holds goes further on, and comes back there after a restore into a new server" \
 		"$T/ckpt.taken" cr_vmm_taken
 	unset CR_REF
+	[ "$MODE" = cpu ] && want cr-globals-moved && cr_case "a target whose driver would put module globals elsewhere: the restore is refused in one line, saying how many moved and by how much; the images restore into the first server" \
+		"$T/ckpt.moved" cr_globals_moved
 	[ "$MODE" = cpu ] && want cr-small-target && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target
 	[ "$MODE" = gpu ] && want cr-cufft && cr_case "a cuFFT program checkpointed mid-run and restored: output identical" \

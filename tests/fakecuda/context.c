@@ -64,12 +64,28 @@ static void take_fixed(void)
 	     -1, 0);
 }
 
+/* FAKECUDA_SHIFT_MIB=N: the first context made also takes N MiB more of
+ * the driver's own area (top down), so that module globals land N MiB
+ * lower than in a process without it, as a driver that had used more of
+ * its area before loading a module would put them. */
+static void shift_area(void)
+{
+	static int done;
+	const char *e = getenv("FAKECUDA_SHIFT_MIB");
+	unsigned long mib;
+
+	if (done++ || !e || (mib = strtoul(e, NULL, 10)) == 0)
+		return;
+	mmap(NULL, mib << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
 void fc_ctx_place(struct fc_ctx *c)
 {
 	if (c->placed)
 		return;
 	c->placed = 1;
 	take_fixed();
+	shift_area();
 	mmap(NULL, CTX_WINDOW, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 }
 
