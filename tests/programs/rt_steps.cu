@@ -15,8 +15,10 @@
  * node by node (a kernel, a child graph, an event record) whose exec gets
  * new kernel parameters every other step, a CUDA array read through a
  * texture object, and memory the program maps itself through the VMM API
- * (driver entry points from the runtime, as PyTorch gets them); each step
- * writes a row of the array, launches the exec and steps the VMM memory.
+ * (driver entry points from the runtime, as PyTorch gets them), made
+ * among many small reservations of its own (more than a gpu-server's
+ * 1 GiB slab holds, every other one freed); each step writes a row of the
+ * array, launches the exec and steps the VMM memory.
  */
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +138,30 @@ static unsigned *vmm_alloc(size_t bytes)
 	return (unsigned *)(uintptr_t)va;
 }
 
+/* CROWD reservations of one granule, kept empty, every other one freed:
+ * the VMM memory is made among them, and what is kept must come back
+ * where it was. */
+#define CROWD 600
+
+static int vmm_crowd(void)
+{
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long) =
+		(CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))driver("cuMemAddressReserve");
+	CUresult (*release)(CUdeviceptr, size_t) = (CUresult (*)(CUdeviceptr, size_t))driver("cuMemAddressFree");
+	static CUdeviceptr v[CROWD];
+	const size_t g = 2u << 20;
+
+	if (!reserve || !release)
+		return 1;
+	for (int i = 0; i < CROWD; i++)
+		if (reserve(&v[i], g, 0, 0, 0))
+			return 1;
+	for (int i = 1; i < CROWD; i += 2)
+		if (release(v[i], g))
+			return 1;
+	return 0;
+}
+
 static int objects_setup(cudaStream_t s)
 {
 	cudaChannelFormatDesc f = cudaCreateChannelDesc<float>();
@@ -168,7 +194,7 @@ static int objects_setup(cudaStream_t s)
 	    cudaMallocHost(&ob.th, sizeof(h)) || cudaMalloc(&ob.gbuf, ON * sizeof(unsigned)) ||
 	    cudaMemset(ob.gbuf, 0, ON * sizeof(unsigned)) ||
 	    (strstr(skip, "vmm") ? cudaMalloc(&ob.vmm, ON * sizeof(unsigned)) != cudaSuccess :
-				   !(ob.vmm = vmm_alloc(ON * sizeof(unsigned)))) ||
+				   vmm_crowd() || !(ob.vmm = vmm_alloc(ON * sizeof(unsigned)))) ||
 	    cudaMemset(ob.vmm, 0, ON * sizeof(unsigned)))
 		return 1;
 	/* kernel -> child graph (a kernel) -> event record */

@@ -4,8 +4,10 @@
  * reservation, physical allocations mapped into it with access set,
  * kernels and copies on that memory, handles released while mapped,
  * a handle found again from an address, properties and access queried,
- * unmapping and mapping again, one allocation mapped twice, and
- * compressible memory where the device offers it. Prints only what it
+ * unmapping and mapping again, one allocation mapped twice, many small
+ * reservations (more than a gpu-server's 1 GiB slab holds, some freed and
+ * made again), and compressible memory where the device offers it.
+ * Prints only what it
  * computed (no addresses), so that a run through Cicada must print what
  * a native run prints.
  */
@@ -33,6 +35,53 @@ static void set_rw(CUdeviceptr p, size_t size)
 	CUmemAccessDesc d = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
 
 	CHECK(cuMemSetAccess(p, size, &d, 1));
+}
+
+#define SMALL 600
+
+static int by_address(const void *a, const void *b)
+{
+	CUdeviceptr x = *(const CUdeviceptr *)a, y = *(const CUdeviceptr *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* SMALL reservations of one granule each, every other one freed and made
+ * again: none overlaps another, and one allocation mapped into several of
+ * them (first, middle, last) holds what was written through each. */
+static void many_small(size_t gran, const CUmemAllocationProp *prop)
+{
+	static CUdeviceptr v[SMALL], sorted[SMALL];
+	CUmemGenericAllocationHandle h;
+	const int at[] = { 0, SMALL / 2 + 13, SMALL - 1 };
+	unsigned seen = 0;
+	int apart = 1;
+
+	for (int i = 0; i < SMALL; i++)
+		CHECK(cuMemAddressReserve(&v[i], gran, 0, 0, 0));
+	for (int i = 1; i < SMALL; i += 2)
+		CHECK(cuMemAddressFree(v[i], gran));
+	for (int i = 1; i < SMALL; i += 2)
+		CHECK(cuMemAddressReserve(&v[i], gran, 0, 0, 0));
+	memcpy(sorted, v, sizeof(v));
+	qsort(sorted, SMALL, sizeof(*sorted), by_address);
+	for (int i = 1; i < SMALL; i++)
+		apart &= sorted[i] >= sorted[i - 1] + gran;
+	CHECK(cuMemCreate(&h, gran, prop, 0));
+	for (unsigned k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+		unsigned word = 0;
+		CHECK(cuMemMap(v[at[k]], gran, 0, h, 0));
+		set_rw(v[at[k]], gran);
+		CHECK(cuMemsetD32(v[at[k]] + 4 * k, 0x100u + k, 1));
+		CHECK(cuMemcpyDtoH(&word, v[at[k]] + 4 * k, 4));
+		seen += word;
+		CHECK(cuMemUnmap(v[at[k]], gran));
+	}
+	CHECK(cuMemRelease(h));
+	for (int i = 0; i < SMALL; i++)
+		CHECK(cuMemAddressFree(v[i], gran));
+	printf("%d small reservations, none overlapping: %s; written through three of them: %u\n", SMALL,
+	       apart ? "yes" : "no", seen);
 }
 
 static void compressible(CUdevice dev, size_t gran, CUfunction scale)
@@ -152,6 +201,7 @@ int main(void)
 	       sum(va + sz, N) == sum(va + 2 * sz, N) ? "yes" : "no");
 	CHECK(cuMemRelease(h3));
 
+	many_small(gran, &prop);
 	compressible(dev, gran, scale);
 
 	CHECK(cuMemUnmap(va, 3 * sz));
