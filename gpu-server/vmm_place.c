@@ -123,25 +123,23 @@ static int reserve_next(struct vmm_places *p, const char *peer, CUdeviceptr *ptr
 	return -1;
 }
 
-static int carve_overlaps(const struct vmm_places *p, uint64_t va, uint64_t size)
+/* The carved reservation [va, va + size) overlaps (-1: none). */
+static int overlapping(const struct vmm_places *p, uint64_t va, uint64_t size)
 {
 	for (unsigned i = 0; i < p->ncarves; i++)
 		if (va < p->carves[i].va + p->carves[i].size && p->carves[i].va < va + size)
-			return 1;
-	return 0;
+			return (int)i;
+	return -1;
 }
 
 /* The first place in slab s that size bytes, aligned, fit (0: none). */
 static uint64_t carve_in(const struct vmm_places *p, uint64_t s, uint64_t size, uint64_t align)
 {
 	uint64_t va = s;
+	int i;
 
 	while (va + size <= s + SLAB) {
-		unsigned i;
-		for (i = 0; i < p->ncarves; i++)
-			if (va < p->carves[i].va + p->carves[i].size && p->carves[i].va < va + size)
-				break;
-		if (i == p->ncarves)
+		if ((i = overlapping(p, va, size)) < 0)
 			return va;
 		va = align_up(p->carves[i].va + p->carves[i].size, align);
 	}
@@ -230,7 +228,7 @@ int places_take(struct vmm_places *p, uint64_t va, uint64_t size)
 		}
 		places_note(p, base, SLAB);
 	}
-	if (carve_overlaps(p, va, size) || add_carve(p, va, size))
+	if (overlapping(p, va, size) >= 0 || add_carve(p, va, size))
 		return -1;
 	return 0;
 }

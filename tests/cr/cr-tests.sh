@@ -445,7 +445,7 @@ run_cr_tests() {
 	unset CR_REF
 	want cr-tcp-held && cr_case "a process tree holding an established TCP connection, dumped and restored: output identical, the connection carries on" \
 		"$T/ckpt.tcp-held" cr_tcp_held
-	if want cr-uring && ! "$B/tests/tools/uring_hold" true 2>/dev/null; then
+	if want cr-uring && ! timeout 10 "$B/tests/tools/uring_hold" true 2>/dev/null; then
 		echo "note cr-uring: this kernel gives no io_uring"
 	elif want cr-uring; then
 		cr_case "a process tree holding an io_uring: the dump is refused in one line before any GPU session is paused; the program goes on" \
