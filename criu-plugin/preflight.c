@@ -2,9 +2,8 @@
  * preflight.c: what criu 4.1 cannot dump, said in one line before any GPU
  * session is paused, instead of criu's own words deep in its log. For now
  * that is an io_uring: libuv's event loop makes one whatever
- * UV_USE_IO_URING says, and PyTorch's stores run on libuv (torchrun's
- * rendezvous store unless --rdzv-conf use_libuv=0, others unless
- * USE_LIBUV=0).
+ * UV_USE_IO_URING says, PyTorch's stores run on libuv unless USE_LIBUV=0,
+ * and torchrun's agent (PyTorch 2.11) holds one whatever its options say.
  */
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +41,6 @@ int task_dumpable(int pid, char *err)
 		return 0;
 	task_name(pid, name, sizeof(name));
 	return wire_fail(err, "process %d (%s) holds an io_uring, which criu cannot dump (libuv's event loop makes "
-			 "one: torchrun's store goes without libuv under --rdzv-conf use_libuv=0, PyTorch's other "
-			 "stores under USE_LIBUV=0)", pid, name);
+			 "one, and torchrun's agent holds one: start the ranks without torchrun, as srun or mpirun "
+			 "do, with USE_LIBUV=0)", pid, name);
 }

@@ -73,6 +73,8 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
 	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
 	*l->tail = r;
 	l->tail = &r->next;
+	log_debug("kept %s as record %llu", worker_proc(proc) ? worker_proc(proc)->name : "?",
+		  (unsigned long long)r->seq);
 }
 
 /* The driver grows a context's per-thread stack, and with it the local

@@ -192,6 +192,42 @@ static uint64_t same_size(const struct replay_global *g, unsigned n, uint64_t si
 	return 0;
 }
 
+/* A snapshot's global of that size (0: none), for the log. */
+static uint64_t same_size_in(const Cicada__Manifest *m, uint64_t size)
+{
+	for (size_t i = 0; i < m->n_globals; i++)
+		if (m->globals[i]->size == size)
+			return m->globals[i]->va;
+	return 0;
+}
+
+/* The first global, of those the replay has found since *seen, that is
+ * not where the snapshot says: logged once, with the record that found
+ * it, since what the driver did differently happened before that record
+ * (the log of the worker that made the snapshot, at debug level, names
+ * each record it kept). */
+static void first_moved(struct worker *w, const Cicada__Manifest *m, const Cicada__Record *rec, unsigned *seen,
+			int *told)
+{
+	unsigned n;
+	const struct replay_global *g = replay_globals(w, &n);
+
+	for (; *seen < n && !*told; ++*seen) {
+		size_t i;
+		for (i = 0; i < m->n_globals; i++)
+			if (m->globals[i]->va == g[*seen].va && m->globals[i]->size == g[*seen].size)
+				break;
+		if (i < m->n_globals)
+			continue;
+		log_info("the first module global that moved was found by record %llu (%s): 0x%llx (%llu bytes) is "
+			 "not in the snapshot; one of its size there is at 0x%llx", (unsigned long long)rec->seq,
+			 worker_proc(rec->proc) ? worker_proc(rec->proc)->name : "?", (unsigned long long)g[*seen].va,
+			 (unsigned long long)g[*seen].size,
+			 (unsigned long long)same_size_in(m, g[*seen].size));
+		*told = 1;
+	}
+}
+
 /* Module globals must sit where the client's pointers say. Each that
  * moved is logged (the first few), with how far a global of its size
  * lies, since the driver's own placement shifting shows there; the error
@@ -229,6 +265,8 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	const Cicada__Manifest *m = snap_reader_manifest(r);
 	struct snap_memory_ops ops;
 	size_t mapped = 0, taken = 1;
+	unsigned seen = 0;
+	int told = 0;
 	CUcontext ctx;
 	int preloaded;
 	uint64_t t0 = wire_now_ns(), t1, t2, t3;
@@ -247,6 +285,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 		    vmm_restore_upto(w, m, rec->seq, err) || objects_restore_upto(w, m, rec->seq, err) ||
 		    replay_one(w, m, rec, err))
 			return -1;
+		first_moved(w, m, rec, &seen, &told);
 	}
 	if (take_gpus(w, m, m->n_gpu_order, &taken, err) || map_chunks(w, m, m->n_chunks, &mapped, err) ||
 	    restore_allocations(w, m, err))

@@ -13,6 +13,10 @@
 # a server dying mid-run, a client dying next to another. Uses prebuilt
 # outputs only; prints "N passed, N failed" last. KEEP_T=1 keeps the
 # scratch directory (logs, outputs, snapshots) for a look afterwards.
+# CICADA_TEST_GPUS=LIST (GPU mode) runs on those GPUs of the node only:
+# the servers and the native references see them (CUDA_VISIBLE_DEVICES),
+# a client through Cicada sees what its server serves; two suites can so
+# share a two-GPU node.
 #
 # Nothing here can hang: every process a test starts has a deadline
 # (scripts/lib.sh's deadline, or timeout), a process past it is a FAIL
@@ -90,7 +94,7 @@ SERVERS=""
 if [ "$MODE" = cpu ]; then
 	DRIVER_ENV="LD_LIBRARY_PATH=$B/tests/fakecuda"
 else
-	DRIVER_ENV="CICADA_NATIVE=1"
+	DRIVER_ENV="CICADA_NATIVE=1${CICADA_TEST_GPUS:+ CUDA_VISIBLE_DEVICES=$CICADA_TEST_GPUS}"
 fi
 
 cleanup() {
@@ -385,8 +389,23 @@ run_nvml() {
 	fi
 	check "$p: NVML's device is the driver's (name, UUID, compute capability, CUDA version$(
 		[ "$MODE" = cpu ] && echo ", memory"))" nvml_matches_driver
+	if [ -n "${CICADA_TEST_GPUS:-}" ]; then
+		# native NVML counts every GPU of the node whatever
+		# CUDA_VISIBLE_DEVICES says; through Cicada it counts the
+		# server's: each run's own checks must pass
+		for tr in shm unix tcp preload; do
+			check "$p over $tr (CICADA_TEST_GPUS: its own checks)" nvml_done "$tr"
+		done
+		return
+	fi
 	for tr in shm unix tcp preload; do run_same "$p" "$tr"; done
 	test_nvml_guard
+}
+
+# nvml_done TRANSPORT: nvml_query through Cicada runs to its end.
+nvml_done() {
+	env $(cicada_env "$1") timeout 60 "$PROGS/nvml_query" >"$T/nvml_query.$1" 2>&1 &&
+		[ "$(tail -n 1 "$T/nvml_query.$1")" = done ]
 }
 
 # The facts device_query printed through the driver, found in what NVML

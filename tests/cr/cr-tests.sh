@@ -99,6 +99,26 @@ cr_show_failure() {
 	grep -h "Error\|cicada:" "$1"/dump.log "$1"/restore.log 2>/dev/null | tail -5
 }
 
+# cr_listen_free DIR: waits (at most 70 s) until no connection left over
+# on this node (TIME_WAIT, mostly) holds a port the dumped processes
+# listened on (DIR's dump log): criu binds their listening sockets
+# again, and where the program set no SO_REUSEADDR (NCCL's bootstrap)
+# that fails while a connection it accepted lingers, 60 s in TIME_WAIT.
+cr_listen_free() {
+	local ports hex n=0
+	ports=$(sed -n 's/.*Dumping: .* port *\([0-9]*\) state TCP_LISTEN.*/\1/p' "$1/dump.log" | sort -u)
+	[ -n "$ports" ] || return 0
+	hex=$(for p in $ports; do printf ':%04X \n' "$p"; done)
+	# (/proc/net/tcp: local address in column 2, state in 4; 0A listens)
+	while awk '$4 != "0A" && $4 != "st" { print $2 }' /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+		sed 's/^.*\(:[0-9A-F]*\)$/\1 /' | grep -qFf <(echo "$hex"); do
+		[ $n -eq 0 ] && echo "     waiting for connections left over on the job's listening ports to end"
+		n=$((n + 1)); [ $n -le 70 ] || { echo "     they did not end in 70 s"; return 1; }
+		sleep 1
+	done
+	[ $n -eq 0 ] || echo "     waited $n s"
+}
+
 cr_case() {
 	local what=$1 dir=$2; shift 2
 	if "$@"; then ok "$what"; else bad "$what"; cr_show_failure "$dir"; fi
@@ -116,7 +136,8 @@ cr_dump_restore() {
 # The original server is killed between dump and restore; a new server
 # (new workers, new run directory) takes the snapshot. Arguments: the
 # program (default cr_pattern); CR_TAG names the folders (default killed),
-# CR_PORTS moves the servers' ports (default 2: PORT+2 and PORT+3).
+# CR_PORTS moves the servers' ports (default 2: PORT+2 and PORT+3);
+# CR_BEFORE_RESTORE, a command run just before the restore.
 cr_server_killed() {
 	local tag=${CR_TAG:-killed} p=$((PORT + ${CR_PORTS:-2})) dir
 	dir=$T/ckpt.$tag
@@ -126,6 +147,7 @@ cr_server_killed() {
 	eval "kill -9 \$PID_victim$tag"
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/cache-victim$tag" 2>/dev/null
 	start_server "heir$tag" $((p + 1)) || return 1
+	${CR_BEFORE_RESTORE:-true} "$dir" || return 1
 	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/heir$tag.sock" || return 1
 	cr_finished && grep -q "restored snapshot" "$T/heir$tag.log"
 }
@@ -393,6 +415,8 @@ cr_globals_moved() {
 	grep -q "^cicada: .*module global at 0x[0-9a-f]* ([0-9]* bytes) did not come back at its address ([0-9]* of [0-9]* moved" \
 		"$dir/criu.err" || return 1
 	grep -q "did not come back there; one of its size is at 0x[0-9a-f]* (-33554432 bytes)" "$T/moved.log" || return 1
+	grep -q "the first module global that moved was found by record [0-9]* ([a-z_]*)" "$T/moved.log" ||
+		return 1
 	cr_restore "$dir" || return 1
 	cr_finished
 }

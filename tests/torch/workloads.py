@@ -21,7 +21,12 @@
 #       between steps, then "done DIGEST": dumped mid-way by torch-cr-nccl.
 #   torchrun --nproc_per_node=2 workloads.py ddp-train STEPS MS   one rank of
 #       a DDP training run; rank 0 prints "step N loss" after every step,
-#       then "done DIGEST": the job torch-cr-ddp dumps mid-way.
+#       then "done DIGEST".
+#   python3 workloads.py ddp-launch STEPS MS   the same two ranks started as
+#       a batch system's launcher would (srun, mpirun: the rendezvous
+#       variables set, no torchrun agent), rank 0's lines relayed: the job
+#       torch-cr-ddp dumps mid-way (torchrun's agent holds an io_uring,
+#       which criu cannot dump).
 # two-gpus, nccl and ddp need two GPUs; with one they say "one GPU".
 import hashlib, os, sys, time, traceback
 
@@ -273,6 +278,24 @@ def ddp_train(steps, ms):
     dist.destroy_process_group()
 
 
+def ddp_launch(steps, ms):
+    # rank 0 serves the store on PyTorch's own backend (USE_LIBUV=0: libuv's
+    # loop holds an io_uring); each rank's output goes where the launcher's
+    # does; the launcher fails if either rank does
+    import socket, subprocess
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), USE_LIBUV="0")
+        procs.append(subprocess.Popen([sys.executable, __file__, "ddp-train", str(steps), str(ms)], env=env))
+    rcs = [p.wait(timeout=600) for p in procs]
+    if any(rcs):
+        raise SystemExit("ddp-launch: a rank failed (exit %s)" % rcs)
+
+
 def share_child(conn):
     # the other process of share: updates the parent's tensor in place
     w = conn.recv()
@@ -423,5 +446,7 @@ if __name__ == "__main__":
         nccl_train(int(a[1]), int(a[2]))
     elif a[:1] == ["ddp-train"]:
         ddp_train(int(a[1]), int(a[2]))
+    elif a[:1] == ["ddp-launch"]:
+        ddp_launch(int(a[1]), int(a[2]))
     else:
         run(a or list(WORKLOADS))
