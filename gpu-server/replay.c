@@ -79,34 +79,65 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
 
 /* The driver grows a context's per-thread stack, and with it the local
  * memory it allocates, when a kernel that needs more is launched; where
- * the next module's variables land depends on it. So a growth seen since
- * the last record is kept as the cuCtxSetLimit a restore replays before
- * this record. */
-static void note_stack(struct worker *w, struct replay_log *l, int keep)
+ * the next module's variables land depends on it, in that context and in
+ * the others, which share the driver's area. So a growth seen since the
+ * last record, in any context the client holds (a kernel may have grown
+ * one that is not current), is kept as the cuCtxSetLimit a restore
+ * replays, in that context, before this record. The context skip (the one
+ * a program's own cuCtxSetLimit just set) only starts again from what it
+ * has now. */
+static void note_stack_of(struct worker *w, struct replay_log *l, uint64_t ctx, size_t now, int keep)
 {
-	uint64_t id[2] = { CU_LIMIT_STACK_SIZE, 0 };
+	uint64_t id[2] = { CU_LIMIT_STACK_SIZE, now };
 	scalars a = { { 2, id } };
-	size_t now = 0;
+	uint64_t cur = w->current_ctx;
 	unsigned i;
 	struct record *r;
 
-	if (!w->current_ctx || cuCtxGetLimit(&now, CU_LIMIT_STACK_SIZE))
-		return;
-	for (i = 0; i < l->nstacks && l->stacks[i].ctx != w->current_ctx; i++)
+	for (i = 0; i < l->nstacks && l->stacks[i].ctx != ctx; i++)
 		;
-	if (i == l->nstacks) {               /* the first record of this context: its start */
+	if (i == l->nstacks) {               /* the first record since the context was made: its start */
 		if (i < STACKS_MAX)
-			l->stacks[l->nstacks++] = (typeof(l->stacks[0])){ w->current_ctx, now };
+			l->stacks[l->nstacks++] = (typeof(l->stacks[0])){ ctx, now };
 		return;
 	}
 	if (now == l->stacks[i].bytes)
 		return;
 	l->stacks[i].bytes = now;
-	id[1] = now;
-	if (keep && (r = record_new((xdrproc_t)xdr_scalars, &a)))
-		append(w, l, r, P_cuCtxSetLimit, 0, w->current_ctx);
-	if (keep)
-		log_debug("client %s: the stack grew to %zu bytes a thread; kept for a restore", w->peer, now);
+	if (!keep || !(r = record_new((xdrproc_t)xdr_scalars, &a)))
+		return;
+	w->current_ctx = ctx;
+	append(w, l, r, P_cuCtxSetLimit, 0, ctx);
+	w->current_ctx = cur;
+	log_debug("client %s: the stack of context %llu grew to %zu bytes a thread; kept for a restore", w->peer,
+		  (unsigned long long)ctx, now);
+}
+
+/* Forgets the stacks of contexts that are gone (their slots serve others). */
+static void prune_stacks(struct worker *w, struct replay_log *l)
+{
+	for (unsigned i = 0; i < l->nstacks;)
+		if (handle_kind_of(w, l->stacks[i].ctx) != H_CTX)
+			l->stacks[i] = l->stacks[--l->nstacks];
+		else
+			i++;
+}
+
+static void note_stack(struct worker *w, struct replay_log *l, uint64_t skip)
+{
+	CUcontext cur = NULL;
+	size_t now;
+
+	if (cuCtxGetCurrent(&cur))
+		return;
+	prune_stacks(w, l);
+	for (unsigned i = 0; i < w->nhandles; i++) {
+		if (w->handles[i].kind != H_CTX || cuCtxSetCurrent(w->handles[i].real) ||
+		    cuCtxGetLimit(&now, CU_LIMIT_STACK_SIZE))
+			continue;
+		note_stack_of(w, l, HANDLE_BASE + i, now, HANDLE_BASE + i != skip);
+	}
+	cuCtxSetCurrent(cur);
 }
 
 /* Keeps a successful call. The parent is the handle it derives from (its
@@ -118,16 +149,14 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 
 	if ((d->flags & PROC_CREATES) && !w->created)
 		return;                      /* an existing handle came back */
-	if (l && d->proc != P_cuCtxSetLimit)
-		note_stack(w, l, 1);
+	if (l)
+		note_stack(w, l, d->proc == P_cuCtxSetLimit ? w->current_ctx : 0);
 	if (!l || !(r = record_new(d->xargs, args))) {
 		log_error("cannot record %s: out of memory; checkpoints will fail", d->name);
 		w->replay_broken = 1;
 		return;
 	}
 	append(w, l, r, d->proc, (d->flags & PROC_CREATES) ? w->created : 0, parent);
-	if (d->proc == P_cuCtxSetLimit)
-		note_stack(w, l, 0);         /* the program's own setting is the new start */
 }
 
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size)

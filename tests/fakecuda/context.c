@@ -345,13 +345,34 @@ CUresult cuCtxGetLimit(size_t *value, CUlimit limit)
 	return CUDA_SUCCESS;
 }
 
+/* A context's per-thread stack grows to bytes (a launch that needs it,
+ * or cuCtxSetLimit): as the driver does, it takes local memory for the
+ * growth, every thread the device may run at once, from the process's
+ * default mapping area (top down), never given back; so module variables
+ * placed after it land lower, in any context. */
+#define FC_THREADS (8192ull)
+
+void fc_ctx_stack(struct fc_ctx *c, size_t bytes)
+{
+	size_t len;
+
+	if (bytes <= c->limits[CU_LIMIT_STACK_SIZE])
+		return;
+	len = ((bytes - c->limits[CU_LIMIT_STACK_SIZE]) * FC_THREADS + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+	c->limits[CU_LIMIT_STACK_SIZE] = bytes;
+	mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
 CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
 	struct fc_ctx *c;
 
 	TRY(fc_current(&c));
 	CHECK_ARG((unsigned)limit < CU_LIMIT_MAX);
-	c->limits[limit] = value;
+	if (limit == CU_LIMIT_STACK_SIZE && value > c->limits[limit])
+		fc_ctx_stack(c, value);
+	else
+		c->limits[limit] = value;
 	return CUDA_SUCCESS;
 }
 

@@ -42,6 +42,7 @@ struct fc_ctx {
 };
 
 void fc_ctx_place(struct fc_ctx *c);
+FC_HIDDEN void fc_ctx_stack(struct fc_ctx *c, size_t bytes);
 
 /* Kinds of handles in the registry. */
 enum { FC_CTX = 1, FC_STREAM, FC_EVENT, FC_MODULE, FC_LIBRARY, FC_FUNC, FC_VMM, FC_GRAPH, FC_GRAPH_EXEC,
@@ -108,6 +109,7 @@ struct fc_global {
 FC_HIDDEN const struct fc_kernel *fc_kernel_at(int i);
 FC_HIDDEN const struct fc_global *fc_global_at(int i);
 FC_HIDDEN size_t fc_param_offset(const struct fc_kernel *k, int idx);
+FC_HIDDEN size_t fc_kernel_stack(const struct fc_kernel *k);
 FC_HIDDEN void *fc_global(const struct fc_launch *l, const char *name);
 
 /* userobj.c: what user objects graphs hold */

@@ -7,6 +7,7 @@
  * table with its parameter sizes in order; globals go in globals[].
  */
 #include <stdio.h>
+#include <string.h>
 #include "devhash.h"
 #include "fakecuda.h"
 
@@ -197,6 +198,19 @@ static void count_step(const struct fc_launch *l)
 
 	if (g_steps)
 		*g_steps += 1;
+}
+
+static void deep_stack(const struct fc_launch *l)
+{
+	unsigned long long *out = ARG(l, 0, unsigned long long *), sum = 0;
+	int seed = ARG(l, 1, int);
+	unsigned a[512];
+
+	for (int i = 0; i < 512; i++)
+		a[i] = (unsigned)i * 2654435761u + (unsigned)seed;
+	for (int i = 0; i < 512; i++)
+		sum += a[(i * 7 + seed) & 511];
+	*out = sum;
 }
 
 static void checksum(const struct fc_launch *l)
@@ -417,7 +431,25 @@ static const struct fc_kernel kernels[] = {
 	{ "walk_list", 3, { PTR, sizeof(unsigned), PTR }, walk_list },
 	{ "count_step", 0, { 0 }, count_step },
 	{ "checksum", 3, { PTR, sizeof(unsigned long long), PTR }, checksum },
+	{ "deep_stack", 2, { PTR, sizeof(int) }, deep_stack },
 };
+
+/* The per-thread stack a kernel needs, where it is more than a context
+ * starts with (1 KiB). */
+static const struct {
+	const char *name;
+	size_t bytes;
+} stacks[] = {
+	{ "deep_stack", 2048 },
+};
+
+size_t fc_kernel_stack(const struct fc_kernel *k)
+{
+	for (size_t i = 0; i < sizeof(stacks) / sizeof(stacks[0]); i++)
+		if (!strcmp(stacks[i].name, k->name))
+			return stacks[i].bytes;
+	return 0;
+}
 
 static const int g_table_init[4] = { 1, 2, 3, 4 };
 

@@ -3,7 +3,9 @@
  * driver checks it (dimensions, dynamic shared memory, stream, arguments
  * given either as kernelParams or as one packed buffer in "extra"), then
  * the C twin of the kernel from kernels.c runs to completion before the
- * call returns.  Occupancy answers come from the fake device's limits.
+ * call returns; one that needs more stack than its context has grows it
+ * first, as the driver does (context.c).  Occupancy answers come from the
+ * fake device's limits.
  */
 #include <string.h>
 #include "fakecuda.h"
@@ -81,6 +83,11 @@ static CUresult launch(CUfunction f, struct fc_dim grid, struct fc_dim block, un
 		return fc_capture_launch(*capture, f, k, grid, block, shmem, args);
 	TRY(fc_check_stream(s));
 	TRY(check_access(k, args));
+	if (fc_kernel_stack(k)) {
+		struct fc_ctx *c;
+		TRY(fc_current(&c));
+		fc_ctx_stack(c, fc_kernel_stack(k));
+	}
 	l = (struct fc_launch){ grid, block, args, mod };
 	k->fn(&l);
 	return CUDA_SUCCESS;

@@ -128,6 +128,7 @@ static struct func *func_new(const struct fc_kernel *k, struct module *m)
 	f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 90;
 	f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 90;
 	f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+	f->attrs[CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES] = (int)fc_kernel_stack(k);
 	f->attrs[CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT] = -1;
 	return f;
 }

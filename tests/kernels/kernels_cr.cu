@@ -20,6 +20,11 @@
  *   count_step()                    g_steps += 1 (one thread)
  *   checksum(p, n, out)             *out += sum of p[i] * (i | 1), 64-bit,
  *                                   wrapping; *out must start at 0
+ *   deep_stack(out, seed)           a[i] = i * 2654435761 + seed (u32) in a
+ *                                   2 KiB local array, more stack than a
+ *                                   context starts with (the driver grows
+ *                                   it at the launch); one thread:
+ *                                   *out = sum of a[(i * 7 + seed) & 511]
  *
  * build_list's successor map is a full-period LCG when every prime factor
  * of n divides 20 (i.e. n = 2^a * 5^b) and 4 | n: then it is one cycle
@@ -111,4 +116,18 @@ extern "C" __global__ void checksum(const unsigned *p, unsigned long long n,
 		sum += __shfl_down_sync(0xffffffffu, sum, d);
 	if ((threadIdx.x & 31) == 0 && sum)
 		atomicAdd(out, sum);
+}
+
+extern "C" __global__ void deep_stack(unsigned long long *out, int seed)
+{
+	volatile unsigned a[512];
+	unsigned long long sum = 0;
+
+	if (first_index() != 0)
+		return;
+	for (int i = 0; i < 512; i++)
+		a[i] = (unsigned)i * 2654435761u + (unsigned)seed;
+	for (int i = 0; i < 512; i++)
+		sum += a[(i * 7 + seed) & 511];
+	*out = sum;
 }

@@ -6,8 +6,11 @@
 # checks that need two say so and the rest run on the one.
 #
 #   multi-gpu     multi_gpu (peer access, peer copies, a kernel reading the
-#                 other GPU, a two-GPU reduction) through Cicada prints what
-#                 it prints natively, over shm, unix and TCP
+#                 other GPU, a two-GPU reduction, a kernel that grows GPU
+#                 1's stack, then a context made on GPU 0 with a module:
+#                 cr-multi-gpu finds it where it was only if the growth
+#                 was kept, though GPU 1 was not current) through Cicada
+#                 prints what it prints natively, over shm, unix and TCP
 #   gpu-visible   CUDA_VISIBLE_DEVICES by ordinal, order and UUID; none
 #                 left is CUDA_ERROR_NO_DEVICE; --gpus; --gpus-per-client
 #                 and CICADA_GPUS place sessions on the least loaded GPU;

@@ -3,7 +3,9 @@
  * programs do natively. It lists the devices, checks peer access and its
  * errors, keeps MIB of a pattern on each GPU, copies between them
  * (cuMemcpyPeer, unified cuMemcpy, device-to-device), runs a kernel on GPU
- * 1 that reads GPU 0's memory, and reduces over both GPUs. Each GPU also
+ * 1 that reads GPU 0's memory, and reduces over both GPUs, then runs a
+ * kernel on GPU 1 that needs more stack than a context starts with and
+ * makes a context on GPU 0 after it, with a module. Each GPU also
  * keeps a piece of VMM memory that only it may reach (as NCCL's buffers
  * are). Then STEPS steps (STEP_MS apart: time to checkpoint it) each
  * change both GPUs' memory and exchange a slice, and print the checksums.
@@ -256,6 +258,41 @@ static void steps(int count, int ms)
 	}
 }
 
+/* The driver grows GPU 1's stack at deep_stack's launch, taking local
+ * memory from the area where it places contexts and module variables,
+ * every GPU's: the context then made on GPU 0, and its module, land after
+ * it, so a restore must grow GPU 1's stack before making them, though
+ * GPU 1 was not current there. */
+static void late_module(void)
+{
+	void *b_image = load_kernel("kernels_b.cubin", NULL);
+	CUdeviceptr out, table;
+	CUcontext late;
+	CUmodule b;
+	CUdevice dev;
+	CUfunction deep;
+	unsigned long long sum = 0;
+	size_t size, stack = 0;
+	int seed = 5, v[4];
+	void *args[] = { &out, &seed };
+
+	CHECK(cuCtxSetCurrent(g[1].ctx));
+	CHECK(cuModuleGetFunction(&deep, g[1].cr, "deep_stack"));
+	CHECK(cuMemAlloc(&out, 8));
+	CHECK(cuLaunchKernel(deep, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
+	CHECK(cuMemcpyDtoH(&sum, out, 8));
+	CHECK(cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE));
+	printf("deep_stack on GPU 1: %llu; its stack grew past 2 KiB: %s\n", sum, stack >= 2048 ? "yes" : "no");
+	CHECK(cuDeviceGet(&dev, 0));
+	CHECK(cuCtxCreate(&late, NULL, 0, dev));
+	CHECK(cuModuleLoadData(&b, b_image));
+	CHECK(cuModuleGetGlobal(&table, &size, b, "g_table"));
+	CHECK(cuMemcpyDtoH(v, table, sizeof(v)));
+	printf("a context made on GPU 0 after it, a module in it: g_table %d %d %d %d (%zu bytes)\n", v[0], v[1],
+	       v[2], v[3], size);
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+}
+
 int main(int argc, char **argv)
 {
 	int count = 0, nsteps = argc > 2 ? atoi(argv[2]) : 4, ms = argc > 3 ? atoi(argv[3]) : 0;
@@ -289,6 +326,7 @@ int main(int argc, char **argv)
 		copies();
 		peer_kernel();
 		reduction();
+		late_module();
 	} else {
 		printf("one GPU: the two-GPU checks need two\n");
 	}
