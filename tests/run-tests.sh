@@ -102,7 +102,7 @@ cleanup() {
 	pkill -9 -f "gpu-server --listen .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "^$PROGS/" 2>/dev/null         # checkpointed programs (setsid, no deadline of their own)
-	pkill -9 -f "tests/torch/workloads.py [a-z-]*train" 2>/dev/null   # (torchrun's agent and ranks too)
+	pkill -9 -f "tests/torch/workloads.py [a-z-]*(train|launch)" 2>/dev/null   # (launchers and ranks too)
 	ip netns del "cicada-node-$$" 2>/dev/null
 	ip netns del "cicada-torchnode-$$" 2>/dev/null
 	mig_nodes_down
