@@ -282,7 +282,7 @@ static void late_module(void)
 	CHECK(cuLaunchKernel(deep, 1, 1, 1, 32, 1, 1, 0, NULL, args, NULL));
 	CHECK(cuMemcpyDtoH(&sum, out, 8));
 	CHECK(cuCtxGetLimit(&stack, CU_LIMIT_STACK_SIZE));
-	printf("deep_stack on GPU 1: %llu; its stack grew past 2 KiB: %s\n", sum, stack >= 2048 ? "yes" : "no");
+	printf("deep_stack on GPU 1: %llu; its stack grew to 2 KiB or more: %s\n", sum, stack >= 2048 ? "yes" : "no");
 	CHECK(cuDeviceGet(&dev, 0));
 	CHECK(cuCtxCreate(&late, NULL, 0, dev));
 	CHECK(cuModuleLoadData(&b, b_image));
