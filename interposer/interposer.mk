@@ -41,7 +41,7 @@ $(BUILD)/interposer/%.o: interposer/%.c interposer/interposer.h wire/wire.h $(GE
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -Invml -c $< -o $@
 $(BUILD)/interposer/nvml_bridge.o: nvml/nvml-wire.h
-$(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c $(GEN)/client_calls.h interposer/interposer.h
+$(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c $(GEN)/client_calls.h interposer/interposer.h wire/wire.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 $(BUILD)/gen/error_names.o: $(GEN)/error_names.c
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -56,7 +56,7 @@ $(TESTS_PDIR)/dlopen_app: $(TESTS_PDIR)/dlopen_app.o $(TESTS_PDIR)/common.o
 
 # NVML through dlopen: it builds without NVML and runs on the real one or
 # on Cicada's replacement.
-$(TESTS_PDIR)/nvml_query: tests/programs/nvml_query.c nvml/nvml-wire.h
+$(TESTS_PDIR)/nvml_query: tests/programs/nvml_query.c nvml/nvml-wire.h $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Invml -o $@ $< -ldl
 all: $(TESTS_PDIR)/nvml_query
