@@ -287,6 +287,7 @@ typedef int (*replay_fn)(void *ctx, const struct replay_entry *e);
 void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64_t parent);
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size);
 void replay_drop(struct worker *w, uint64_t id);
+#define STREAM_PEAK_MAX 1024                 /* streams a stream_peak record makes alive at most */
 unsigned replay_count(const struct worker *w);
 uint64_t replay_seq(const struct worker *w);
 int replay_each(const struct worker *w, replay_fn fn, void *ctx);

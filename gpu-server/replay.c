@@ -2,7 +2,9 @@
  * replay.c: the worker's replay log. Calls marked 'record' in calls.tbl
  * are kept, with their XDR arguments, while what they created or changed
  * lives: destroying a handle drops its records, and those of the handles
- * made from it (a module's functions), so the log stays compact. A
+ * made from it (a module's functions), so the log stays compact; but a
+ * stream's creation leaves how many streams its context had alive then
+ * (stream_peak), since the driver's area keeps the mark of the most. A
  * restoring worker replays the log in order; each call that created a
  * handle binds the same handle id again, so the client's handles stay
  * valid. Module globals the client looked up are tracked here too: their
@@ -17,6 +19,7 @@ struct record {
 	uint64_t seq, handle, parent, ctx;
 	uint64_t chunks;                     /* arena chunks mapped then */
 	unsigned gpus;                       /* GPU contexts taken then (gpu_order) */
+	unsigned streams;                    /* a stream's creation, or stream_peak: its context's streams alive */
 	unsigned proc;
 	size_t len;
 	char args[];
@@ -61,6 +64,22 @@ static struct record *record_new(xdrproc_t xargs, void *args)
 	return r;
 }
 
+static int stream_made(unsigned proc)
+{
+	return proc == P_cuStreamCreate || proc == P_cuStreamCreateWithPriority;
+}
+
+/* The client's streams alive in context ctx: their creations in the log
+ * (a restore's replay counts the same ones). */
+static unsigned live_streams(const struct replay_log *l, uint64_t ctx)
+{
+	unsigned n = 0;
+
+	for (const struct record *r = l->head; r; r = r->next)
+		n += stream_made(r->proc) && r->ctx == ctx;
+	return n;
+}
+
 static void append(struct worker *w, struct replay_log *l, struct record *r, unsigned proc, uint64_t handle,
 		   uint64_t parent)
 {
@@ -73,6 +92,8 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
 	r->parent = parent ? parent : (handle_kind_of(w, r->handle) == H_CTX ? 0 : w->current_ctx);
 	*l->tail = r;
 	l->tail = &r->next;
+	if (stream_made(proc))
+		r->streams = live_streams(l, r->ctx);
 	log_debug("kept %s as record %llu", worker_proc(proc) ? worker_proc(proc)->name : "?",
 		  (unsigned long long)r->seq);
 }
@@ -157,6 +178,8 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 		return;
 	}
 	append(w, l, r, d->proc, (d->flags & PROC_CREATES) ? w->created : 0, parent);
+	if (d->proc == P_stream_peak)
+		r->streams = (unsigned)((scalars *)args)->v.v_val[0];
 }
 
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size)
@@ -179,12 +202,60 @@ void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t
 	l->globals[l->nglobals++] = (struct replay_global){ va, size, parent };
 }
 
+/* What a destroyed stream's creation r leaves in its place: how many
+ * streams its context had alive then, where the log has no such mark as
+ * high before it (NULL: nothing). */
+static struct record *peak_of(struct replay_log *l, const struct record *r)
+{
+	uint64_t n = r->streams < STREAM_PEAK_MAX ? r->streams : STREAM_PEAK_MAX;
+	scalars a = { { 1, &n } };
+	struct record *q;
+
+	for (q = l->head; q != r; q = q->next)
+		if (q->proc == P_stream_peak && q->ctx == r->ctx && q->streams >= n)
+			return NULL;
+	if (!(q = record_new((xdrproc_t)xdr_scalars, &a)))
+		return NULL;
+	*q = (struct record){ .seq = r->seq, .ctx = r->ctx, .parent = r->ctx, .chunks = r->chunks, .gpus = r->gpus,
+			      .streams = (unsigned)n, .proc = P_stream_peak, .len = q->len };
+	return q;
+}
+
+/* Whether mark r is covered: by a mark as high before it in its context,
+ * or by one right after it, with nothing between. */
+static int peak_covered(const struct replay_log *l, const struct record *r)
+{
+	const struct record *q = r->next;
+
+	if (q && q->proc == P_stream_peak && q->ctx == r->ctx && q->streams >= r->streams)
+		return 1;
+	for (q = l->head; q != r; q = q->next)
+		if (q->proc == P_stream_peak && q->ctx == r->ctx && q->streams >= r->streams)
+			return 1;
+	return 0;
+}
+
+static void prune_peaks(struct replay_log *l)
+{
+	struct record **p, *r;
+
+	for (p = &l->head; (r = *p);) {
+		if (r->proc == P_stream_peak && peak_covered(l, r)) {
+			*p = r->next;
+			free(r);
+		} else {
+			p = &r->next;
+		}
+	}
+}
+
 /* Forgets everything made from handle id, recursively. */
 void replay_drop(struct worker *w, uint64_t id)
 {
 	struct replay_log *l = w->replay;
-	struct record **p, *r;
+	struct record **p, *r, *peak;
 	uint64_t child;
+	int peaks = 0;
 
 	if (!l || !id)
 		return;
@@ -198,8 +269,15 @@ void replay_drop(struct worker *w, uint64_t id)
 			p = &r->next;
 			continue;
 		}
+		peak = r->handle == id && stream_made(r->proc) ? peak_of(l, r) : NULL;
 		*p = r->next;
 		child = r->handle != id ? r->handle : 0;
+		if (peak) {                  /* in the creation's place */
+			peak->next = r->next;
+			*p = peak;
+			p = &peak->next;
+			peaks = 1;
+		}
 		free(r);
 		if (child) {
 			handle_forget(w, child);
@@ -207,6 +285,8 @@ void replay_drop(struct worker *w, uint64_t id)
 			p = &l->head;                /* the list changed under us */
 		}
 	}
+	if (peaks)
+		prune_peaks(l);
 	l->tail = &l->head;
 	for (r = l->head; r; r = r->next)
 		l->tail = &r->next;
@@ -247,4 +327,25 @@ const struct replay_global *replay_globals(const struct worker *w, unsigned *n)
 {
 	*n = w->replay ? w->replay->nglobals : 0;
 	return w->replay ? w->replay->globals : NULL;
+}
+
+/* A restore's replay of the mark a destroyed stream left (peak_of): as
+ * many streams as its context had alive then are alive at once again,
+ * beside the ones the replay made, and are destroyed. */
+CUresult hand_stream_peak(struct worker *w, void *args, void *res)
+{
+	CUstream s[STREAM_PEAK_MAX];
+	scalars *a = args;
+	unsigned want, n = 0, have;
+	CUresult err = CUDA_SUCCESS;
+
+	if (a->v.v_len != 1 || a->v.v_val[0] > STREAM_PEAK_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	want = (unsigned)a->v.v_val[0];
+	have = w->replay ? live_streams(w->replay, w->current_ctx) : 0;
+	while (have + n < want && !(err = cuStreamCreate(&s[n], CU_STREAM_NON_BLOCKING)))
+		n++;
+	while (n)
+		cuStreamDestroy(s[--n]);
+	return err;
 }

@@ -39,6 +39,7 @@ struct fc_ctx {
 	int placed;                     /* its addresses are taken (fc_ctx_place) */
 	char *globals;                  /* its module variables' window (module.c) */
 	size_t globals_used, globals_room;
+	unsigned streams, streams_most;  /* alive now, most ever alive at once (stream.c) */
 };
 
 void fc_ctx_place(struct fc_ctx *c);

@@ -3,12 +3,18 @@
  * call that issued it returns, so a stream is only a remembered handle
  * (flags, priority) and synchronising is a handle check.  An event keeps
  * its flags and the CLOCK_MONOTONIC time of its last record, which is all
- * cuEventElapsedTime needs.
+ * cuEventElapsedTime needs. As the driver's, a context's streams take
+ * room in blocks: when the most streams ever alive at once in it passes a
+ * multiple of STREAMS_BLOCK, a block takes 2 MiB of the process's default
+ * mapping area (top down), never given back, so what is placed after it
+ * (module variables, contexts) lands lower; streams made and destroyed
+ * one after another take no more room than one.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include "fakecuda.h"
 
 struct stream {
@@ -57,6 +63,17 @@ static void *remember(size_t size, int kind, struct fc_ctx *ctx)
 	return p;
 }
 
+#define STREAMS_BLOCK 4
+
+static void stream_made(struct fc_ctx *c)
+{
+	if (++c->streams <= c->streams_most)
+		return;
+	c->streams_most = c->streams;
+	if (c->streams_most > 1 && (c->streams_most - 1) % STREAMS_BLOCK == 0)
+		mmap(NULL, 2u << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
 CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flags, int priority)
 {
 	struct fc_ctx *ctx;
@@ -69,6 +86,7 @@ CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flags, int priori
 	s->ctx = ctx;
 	s->flags = flags;
 	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
+	stream_made(ctx);
 	*ps = (CUstream)s;
 	return CUDA_SUCCESS;
 }
@@ -97,7 +115,9 @@ CUresult cuStreamCreate(CUstream *ps, unsigned int flags)
 CUresult cuStreamDestroy(CUstream s)
 {
 	TRY(fc_need_init());
-	CHECK(fc_obj_del(s, FC_STREAM), CUDA_ERROR_INVALID_HANDLE);
+	CHECK(fc_obj_has(s, FC_STREAM), CUDA_ERROR_INVALID_HANDLE);
+	((struct stream *)s)->ctx->streams--;
+	fc_obj_del(s, FC_STREAM);
 	free(s);
 	return CUDA_SUCCESS;
 }

@@ -7,9 +7,11 @@
 #
 #   multi-gpu     multi_gpu (peer access, peer copies, a kernel reading the
 #                 other GPU, a two-GPU reduction, a kernel that grows GPU
-#                 1's stack, then a context made on GPU 0 with a module:
-#                 cr-multi-gpu finds it where it was only if the growth
-#                 was kept, though GPU 1 was not current) through Cicada
+#                 1's stack, then a context made on GPU 0, 12 streams made
+#                 and destroyed in it, and a module: cr-multi-gpu finds
+#                 the module where it was only if the growth, though GPU
+#                 1 was not current, and the streams' mark were kept)
+#                 through Cicada
 #                 prints what it prints natively, over shm, unix and TCP
 #   gpu-visible   CUDA_VISIBLE_DEVICES by ordinal, order and UUID; none
 #                 left is CUDA_ERROR_NO_DEVICE; --gpus; --gpus-per-client

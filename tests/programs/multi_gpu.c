@@ -5,7 +5,8 @@
  * (cuMemcpyPeer, unified cuMemcpy, device-to-device), runs a kernel on GPU
  * 1 that reads GPU 0's memory, and reduces over both GPUs, then runs a
  * kernel on GPU 1 that needs more stack than a context starts with and
- * makes a context on GPU 0 after it, with a module. Each GPU also
+ * makes a context on GPU 0 after it, with streams made and destroyed, then
+ * a module. Each GPU also
  * keeps a piece of VMM memory that only it may reach (as NCCL's buffers
  * are). Then STEPS steps (STEP_MS apart: time to checkpoint it) each
  * change both GPUs' memory and exchange a slice, and print the checksums.
@@ -262,12 +263,14 @@ static void steps(int count, int ms)
  * memory from the area where it places contexts and module variables,
  * every GPU's: the context then made on GPU 0, and its module, land after
  * it, so a restore must grow GPU 1's stack before making them, though
- * GPU 1 was not current there. */
+ * GPU 1 was not current there. The streams made and destroyed before the
+ * module leave their mark there too (the most alive at once). */
 static void late_module(void)
 {
 	void *b_image = load_kernel("kernels_b.cubin", NULL);
 	CUdeviceptr out, table;
 	CUcontext late;
+	CUstream many[12];
 	CUmodule b;
 	CUdevice dev;
 	CUfunction deep;
@@ -285,11 +288,15 @@ static void late_module(void)
 	printf("deep_stack on GPU 1: %llu; its stack grew to 2 KiB or more: %s\n", sum, stack >= 2048 ? "yes" : "no");
 	CHECK(cuDeviceGet(&dev, 0));
 	CHECK(cuCtxCreate(&late, NULL, 0, dev));
+	for (int i = 0; i < 12; i++)
+		CHECK(cuStreamCreate(&many[i], CU_STREAM_NON_BLOCKING));
+	for (int i = 0; i < 12; i++)
+		CHECK(cuStreamDestroy(many[i]));
 	CHECK(cuModuleLoadData(&b, b_image));
 	CHECK(cuModuleGetGlobal(&table, &size, b, "g_table"));
 	CHECK(cuMemcpyDtoH(v, table, sizeof(v)));
-	printf("a context made on GPU 0 after it, a module in it: g_table %d %d %d %d (%zu bytes)\n", v[0], v[1],
-	       v[2], v[3], size);
+	printf("a context made on GPU 0 after it, 12 streams made and destroyed, a module: g_table %d %d %d %d "
+	       "(%zu bytes)\n", v[0], v[1], v[2], v[3], size);
 	CHECK(cuCtxSetCurrent(g[0].ctx));
 }
 
