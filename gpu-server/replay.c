@@ -104,28 +104,41 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
  * the others, which share the driver's area. So a growth seen since the
  * last record, in any context the client holds (a kernel may have grown
  * one that is not current), is kept as the cuCtxSetLimit a restore
- * replays, in that context, before this record. The context skip (the one
- * a program's own cuCtxSetLimit just set) only starts again from what it
- * has now. */
-static void note_stack_of(struct worker *w, struct replay_log *l, uint64_t ctx, size_t now, int keep)
+ * replays, in that context, before this record. The contexts are those
+ * records made (up to STACKS_MAX), each followed from what its stack was
+ * when made; the context skip (the one a program's own cuCtxSetLimit just
+ * set) only starts again from what it has now. */
+static int stack_of(struct worker *w, uint64_t ctx, size_t *now)
+{
+	return handle_kind_of(w, ctx) != H_CTX || cuCtxSetCurrent(w->handles[ctx - HANDLE_BASE].real) ||
+	       cuCtxGetLimit(now, CU_LIMIT_STACK_SIZE) ? -1 : 0;
+}
+
+static void follow_stack(struct worker *w, struct replay_log *l, uint64_t ctx)
+{
+	CUcontext cur = NULL;
+	size_t now;
+	unsigned i;
+
+	for (i = 0; i < l->nstacks && l->stacks[i].ctx != ctx; i++)
+		;                            /* (a context gone may have left its id) */
+	if (i == STACKS_MAX || cuCtxGetCurrent(&cur))
+		return;
+	if (!stack_of(w, ctx, &now)) {
+		l->stacks[i] = (typeof(l->stacks[0])){ ctx, now };
+		l->nstacks += i == l->nstacks;
+	}
+	cuCtxSetCurrent(cur);
+}
+
+static void keep_growth(struct worker *w, struct replay_log *l, uint64_t ctx, size_t now)
 {
 	uint64_t id[2] = { CU_LIMIT_STACK_SIZE, now };
 	scalars a = { { 2, id } };
 	uint64_t cur = w->current_ctx;
-	unsigned i;
 	struct record *r;
 
-	for (i = 0; i < l->nstacks && l->stacks[i].ctx != ctx; i++)
-		;
-	if (i == l->nstacks) {               /* the first record since the context was made: its start */
-		if (i < STACKS_MAX)
-			l->stacks[l->nstacks++] = (typeof(l->stacks[0])){ ctx, now };
-		return;
-	}
-	if (now == l->stacks[i].bytes)
-		return;
-	l->stacks[i].bytes = now;
-	if (!keep || !(r = record_new((xdrproc_t)xdr_scalars, &a)))
+	if (!(r = record_new((xdrproc_t)xdr_scalars, &a)))
 		return;
 	w->current_ctx = ctx;
 	append(w, l, r, P_cuCtxSetLimit, 0, ctx);
@@ -134,29 +147,24 @@ static void note_stack_of(struct worker *w, struct replay_log *l, uint64_t ctx, 
 		  (unsigned long long)ctx, now);
 }
 
-/* Forgets the stacks of contexts that are gone (their slots serve others). */
-static void prune_stacks(struct worker *w, struct replay_log *l)
-{
-	for (unsigned i = 0; i < l->nstacks;)
-		if (handle_kind_of(w, l->stacks[i].ctx) != H_CTX)
-			l->stacks[i] = l->stacks[--l->nstacks];
-		else
-			i++;
-}
-
 static void note_stack(struct worker *w, struct replay_log *l, uint64_t skip)
 {
 	CUcontext cur = NULL;
 	size_t now;
 
-	if (cuCtxGetCurrent(&cur))
+	if (!l->nstacks || cuCtxGetCurrent(&cur))
 		return;
-	prune_stacks(w, l);
-	for (unsigned i = 0; i < w->nhandles; i++) {
-		if (w->handles[i].kind != H_CTX || cuCtxSetCurrent(w->handles[i].real) ||
-		    cuCtxGetLimit(&now, CU_LIMIT_STACK_SIZE))
+	for (unsigned i = 0; i < l->nstacks;) {
+		if (handle_kind_of(w, l->stacks[i].ctx) != H_CTX) {
+			l->stacks[i] = l->stacks[--l->nstacks];   /* gone: its slot serves another */
 			continue;
-		note_stack_of(w, l, HANDLE_BASE + i, now, HANDLE_BASE + i != skip);
+		}
+		if (!stack_of(w, l->stacks[i].ctx, &now) && now != l->stacks[i].bytes) {
+			l->stacks[i].bytes = now;
+			if (l->stacks[i].ctx != skip)
+				keep_growth(w, l, l->stacks[i].ctx, now);
+		}
+		i++;
 	}
 	cuCtxSetCurrent(cur);
 }
@@ -178,6 +186,8 @@ void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64
 		return;
 	}
 	append(w, l, r, d->proc, (d->flags & PROC_CREATES) ? w->created : 0, parent);
+	if (handle_kind_of(w, r->handle) == H_CTX)
+		follow_stack(w, l, r->handle);
 	if (d->proc == P_stream_peak)
 		r->streams = (unsigned)((scalars *)args)->v.v_val[0];
 }
