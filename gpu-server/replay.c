@@ -213,17 +213,14 @@ void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t
 }
 
 /* What a destroyed stream's creation r leaves in its place: how many
- * streams its context had alive then, where the log has no such mark as
- * high before it (NULL: nothing). */
-static struct record *peak_of(struct replay_log *l, const struct record *r)
+ * streams its context had alive then (NULL: out of memory; prune_peaks
+ * drops it if another mark covers it). */
+static struct record *peak_of(const struct record *r)
 {
 	uint64_t n = r->streams < STREAM_PEAK_MAX ? r->streams : STREAM_PEAK_MAX;
 	scalars a = { { 1, &n } };
 	struct record *q;
 
-	for (q = l->head; q != r; q = q->next)
-		if (q->proc == P_stream_peak && q->ctx == r->ctx && q->streams >= n)
-			return NULL;
 	if (!(q = record_new((xdrproc_t)xdr_scalars, &a)))
 		return NULL;
 	*q = (struct record){ .seq = r->seq, .ctx = r->ctx, .parent = r->ctx, .chunks = r->chunks, .gpus = r->gpus,
@@ -279,7 +276,7 @@ void replay_drop(struct worker *w, uint64_t id)
 			p = &r->next;
 			continue;
 		}
-		peak = r->handle == id && stream_made(r->proc) ? peak_of(l, r) : NULL;
+		peak = r->handle == id && stream_made(r->proc) ? peak_of(r) : NULL;
 		*p = r->next;
 		child = r->handle != id ? r->handle : 0;
 		if (peak) {                  /* in the creation's place */
