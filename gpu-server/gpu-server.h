@@ -16,7 +16,7 @@ enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_S
 
 struct handle_entry {
 	enum handle_kind kind;
-	int loaded;                          /* H_FUNCTION: cuFuncLoad done */
+	uint64_t loaded;                     /* 0, or where cuFuncLoad was done (loaded_key) */
 	void *real;
 };
 

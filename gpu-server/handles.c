@@ -18,20 +18,33 @@ static int kind_matches(enum handle_kind want, enum handle_kind have)
  * nothing, would place later modules' variables elsewhere. So the worker
  * loads each itself at its first use (enumerated functions need that
  * anyway: else attribute queries fail with CUDA_ERROR_FUNCTION_NOT_LOADED)
- * and keeps the load in the replay log, where a restore makes it again. */
-static CUresult function_load(struct handle_entry *e)
+ * and keeps the load in the replay log, where a restore makes it again.
+ * A library kernel has a function in each context, loaded at its first
+ * use there (an occupancy query is enough): so it counts as loaded in the
+ * context it was last used in, and a load it needs in another context is
+ * kept too (only one that loads: a program that takes turns between its
+ * GPUs adds nothing); *keep says whether to keep it. */
+static uint64_t loaded_key(const struct worker *w, const struct handle_entry *e)
+{
+	return e->kind == H_KERNEL ? w->current_ctx + 1 : 1;
+}
+
+static CUresult function_load(struct worker *w, struct handle_entry *e, int *keep)
 {
 	CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_LOADED;
 	CUfunction f = (CUfunction)e->real;
 	CUresult err = CUDA_SUCCESS;
 
+	*keep = !e->loaded;                  /* the first use, loaded or not */
 	if (e->kind == H_KERNEL)
 		err = cuKernelGetFunction(&f, (CUkernel)e->real);
 	if (!err)
 		err = cuFuncIsLoaded(&st, f);
-	if (err == CUDA_SUCCESS && st != CU_FUNCTION_LOADING_STATE_LOADED)
+	if (err == CUDA_SUCCESS && st != CU_FUNCTION_LOADING_STATE_LOADED) {
 		err = cuFuncLoad(f);
-	e->loaded = err == CUDA_SUCCESS;
+		*keep = 1;
+	}
+	e->loaded = err == CUDA_SUCCESS ? loaded_key(w, e) : 0;
 	return err;
 }
 
@@ -49,6 +62,7 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 {
 	struct handle_entry *e;
 	CUresult err;
+	int keep;
 
 	if (id == 0 || (kind == H_STREAM && id <= 2)) {
 		*real = (void *)(uintptr_t)id;
@@ -60,9 +74,9 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 	if (!kind_matches(kind, e->kind))
 		return CUDA_ERROR_INVALID_HANDLE;
 	*real = e->real;
-	if (kind != H_FUNCTION || e->loaded)
+	if (kind != H_FUNCTION || e->loaded == loaded_key(w, e))
 		return CUDA_SUCCESS;
-	if (!(err = function_load(e)))
+	if (!(err = function_load(w, e, &keep)) && keep)
 		note_load(w, id);
 	return err;
 }
@@ -72,12 +86,13 @@ CUresult hand_func_load(struct worker *w, void *args, void *res)
 {
 	scalars *a = args;
 	struct handle_entry *e;
+	int keep;
 
 	if (a->v.v_len != 1 || handle_kind_of(w, a->v.v_val[0]) == H_FREE ||
 	    !kind_matches(H_FUNCTION, handle_kind_of(w, a->v.v_val[0])))
 		return CUDA_ERROR_INVALID_HANDLE;
 	e = &w->handles[a->v.v_val[0] - HANDLE_BASE];
-	return e->loaded ? CUDA_SUCCESS : function_load(e);
+	return e->loaded == loaded_key(w, e) ? CUDA_SUCCESS : function_load(w, e, &keep);
 }
 
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id)

@@ -256,7 +256,8 @@ static void prune_peaks(struct replay_log *l)
 	}
 }
 
-/* Forgets everything made from handle id, recursively. */
+/* Forgets everything made from handle id, recursively (and a context's
+ * loads of library kernels: handles.c). */
 void replay_drop(struct worker *w, uint64_t id)
 {
 	struct replay_log *l = w->replay;
@@ -272,7 +273,7 @@ void replay_drop(struct worker *w, uint64_t id)
 		else
 			i++;
 	for (p = &l->head; (r = *p);) {
-		if (r->handle != id && r->parent != id) {
+		if (r->handle != id && r->parent != id && !(r->proc == P_func_load && r->ctx == id)) {
 			p = &r->next;
 			continue;
 		}

@@ -5,7 +5,10 @@
  * module "contains" those whose names appear in it (all of them when none
  * does, e.g. in a compressed fatbin).  Each module has its own copy of its
  * globals.  A library is a module that belongs to no context; its CUkernel
- * handles are the same objects as its CUfunctions.
+ * handles are the same objects as its CUfunctions.  As on a GPU, a
+ * library's kernel is loaded into a context at its first use there (a
+ * launch, an attribute or occupancy query, cuFuncLoad), and its code then
+ * takes room among that context's module variables.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -16,10 +19,14 @@
 #include <string.h>
 #include "fakecuda.h"
 
+#define FUNC_CTXS 8
+#define FUNC_CODE 512                   /* bytes a kernel's code takes in a context */
+
 struct func {
 	const struct fc_kernel *k;
 	struct module *mod;
 	int attrs[CU_FUNC_ATTRIBUTE_MAX];
+	struct fc_ctx *loaded[FUNC_CTXS];	/* a library's: the contexts it is loaded in */
 };
 
 struct module {
@@ -356,6 +363,36 @@ CUresult cuKernelGetName(const char **name, CUkernel kernel)
 	return cuFuncGetName(name, (CUfunction)kernel);
 }
 
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether library kernel f is loaded in context c (slot: where it is, or
+ * a free place for it, or -1). */
+static int loaded_in(struct func *f, struct fc_ctx *c, int *slot)
+{
+	*slot = -1;
+	for (int i = 0; i < FUNC_CTXS; i++) {
+		if (f->loaded[i] == c)
+			return 1;
+		if (!f->loaded[i] && *slot < 0)
+			*slot = i;
+	}
+	return 0;
+}
+
+/* A library kernel's first use in the current context loads it there. */
+static void lib_load(struct func *f)
+{
+	struct fc_ctx *c;
+	int slot;
+
+	if (!f->mod || !f->mod->lib || fc_current(&c) || !c)
+		return;
+	pthread_mutex_lock(&load_lock);
+	if (!loaded_in(f, c, &slot) && slot >= 0 && globals_take(c, FUNC_CODE))
+		f->loaded[slot] = c;
+	pthread_mutex_unlock(&load_lock);
+}
+
 /* For launch.c: what a CUfunction (or CUkernel) runs. */
 CUresult fc_func(CUfunction hfunc, const struct fc_kernel **k, void **mod, int *max_shmem)
 {
@@ -363,6 +400,7 @@ CUresult fc_func(CUfunction hfunc, const struct fc_kernel **k, void **mod, int *
 
 	TRY(fc_need_init());
 	CHECK(fc_obj_has(f, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
+	lib_load(f);
 	if (k)
 		*k = f->k;
 	if (mod)
@@ -453,11 +491,23 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode)
 	return CUDA_SUCCESS;
 }
 
-/* The stand-in loads every function with its module. */
+/* A module's functions are loaded with it; a library's, per context. */
 CUresult cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction hfunc)
 {
-	TRY(fc_func(hfunc, NULL, NULL, NULL));
+	struct func *f = (struct func *)hfunc;
+	struct fc_ctx *c = NULL;
+	int slot, in;
+
+	TRY(fc_need_init());
+	CHECK(fc_obj_has(f, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
 	CHECK_ARG(state);
+	if (f->mod && f->mod->lib && !fc_current(&c) && c) {
+		pthread_mutex_lock(&load_lock);
+		in = loaded_in(f, c, &slot);
+		pthread_mutex_unlock(&load_lock);
+		*state = in ? CU_FUNCTION_LOADING_STATE_LOADED : CU_FUNCTION_LOADING_STATE_UNLOADED;
+		return CUDA_SUCCESS;
+	}
 	*state = CU_FUNCTION_LOADING_STATE_LOADED;
 	return CUDA_SUCCESS;
 }

@@ -5,8 +5,8 @@
  * (cuMemcpyPeer, unified cuMemcpy, device-to-device), runs a kernel on GPU
  * 1 that reads GPU 0's memory, and reduces over both GPUs, then runs a
  * kernel on GPU 1 that needs more stack than a context starts with and
- * makes a context on GPU 0 after it, with streams made and destroyed,
- * then a module. Each GPU also keeps a piece of VMM memory that only it
+ * makes a context on GPU 0 after it, with streams made and destroyed and
+ * a library kernel's first use there, then a module. Each GPU also keeps a piece of VMM memory that only it
  * may reach (as NCCL's buffers are). Then STEPS steps (STEP_MS apart:
  * time to checkpoint it) each change both GPUs' memory and exchange a
  * slice, and print the checksums. With one GPU it says so and runs the
@@ -264,21 +264,30 @@ static void steps(int count, int ms)
  * every GPU's: the context then made on GPU 0, and its module, land after
  * it, so a restore must grow GPU 1's stack before making them, though
  * GPU 1 was not current there. The streams made and destroyed before the
- * module leave their mark there too (the most alive at once). */
+ * module leave their mark there too (the most alive at once), and so
+ * does a library's kernel, loaded into each context at its first use
+ * there: an occupancy query, as the runtime makes, passing the CUkernel
+ * as a CUfunction. */
 static void late_module(void)
 {
-	void *b_image = load_kernel("kernels_b.cubin", NULL);
+	void *b_image = load_kernel("kernels_b.cubin", NULL), *a_image = load_kernel("kernels_a.cubin", NULL);
 	CUdeviceptr out, table;
 	CUcontext late;
 	CUstream many[12];
 	CUmodule b;
+	CUlibrary lib;
+	CUkernel add;
 	CUdevice dev;
 	CUfunction deep;
 	unsigned long long sum = 0;
 	size_t size, stack = 0;
-	int seed = 5, v[4];
+	int seed = 5, v[4], blocks[2] = { 0, 0 };
 	void *args[] = { &out, &seed };
 
+	CHECK(cuCtxSetCurrent(g[0].ctx));
+	CHECK(cuLibraryLoadData(&lib, a_image, NULL, NULL, 0, NULL, NULL, 0));
+	CHECK(cuLibraryGetKernel(&add, lib, "vec_add"));
+	CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks[0], (CUfunction)add, 256, 0));
 	CHECK(cuCtxSetCurrent(g[1].ctx));
 	CHECK(cuModuleGetFunction(&deep, g[1].cr, "deep_stack"));
 	CHECK(cuMemAlloc(&out, 8));
@@ -292,6 +301,9 @@ static void late_module(void)
 		CHECK(cuStreamCreate(&many[i], CU_STREAM_NON_BLOCKING));
 	for (int i = 0; i < 12; i++)
 		CHECK(cuStreamDestroy(many[i]));
+	CHECK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks[1], (CUfunction)add, 128, 0));
+	printf("a library's vec_add: %d blocks of 256 a multiprocessor in GPU 0's context, %d of 128 in the "
+	       "late one\n", blocks[0], blocks[1]);
 	CHECK(cuModuleLoadData(&b, b_image));
 	CHECK(cuModuleGetGlobal(&table, &size, b, "g_table"));
 	CHECK(cuMemcpyDtoH(v, table, sizeof(v)));
