@@ -17,6 +17,7 @@ enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_S
 struct handle_entry {
 	enum handle_kind kind;
 	uint64_t loaded;                     /* 0, or where cuFuncLoad was done (loaded_key) */
+	uint64_t in_ctxs;                    /* H_KERNEL: bit i: used in context kernel_ctxs[i] */
 	void *real;
 };
 
@@ -46,6 +47,8 @@ struct worker {
 	CUresult pending;                    /* first error of a pipelined call */
 	struct handle_entry *handles;
 	unsigned nhandles, cap_handles;
+	uint64_t kernel_ctxs[64];            /* contexts library kernels were used in (handles.c) */
+	unsigned nkernel_ctxs;
 	void (*on_forget)(struct worker *w, enum handle_kind kind, uint64_t id);   /* handles_on_forget */
 	/* session.c's: opens a channel to the client (hostfn.c, lanes.c) */
 	CUresult (*channel_call)(struct worker *w, const scalars *a, name_res *r, int *fd);

@@ -19,14 +19,39 @@ static int kind_matches(enum handle_kind want, enum handle_kind have)
  * loads each itself at its first use (enumerated functions need that
  * anyway: else attribute queries fail with CUDA_ERROR_FUNCTION_NOT_LOADED)
  * and keeps the load in the replay log, where a restore makes it again.
- * A library kernel has a function in each context, loaded at its first
- * use there (an occupancy query is enough): so it counts as loaded in the
- * context it was last used in, and a load it needs in another context is
- * kept too (only one that loads: a program that takes turns between its
- * GPUs adds nothing); *keep says whether to keep it. */
+ * A library kernel has a function in each context: its first use in a
+ * context (cuKernelGetFunction there is enough) loads its library's module
+ * there. So that first use is kept too, for each context (up to 64 of
+ * them), whether or not the function then still needed cuFuncLoad; a
+ * program that takes turns between its GPUs adds nothing more. The
+ * kernel counts as loaded in the context it was last used in. */
 static uint64_t loaded_key(const struct worker *w, const struct handle_entry *e)
 {
 	return e->kind == H_KERNEL ? w->current_ctx + 1 : 1;
+}
+
+/* The bit of context ctx in a kernel's in_ctxs (-1: too many). */
+static int ctx_bit(struct worker *w, uint64_t ctx)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nkernel_ctxs && w->kernel_ctxs[i] != ctx; i++)
+		;
+	if (i == w->nkernel_ctxs && i < 64)
+		w->kernel_ctxs[w->nkernel_ctxs++] = ctx;
+	return i < 64 ? (int)i : -1;
+}
+
+/* A context gone: its bit is free for another. */
+static void handles_ctx_gone(struct worker *w, uint64_t ctx)
+{
+	for (unsigned i = 0; i < w->nkernel_ctxs; i++) {
+		if (w->kernel_ctxs[i] != ctx)
+			continue;
+		w->kernel_ctxs[i] = ~0ull;   /* no context has that id */
+		for (unsigned j = 0; j < w->nhandles; j++)
+			w->handles[j].in_ctxs &= ~(1ull << i);
+	}
 }
 
 static CUresult function_load(struct worker *w, struct handle_entry *e, int *keep)
@@ -34,8 +59,9 @@ static CUresult function_load(struct worker *w, struct handle_entry *e, int *kee
 	CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_LOADED;
 	CUfunction f = (CUfunction)e->real;
 	CUresult err = CUDA_SUCCESS;
+	int bit = e->kind == H_KERNEL ? ctx_bit(w, w->current_ctx) : -1;
 
-	*keep = !e->loaded;                  /* the first use, loaded or not */
+	*keep = !e->loaded || (bit >= 0 && !(e->in_ctxs >> bit & 1));
 	if (e->kind == H_KERNEL)
 		err = cuKernelGetFunction(&f, (CUkernel)e->real);
 	if (!err)
@@ -44,7 +70,12 @@ static CUresult function_load(struct worker *w, struct handle_entry *e, int *kee
 		err = cuFuncLoad(f);
 		*keep = 1;
 	}
+	log_debug("use of %s %llu in context %llu: %s", e->kind == H_KERNEL ? "kernel" : "function",
+		  (unsigned long long)(e - w->handles) + HANDLE_BASE, (unsigned long long)w->current_ctx,
+		  err ? "cannot load it" : *keep ? "kept" : "loaded and kept already");
 	e->loaded = err == CUDA_SUCCESS ? loaded_key(w, e) : 0;
+	if (!err && bit >= 0)
+		e->in_ctxs |= 1ull << bit;
 	return err;
 }
 
@@ -127,7 +158,10 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
 
 	for (i = 0; i < w->nhandles; i++) {
 		if (w->handles[i].kind == kind && w->handles[i].real == real) {
+			if (kind == H_FUNCTION)
+				log_debug("function %u came back", HANDLE_BASE + i);
 			w->handles[i].loaded = 0;    /* a new function may have an old one's handle */
+			w->handles[i].in_ctxs = 0;
 			return HANDLE_BASE + i;
 		}
 		if (w->handles[i].kind == H_FREE && slot == w->nhandles)
@@ -143,6 +177,7 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
 	}
 	w->handles[slot].kind = kind;
 	w->handles[slot].loaded = 0;
+	w->handles[slot].in_ctxs = 0;
 	w->handles[slot].real = real;
 	w->created = HANDLE_BASE + slot;
 	return w->created;
@@ -176,6 +211,8 @@ void handle_forget(struct worker *w, uint64_t id)
 		return;
 	if (w->on_forget && w->handles[id - HANDLE_BASE].kind != H_FREE)
 		w->on_forget(w, w->handles[id - HANDLE_BASE].kind, id);
+	if (w->handles[id - HANDLE_BASE].kind == H_CTX)
+		handles_ctx_gone(w, id);
 	w->handles[id - HANDLE_BASE].kind = H_FREE;
 }
 

@@ -28,6 +28,9 @@ static CUresult load_image(struct worker *w, const module_load_args *a, const vo
 	if (!(*id = handle_put(w, a->library ? H_LIBRARY : H_MODULE, handle)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	globals_track(w, *id, handle, a->library, image, size);
+	log_debug("loaded an image of %zu bytes (%016llx%016llx) as %s %llu in context %llu", size,
+		  (unsigned long long)a->hash.hi, (unsigned long long)a->hash.lo, a->library ? "library" : "module",
+		  (unsigned long long)*id, (unsigned long long)w->current_ctx);
 	return CUDA_SUCCESS;
 }
 
@@ -207,6 +210,8 @@ CUresult hand_module_get_global(struct worker *w, void *args, void *res)
 		return err;
 	w->call_parent = a->handle;
 	replay_note_global(w, a->handle, ptr, size);
+	log_debug("variable %s of module %llu in context %llu: 0x%llx (%zu bytes)", a->name,
+		  (unsigned long long)a->handle, (unsigned long long)w->current_ctx, (unsigned long long)ptr, size);
 	r->ptr = ptr;
 	r->size = size;
 	return CUDA_SUCCESS;
@@ -226,6 +231,8 @@ CUresult hand_library_get_global(struct worker *w, void *args, void *res)
 		return err;
 	w->call_parent = a->handle;
 	replay_note_global(w, a->handle, ptr, size);
+	log_debug("variable %s of library %llu in context %llu: 0x%llx (%zu bytes)", a->name,
+		  (unsigned long long)a->handle, (unsigned long long)w->current_ctx, (unsigned long long)ptr, size);
 	r->ptr = ptr;
 	r->size = size;
 	return CUDA_SUCCESS;

@@ -94,8 +94,8 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
 	l->tail = &r->next;
 	if (stream_made(proc))
 		r->streams = live_streams(l, r->ctx);
-	log_debug("kept %s as record %llu", worker_proc(proc) ? worker_proc(proc)->name : "?",
-		  (unsigned long long)r->seq);
+	log_debug("kept %s as record %llu (context %llu)", worker_proc(proc) ? worker_proc(proc)->name : "?",
+		  (unsigned long long)r->seq, (unsigned long long)r->ctx);
 }
 
 /* The driver grows a context's per-thread stack, and with it the local

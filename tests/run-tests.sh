@@ -91,18 +91,32 @@ PASS=0
 FAIL=0
 SERVERS=""
 
+# (a preloaded client keeps what the driver needs, but not the GPU choice:
+# its CUDA_VISIBLE_DEVICES would pick among its server's GPUs)
 if [ "$MODE" = cpu ]; then
 	DRIVER_ENV="LD_LIBRARY_PATH=$B/tests/fakecuda"
+	PRELOAD_ENV=$DRIVER_ENV
 else
-	DRIVER_ENV="CICADA_NATIVE=1${CICADA_TEST_GPUS:+ CUDA_VISIBLE_DEVICES=$CICADA_TEST_GPUS}"
+	PRELOAD_ENV="CICADA_NATIVE=1"
+	DRIVER_ENV="$PRELOAD_ENV${CICADA_TEST_GPUS:+ CUDA_VISIBLE_DEVICES=$CICADA_TEST_GPUS}"
 fi
+
+# kill_ours PATTERN: this suite's processes matching PATTERN, those whose
+# environment names its scratch directory (its clients' CICADA_SERVER or
+# token file): a suite beside it on the node keeps its own.
+kill_ours() {
+	local p
+	for p in $(pgrep -f "$1"); do
+		grep -qsF "$T/" "/proc/$p/environ" && kill -9 "$p" 2>/dev/null
+	done
+}
 
 cleanup() {
 	for p in $SERVERS; do kill -9 "$p" 2>/dev/null; done
 	pkill -9 -f "gpu-server --listen .* --cache-dir $T/" 2>/dev/null
 	pkill -9 -f "gpu-server --worker-fd .* --cache-dir $T/" 2>/dev/null
-	pkill -9 -f "^$PROGS/" 2>/dev/null         # checkpointed programs (setsid, no deadline of their own)
-	pkill -9 -f "tests/torch/workloads.py [a-z-]*(train|launch)" 2>/dev/null   # (launchers and ranks too)
+	kill_ours "^$PROGS/"                       # checkpointed programs (setsid, no deadline of their own)
+	kill_ours "tests/torch/workloads.py [a-z-]*(train|launch)"   # (launchers and ranks too)
 	ip netns del "cicada-node-$$" 2>/dev/null
 	ip netns del "cicada-torchnode-$$" 2>/dev/null
 	mig_nodes_down
@@ -148,7 +162,7 @@ cicada_env() {
 	shm) echo "CICADA_SERVER=unix:$T/$s.sock LD_LIBRARY_PATH=$B/lib" ;;
 	unix) echo "CICADA_SERVER=unix:$T/$s.sock CICADA_SHM=0 LD_LIBRARY_PATH=$B/lib" ;;
 	tcp) echo "CICADA_SERVER=tcp:127.0.0.1:$port CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib" ;;
-	preload) echo "CICADA_SERVER=unix:$T/$s.sock LD_PRELOAD=$B/lib/libcicada.so $DRIVER_ENV" ;;
+	preload) echo "CICADA_SERVER=unix:$T/$s.sock LD_PRELOAD=$B/lib/libcicada.so $PRELOAD_ENV" ;;
 	esac
 }
 

@@ -7,8 +7,9 @@
  * globals.  A library is a module that belongs to no context; its CUkernel
  * handles are the same objects as its CUfunctions.  As on a GPU, a
  * library's kernel is loaded into a context at its first use there (a
- * launch, an attribute or occupancy query, cuFuncLoad), and its code then
- * takes room among that context's module variables.
+ * launch, an attribute or occupancy query, cuKernelGetFunction,
+ * cuFuncLoad), and its code then takes room among that context's module
+ * variables.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -349,20 +350,6 @@ CUresult cuLibraryGetModule(CUmodule *mod, CUlibrary library)
 	return CUDA_SUCCESS;
 }
 
-CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
-{
-	TRY(fc_current(NULL));
-	CHECK_ARG(func);
-	CHECK(fc_obj_has(kernel, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
-	*func = (CUfunction)kernel;
-	return CUDA_SUCCESS;
-}
-
-CUresult cuKernelGetName(const char **name, CUkernel kernel)
-{
-	return cuFuncGetName(name, (CUfunction)kernel);
-}
-
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Whether library kernel f is loaded in context c (slot: where it is, or
@@ -391,6 +378,21 @@ static void lib_load(struct func *f)
 	if (!loaded_in(f, c, &slot) && slot >= 0 && globals_take(c, FUNC_CODE))
 		f->loaded[slot] = c;
 	pthread_mutex_unlock(&load_lock);
+}
+
+CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
+{
+	TRY(fc_current(NULL));
+	CHECK_ARG(func);
+	CHECK(fc_obj_has(kernel, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
+	lib_load((struct func *)kernel);
+	*func = (CUfunction)kernel;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetName(const char **name, CUkernel kernel)
+{
+	return cuFuncGetName(name, (CUfunction)kernel);
 }
 
 /* For launch.c: what a CUfunction (or CUkernel) runs. */

@@ -85,7 +85,7 @@ mig_finished() {
 
 mig_show_failure() {
 	cat "$MIG_LOG" "$MIG_LOG.err" 2>/dev/null | tail -3
-	diff "$T/mig.native" "$CR_OUT" | head -5
+	diff "$MIG_REF" "$CR_OUT" | head -5
 	tail -2 "$CR_OUT.err"
 	for n in $MIG_NODES; do grep -h "warning\|error" "$T/mig-${n%%:*}.log" | tail -2; done
 	for f in "$T"/run-mig-*/migrate-failed-*.log "$T"/mig-work/gpu-migrate-*-dump.log; do
@@ -98,6 +98,7 @@ mig_show_failure() {
 
 mig_case() {
 	local what=$1; shift
+	MIG_REF=$T/mig.native                # (what the output is compared with)
 	if "$@"; then ok "$what"; else bad "$what"; mig_show_failure; fi
 }
 
@@ -236,6 +237,7 @@ mig_killed() {
 # mig_big [--gpu-only]: the whole application, or only its GPU state.
 mig_big() {
 	local args="$CICADA_KERNELS ${CICADA_MIGRATE_BIG_MIB:-8192} 300 100 10"
+	MIG_REF=$T/mig.big.native
 	[ -s "$T/mig.big.native" ] ||
 		env $DRIVER_ENV timeout 300 "$PROGS/cr_pattern" $args >"$T/mig.big.native" 2>/dev/null || return 1
 	cr_launch shm main "$PROGS/cr_pattern" $args || return 1
