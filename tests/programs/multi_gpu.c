@@ -6,11 +6,11 @@
  * 1 that reads GPU 0's memory, and reduces over both GPUs, then runs a
  * kernel on GPU 1 that needs more stack than a context starts with and
  * makes a context on GPU 0 after it, with streams made and destroyed and
- * a library kernel's first use there, then a module. Each GPU also keeps a piece of VMM memory that only it
- * may reach (as NCCL's buffers are). Then STEPS steps (STEP_MS apart:
- * time to checkpoint it) each change both GPUs' memory and exchange a
- * slice, and print the checksums. With one GPU it says so and runs the
- * steps on that one.
+ * a library kernel's first use there, then a module. Each GPU also keeps
+ * a piece of VMM memory that only it may reach (as NCCL's buffers are).
+ * Then STEPS steps (STEP_MS apart: time to checkpoint it) each change
+ * both GPUs' memory and exchange a slice, and print the checksums. With
+ * one GPU it says so and runs the steps on that one.
  */
 #include <stdio.h>
 #include <stdlib.h>
