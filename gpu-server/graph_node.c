@@ -217,14 +217,20 @@ static void extra_copy(void **extra, char *buf, size_t len)
 static uint64_t function_id(struct worker *w, CUfunction f, CUkernel kern)
 {
 	uint64_t id = kern ? handle_find(w, H_KERNEL, kern) : 0;
+	const char *name = NULL, *kname;
 	CUfunction g;
 
 	if (!id)
 		id = handle_find(w, H_FUNCTION, f);
 	if (!id)
 		id = handle_find(w, H_KERNEL, f);
-	for (unsigned i = 0; !id && i < w->nhandles; i++)
-		if (w->handles[i].kind == H_KERNEL && !cuKernelGetFunction(&g, w->handles[i].real) && g == f)
+	if (!id && cuFuncGetName(&name, f))
+		name = NULL;
+	/* only kernels of f's name are asked for their function here: that
+	 * would load any other's library into this context, unrecorded */
+	for (unsigned i = 0; !id && name && i < w->nhandles; i++)
+		if (w->handles[i].kind == H_KERNEL && !cuKernelGetName(&kname, w->handles[i].real) &&
+		    !strcmp(kname, name) && !cuKernelGetFunction(&g, w->handles[i].real) && g == f)
 			id = HANDLE_BASE + i;
 	return id ? id : handle_put(w, H_FUNCTION, f);
 }

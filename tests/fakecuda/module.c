@@ -392,7 +392,11 @@ CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel)
 
 CUresult cuKernelGetName(const char **name, CUkernel kernel)
 {
-	return cuFuncGetName(name, (CUfunction)kernel);
+	TRY(fc_need_init());
+	CHECK(fc_obj_has(kernel, FC_FUNC), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_ARG(name);
+	*name = ((struct func *)kernel)->k->name;   /* (loads nothing) */
+	return CUDA_SUCCESS;
 }
 
 /* For launch.c: what a CUfunction (or CUkernel) runs. */
