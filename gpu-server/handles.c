@@ -30,16 +30,23 @@ static uint64_t loaded_key(const struct worker *w, const struct handle_entry *e)
 	return e->kind == H_KERNEL ? w->current_ctx + 1 : 1;
 }
 
-/* The bit of context ctx in a kernel's in_ctxs (-1: too many). */
+/* The bit of context ctx in a kernel's in_ctxs, a gone context's bit
+ * serving again (-1: 64 contexts alive have theirs). */
 static int ctx_bit(struct worker *w, uint64_t ctx)
 {
-	unsigned i;
+	unsigned i, n = w->nkernel_ctxs;
 
-	for (i = 0; i < w->nkernel_ctxs && w->kernel_ctxs[i] != ctx; i++)
+	for (i = 0; i < n && w->kernel_ctxs[i] != ctx; i++)
 		;
-	if (i == w->nkernel_ctxs && i < 64)
-		w->kernel_ctxs[w->nkernel_ctxs++] = ctx;
-	return i < 64 ? (int)i : -1;
+	if (i < n)
+		return (int)i;
+	for (i = 0; i < n && w->kernel_ctxs[i] != ~0ull; i++)
+		;
+	if (i == 64)
+		return -1;
+	w->nkernel_ctxs += i == n;
+	w->kernel_ctxs[i] = ctx;
+	return (int)i;
 }
 
 /* A context gone: its bit is free for another. */
