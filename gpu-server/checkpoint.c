@@ -241,6 +241,7 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	}
 	if (worker_quiesce(w, err))
 		return -1;
+	replay_note_events(w);
 	if (parts_alloc(w, &p, nglobals) || vmm_save(w, &p.m)) {
 		wire_fail(err, "out of memory");
 		goto out;

@@ -16,7 +16,7 @@ enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_S
 
 struct handle_entry {
 	enum handle_kind kind;
-	uint64_t loaded;                     /* 0, or where cuFuncLoad was done (loaded_key) */
+	uint64_t loaded;                     /* where cuFuncLoad was done (loaded_key); H_EVENT: recording kept */
 	uint64_t in_ctxs;                    /* H_KERNEL: bit i: used in context kernel_ctxs[i] */
 	void *real;
 };
@@ -290,6 +290,7 @@ typedef int (*replay_fn)(void *ctx, const struct replay_entry *e);
 void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64_t parent);
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size);
 void replay_drop(struct worker *w, uint64_t id);
+void replay_note_events(struct worker *w);
 #define STREAM_PEAK_MAX 1024                 /* streams a stream_peak record makes alive at most */
 unsigned replay_count(const struct worker *w);
 uint64_t replay_seq(const struct worker *w);

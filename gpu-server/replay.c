@@ -4,7 +4,8 @@
  * lives: destroying a handle drops its records, and those of the handles
  * made from it (a module's functions), so the log stays compact; but a
  * stream's creation leaves how many streams its context had alive then
- * (stream_peak), since the driver's area keeps the mark of the most. A
+ * (stream_peak), since the driver's area keeps the mark of the most; a
+ * checkpoint adds, once, each timing event recorded (event_recorded). A
  * restoring worker replays the log in order; each call that created a
  * handle binds the same handle id again, so the client's handles stay
  * valid. Module globals the client looked up are tracked here too: their
@@ -356,4 +357,62 @@ CUresult hand_stream_peak(struct worker *w, void *args, void *res)
 	while (n)
 		cuStreamDestroy(s[--n]);
 	return err;
+}
+
+/* A timing event recorded before a checkpoint must come back recorded:
+ * cuEventElapsedTime on one never recorded fails with
+ * CUDA_ERROR_INVALID_HANDLE, and PyTorch's DDP reads its timing events a
+ * step after it recorded them. So at a checkpoint each event that the
+ * log made and that measures (its elapsed time to itself reads) is kept,
+ * once, as an event_recorded record in its context, which a restore
+ * replays by recording it there again. */
+static void keep_recorded(struct worker *w, struct replay_log *l, const struct record *made)
+{
+	uint64_t id = made->handle, cur = w->current_ctx;
+	scalars a = { { 1, &id } };
+	struct record *r;
+
+	if (!(r = record_new((xdrproc_t)xdr_scalars, &a)))
+		return;
+	w->current_ctx = made->ctx;
+	append(w, l, r, P_event_recorded, 0, id);
+	w->current_ctx = cur;
+	w->handles[id - HANDLE_BASE].loaded = 1;
+}
+
+void replay_note_events(struct worker *w)
+{
+	struct replay_log *l = w->replay;
+	CUcontext was = NULL, ctx;
+	struct handle_entry *e;
+	float ms;
+
+	if (!l || cuCtxGetCurrent(&was))
+		return;
+	for (struct record *r = l->head; r; r = r->next) {
+		if (handle_kind_of(w, r->handle) != H_EVENT || (e = &w->handles[r->handle - HANDLE_BASE])->loaded)
+			continue;
+		if (r->ctx && !handle_get(w, H_CTX, r->ctx, (void **)&ctx))
+			cuCtxSetCurrent(ctx);
+		if (!cuEventElapsedTime(&ms, (CUevent)e->real, (CUevent)e->real))
+			keep_recorded(w, l, r);
+	}
+	cuCtxSetCurrent(was);
+}
+
+/* A restore's replay of event_recorded: the event is recorded in its
+ * context (current: the record's), and has completed. */
+CUresult hand_event_recorded(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	CUevent ev;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = handle_get(w, H_EVENT, a->v.v_val[0], (void **)&ev)) || (err = cuEventRecord(ev, NULL)) ||
+	    (err = cuEventSynchronize(ev)))
+		return err;
+	w->handles[a->v.v_val[0] - HANDLE_BASE].loaded = 1;
+	return CUDA_SUCCESS;
 }

@@ -243,7 +243,8 @@ CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end)
 	TRY(check_event(end));
 	CHECK_ARG(ms);
 	CHECK(!((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING), CUDA_ERROR_INVALID_HANDLE);
-	CHECK(a->recorded && b->recorded, CUDA_ERROR_NOT_READY);
+	/* as the driver's: an event never recorded has no time to give */
+	CHECK(a->recorded && b->recorded, CUDA_ERROR_INVALID_HANDLE);
 	*ms = (b->at.tv_sec - a->at.tv_sec) * 1e3f + (b->at.tv_nsec - a->at.tv_nsec) / 1e6f;
 	return CUDA_SUCCESS;
 }

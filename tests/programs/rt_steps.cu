@@ -2,7 +2,9 @@
  * rt_steps.cu: a CUDA runtime program (static runtime) that works in
  * steps with pauses between them, for checkpoint/restore tests: device
  * memory, a __device__ counter, a stream and an event carry state from
- * step to step, and each step prints a checksum. A run checkpointed and
+ * step to step, and each step prints a checksum, and whether the time
+ * between two timing events recorded before the first step still reads
+ * (PyTorch's DDP reads its timing events a step after recording them). A run checkpointed and
  * restored mid-way must print exactly what an uninterrupted run prints.
  * Usage: rt_steps [STEPS [MS [MODE]]]. MODE "hostfn" also runs a host
  * function and a stream-ordered allocation each step (both must go on
@@ -296,12 +298,18 @@ int main(int argc, char **argv)
 	unsigned *d, *h;
 	unsigned long long count = 0;
 	cudaStream_t s;
-	cudaEvent_t done;
+	cudaEvent_t done, t0, t1;
+	float elapsed;
 
 	if (cudaMalloc(&d, n * sizeof(unsigned)) || cudaMallocHost(&h, n * sizeof(unsigned)) ||
 	    cudaStreamCreate(&s) || cudaEventCreateWithFlags(&done, cudaEventDisableTiming) ||
 	    cudaMemsetAsync(d, 0, n * sizeof(unsigned), s)) {
 		printf("setup failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+		return 1;
+	}
+	if (cudaEventCreate(&t0) || cudaEventCreate(&t1) || cudaEventRecord(t0, s) || cudaEventRecord(t1, s) ||
+	    cudaEventSynchronize(t1)) {
+		printf("timing events failed: %s\n", cudaGetErrorString(cudaGetLastError()));
 		return 1;
 	}
 	if (!strcmp(mode, "managed") && cudaMallocManaged(&managed, managed_n * sizeof(unsigned))) {
@@ -336,7 +344,9 @@ int main(int argc, char **argv)
 			sum += (unsigned long long)managed[i] * (unsigned)(i + 3);
 		if (!strcmp(mode, "objects"))
 			sum += objects_sum(s);
-		printf("step %d checksum %016llx\n", step, sum);
+		cudaError_t timing = cudaEventElapsedTime(&elapsed, t0, t1);
+		printf("step %d checksum %016llx, timing events %s\n", step, sum,
+		       timing == cudaSuccess ? "read" : cudaGetErrorName(timing));
 		fflush(stdout);
 		struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
 		while (nanosleep(&t, &t))
