@@ -4,8 +4,9 @@
  * memory, a __device__ counter, a stream and an event carry state from
  * step to step, and each step prints a checksum, and whether the time
  * between two timing events recorded before the first step still reads
- * (PyTorch's DDP reads its timing events a step after recording them). A run checkpointed and
- * restored mid-way must print exactly what an uninterrupted run prints.
+ * (PyTorch's DDP reads its timing events a step after recording them).
+ * A run checkpointed and restored mid-way must print exactly what an
+ * uninterrupted run prints.
  * Usage: rt_steps [STEPS [MS [MODE]]]. MODE "hostfn" also runs a host
  * function and a stream-ordered allocation each step (both must go on
  * working after a restore); "graph" also launches a captured CUDA graph
