@@ -61,6 +61,18 @@ static void handles_ctx_gone(struct worker *w, uint64_t ctx)
 	}
 }
 
+/* Whether library kernel e was used in the current context already (a
+ * program taking turns between its GPUs then asks the driver nothing). */
+static int used_here(struct worker *w, struct handle_entry *e)
+{
+	int bit = e->kind == H_KERNEL && e->loaded ? ctx_bit(w, w->current_ctx) : -1;
+
+	if (bit < 0 || !(e->in_ctxs >> bit & 1))
+		return 0;
+	e->loaded = loaded_key(w, e);
+	return 1;
+}
+
 static CUresult function_load(struct worker *w, struct handle_entry *e, int *keep)
 {
 	CUfunctionLoadingState st = CU_FUNCTION_LOADING_STATE_LOADED;
@@ -112,7 +124,7 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 	if (!kind_matches(kind, e->kind))
 		return CUDA_ERROR_INVALID_HANDLE;
 	*real = e->real;
-	if (kind != H_FUNCTION || e->loaded == loaded_key(w, e))
+	if (kind != H_FUNCTION || e->loaded == loaded_key(w, e) || used_here(w, e))
 		return CUDA_SUCCESS;
 	if (!(err = function_load(w, e, &keep)) && keep)
 		note_load(w, id);
