@@ -99,6 +99,25 @@ static void append(struct worker *w, struct replay_log *l, struct record *r, uns
 		  (unsigned long long)r->seq, (unsigned long long)r->ctx);
 }
 
+/* Keeps a record the worker makes itself (of scalars v[0..n-1]), as if
+ * made in context ctx (out of memory: checkpoints will fail). */
+static int append_scalars(struct worker *w, struct replay_log *l, unsigned proc, uint64_t ctx, uint64_t parent,
+			  uint64_t *v, unsigned n)
+{
+	scalars a = { { n, v } };
+	uint64_t cur = w->current_ctx;
+	struct record *r;
+
+	if (!(r = record_new((xdrproc_t)xdr_scalars, &a))) {
+		w->replay_broken = 1;
+		return -1;
+	}
+	w->current_ctx = ctx;
+	append(w, l, r, proc, 0, parent);
+	w->current_ctx = cur;
+	return 0;
+}
+
 /* The driver grows a context's per-thread stack, and with it the local
  * memory it allocates, when a kernel that needs more is launched; where
  * the next module's variables land depends on it, in that context and in
@@ -134,16 +153,10 @@ static void follow_stack(struct worker *w, struct replay_log *l, uint64_t ctx)
 
 static void keep_growth(struct worker *w, struct replay_log *l, uint64_t ctx, size_t now)
 {
-	uint64_t id[2] = { CU_LIMIT_STACK_SIZE, now };
-	scalars a = { { 2, id } };
-	uint64_t cur = w->current_ctx;
-	struct record *r;
+	uint64_t v[2] = { CU_LIMIT_STACK_SIZE, now };
 
-	if (!(r = record_new((xdrproc_t)xdr_scalars, &a)))
+	if (append_scalars(w, l, P_cuCtxSetLimit, ctx, ctx, v, 2))
 		return;
-	w->current_ctx = ctx;
-	append(w, l, r, P_cuCtxSetLimit, 0, ctx);
-	w->current_ctx = cur;
 	log_debug("client %s: the stack of context %llu grew to %zu bytes a thread; kept for a restore", w->peer,
 		  (unsigned long long)ctx, now);
 }
@@ -368,16 +381,10 @@ CUresult hand_stream_peak(struct worker *w, void *args, void *res)
  * replays by recording it there again. */
 static void keep_recorded(struct worker *w, struct replay_log *l, const struct record *made)
 {
-	uint64_t id = made->handle, cur = w->current_ctx;
-	scalars a = { { 1, &id } };
-	struct record *r;
+	uint64_t id = made->handle;
 
-	if (!(r = record_new((xdrproc_t)xdr_scalars, &a)))
-		return;
-	w->current_ctx = made->ctx;
-	append(w, l, r, P_event_recorded, 0, id);
-	w->current_ctx = cur;
-	w->handles[id - HANDLE_BASE].loaded = 1;
+	if (!append_scalars(w, l, P_event_recorded, made->ctx, id, &id, 1))
+		w->handles[id - HANDLE_BASE].loaded = 1;
 }
 
 void replay_note_events(struct worker *w)
