@@ -4,6 +4,7 @@
  * connection, then runs the client's session (session.c) until the
  * client goes away; the calls themselves go through dispatch.c.
  */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "gpu-server.h"
@@ -13,15 +14,33 @@ static void CUDA_CB warm_host_func(void *arg)
 {
 }
 
+/* The driver maps its PTX compiler (some 36 MiB) only when it compiles
+ * PTX that its compute cache (~/.nv/ComputeCache) does not hold, so a
+ * worker on a cold cache would have it in its default mapping area and
+ * one on a warm cache not, and the module variables the driver places
+ * below it would move by that much between a program's run and its
+ * restore, or between two nodes. Every worker maps it itself before
+ * CUDA starts, and NVVM with it (what the driver's JIT of LTO and NVVM
+ * inputs maps); the driver's own dlopen then finds them there. Best
+ * effort: a driver without them compiles none of that. */
+static void map_jit_compiler(void)
+{
+	static const char *const libs[] = { "libnvidia-ptxjitcompiler.so.1", "libnvidia-nvvm.so.4" };
+
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (!dlopen(libs[i], RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE))
+			log_debug("no %s to map before CUDA starts: %s", libs[i], dlerror());
+}
+
 /* What the driver would otherwise map only in the middle of a session
- * (its host-function thread, the PTX compiler) is mapped when the worker
- * starts on a GPU, the same in every worker, and so is the module of
- * device hashing (devhash.c): mapped later, they would move the module
- * variables loaded after them, and a restoring worker, replaying the
- * loads without them, would not (wire/hostarea.c). What every GPU's
- * primary context does first, the same on each (so the program's modules
- * land at the same addresses on whichever GPU a restore puts them). Best
- * effort. */
+ * (its host-function thread, what a first PTX load sets up in a context)
+ * is mapped when the worker starts on a GPU, the same in every worker,
+ * and so is the module of device hashing (devhash.c): mapped later, they
+ * would move the module variables loaded after them, and a restoring
+ * worker, replaying the loads without them, would not (wire/hostarea.c).
+ * What every GPU's primary context does first, the same on each (so the
+ * program's modules land at the same addresses on whichever GPU a
+ * restore puts them). Best effort. */
 static void warm_ctx(void)
 {
 	static const char ptx[] = ".version 7.0\n.target sm_50\n.address_size 64\n"
@@ -96,6 +115,7 @@ static int worker_prepare(struct worker *w)
 	CUresult err;
 
 	devhash_prepare();
+	map_jit_compiler();
 	if ((err = cuInit(0))) {
 		const char *name = "?";
 		cuGetErrorName(err, &name);

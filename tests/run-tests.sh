@@ -30,7 +30,7 @@ rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_sh
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml trace handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
-cr-shm cr-unix cr-tcp cr-server-killed cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
+cr-shm cr-unix cr-tcp cr-server-killed cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
@@ -94,7 +94,7 @@ SERVERS=""
 # (a preloaded client keeps what the driver needs, but not the GPU choice:
 # its CUDA_VISIBLE_DEVICES would pick among its server's GPUs)
 if [ "$MODE" = cpu ]; then
-	DRIVER_ENV="LD_LIBRARY_PATH=$B/tests/fakecuda"
+	DRIVER_ENV="LD_LIBRARY_PATH=$B/tests/fakecuda CUDA_CACHE_PATH=$T/compute-cache"
 	PRELOAD_ENV=$DRIVER_ENV
 else
 	PRELOAD_ENV="CICADA_NATIVE=1"

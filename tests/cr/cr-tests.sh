@@ -355,6 +355,17 @@ cr_vmm_taken() {
 		{ echo "     the worker did not place the reservation past the driver's"; return 1; }
 }
 
+# A program whose run compiles PTX on a cold compute cache (the driver
+# maps its compiler then), restored by a new server that finds the PTX in
+# the cache (where the driver maps nothing): its module variables come
+# back in place all the same.
+cr_jit_cache() {
+	rm -rf "$T/jit-cache"
+	DRIVER_ENV="$DRIVER_ENV CUDA_CACHE_PATH=$T/jit-cache" CR_TAG=jit CR_PORTS=26 \
+		cr_server_killed env CR_JIT_FIRST=kernels_a.ptx "$PROGS/cr_pattern" $CR_ARGS || return 1
+	[ -n "$(ls -A "$T/jit-cache" 2>/dev/null)" ] || { echo "     the driver cached nothing in $T/jit-cache"; return 1; }
+}
+
 rt_steps_reference() {
 	if [ "$MODE" = gpu ]; then
 		env $DRIVER_ENV timeout 120 "$PROGS/rt_steps" 10 150 "$1" >"$CR_REF"
@@ -438,6 +449,8 @@ run_cr_tests() {
 		sh -c "grep -q '^token-file $T/token' '$T'/ckpt.tcp/cicada-session-*.txt && ! grep -rqF \"\$(cat '$T/token')\" '$T/ckpt.tcp'"
 	want cr-server-killed && cr_case "restore after the original server was killed" "$T/ckpt.killed" \
 		cr_server_killed
+	want cr-jit-cache && cr_case "a run that compiled PTX on a cold compute cache, restored by a server whose cache holds it: output identical" \
+		"$T/ckpt.jit" cr_jit_cache
 	if want cr-other-node && command -v ip >/dev/null; then
 		cr_case "restore on another node (network namespace, TCP)" "$T/ckpt.node" cr_other_node
 	elif want cr-other-node; then

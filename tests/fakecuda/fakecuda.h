@@ -85,6 +85,9 @@ FC_HIDDEN int fc_vmm_device(uintptr_t addr);
 FC_HIDDEN CUresult fc_current(struct fc_ctx **out);
 FC_HIDDEN CUresult fc_check_stream(CUstream s);
 
+/* jit.c */
+FC_HIDDEN CUresult fc_ptx_compile(const char *ptx, int valid);
+
 /* kernels.c */
 struct fc_dim { unsigned x, y, z; };
 

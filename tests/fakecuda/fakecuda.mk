@@ -3,13 +3,15 @@
 
 FAKECUDA_DIR  := tests/fakecuda
 FAKECUDA_SRCS := $(addprefix $(FAKECUDA_DIR)/, context.c device.c errors.c kernels.c \
-                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c misc.c link.c tensormap.c userobj.c)
+                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c misc.c link.c tensormap.c userobj.c jit.c)
 FAKECUDA_OBJS := $(FAKECUDA_SRCS:%.c=$(BUILD)/%.o)
 FAKECUDA_LIB  := $(BUILD)/tests/fakecuda/libcuda.so.1
 # Driver entry points often ignore some of their arguments (flags, options).
 FAKECUDA_CFLAGS := -Wno-unused-parameter -Isnapshot-format
 
-all: $(FAKECUDA_LIB)
+FAKECUDA_JIT  := $(BUILD)/tests/fakecuda/libnvidia-ptxjitcompiler.so.1
+
+all: $(FAKECUDA_LIB) $(FAKECUDA_JIT)
 
 $(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c $(FAKECUDA_DIR)/fakecuda.h snapshot-format/devhash.h
 	@mkdir -p $(@D)
@@ -24,6 +26,11 @@ $(BUILD)/$(FAKECUDA_DIR)/ptds.o: $(BUILD)/$(FAKECUDA_DIR)/ptds.c
 
 $(FAKECUDA_LIB): $(FAKECUDA_OBJS) $(BUILD)/$(FAKECUDA_DIR)/ptds.o
 	$(CC) -shared -pthread -Wl,-soname,libcuda.so.1 -o $@ $^ -ldl
+
+# The compiler the stand-in maps when it compiles PTX (jit.c).
+$(FAKECUDA_JIT): $(FAKECUDA_DIR)/jitcompiler.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libnvidia-ptxjitcompiler.so.1 -o $@ $<
 
 # The stand-in must define every driver function the gpu-server calls: a
 # worker on it would otherwise die of a missing symbol at its first use.

@@ -9,7 +9,8 @@
  * library's kernel is loaded into a context at its first use there (a
  * launch, an attribute or occupancy query, cuKernelGetFunction,
  * cuFuncLoad), and its code then takes room among that context's module
- * variables.
+ * variables. PTX goes through the stand-in's compiler and its cache
+ * (jit.c) and holds only what it names.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -104,6 +105,29 @@ static int knows_some(const void *img)
 	return 0;
 }
 
+static const char *skip_space(const char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	return s;
+}
+
+/* Whether every kernel of a PTX text does nothing (its body: ret;), as
+ * the gpu-server's warm-up kernel: the stand-in compiles those too. */
+static int does_nothing(const char *ptx)
+{
+	const char *p = ptx, *b;
+	int n = 0;
+
+	while ((p = strstr(p, ".entry"))) {
+		if (!(b = strchr(p, '{')) || strncmp(b = skip_space(b + 1), "ret;", 4) || *(b = skip_space(b + 4)) != '}')
+			return 0;
+		p = b;
+		n++;
+	}
+	return n > 0;
+}
+
 static void module_free(void *p)
 {
 	struct module *m = p;
@@ -193,7 +217,7 @@ static void *global_new(const struct fc_global *g, struct fc_ctx *ctx)
 /* Fill m from the image; 0 on success. */
 static int populate(struct module *m, const void *img, size_t len)
 {
-	int i, any = 0;
+	int i, any = is_ptx(img);            /* PTX holds only what it names */
 
 	while (fc_kernel_at(m->nfuncs))
 		any |= has(img, len, fc_kernel_at(m->nfuncs++)->name);
@@ -220,7 +244,8 @@ static CUresult load(struct module **out, const void *image, struct fc_ctx *ctx)
 
 	CHECK_ARG(out && image);
 	CHECK(image_size(image), CUDA_ERROR_INVALID_IMAGE);
-	CHECK(!is_ptx(image) || knows_some(image), CUDA_ERROR_INVALID_PTX);
+	if (is_ptx(image))
+		TRY(fc_ptx_compile(image, knows_some(image) || does_nothing(image)));
 	/* an ELF cubin is for sm_90 only: another model has no code to run */
 	CHECK(fc_cc() == 90 || memcmp(image, "\177ELF", 4), CUDA_ERROR_NO_BINARY_FOR_GPU);
 	m = calloc(1, sizeof(*m));

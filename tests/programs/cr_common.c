@@ -48,9 +48,12 @@ static CUfunction function(CUmodule mod, const char *name)
 	return f;
 }
 
-/* Driver, primary context and kernels_cr.cubin from kernels_dir. */
+/* Driver, primary context and kernels_cr.cubin from kernels_dir; first,
+ * if CR_JIT_FIRST names a PTX image there, that one, compiled by the
+ * driver's JIT (a cold compute cache maps the compiler then). */
 void cr_open(struct cr_kernels *k, const char *kernels_dir)
 {
+	const char *jit = getenv("CR_JIT_FIRST");
 	CUcontext ctx;
 	CUdevice dev;
 	void *image;
@@ -61,6 +64,12 @@ void cr_open(struct cr_kernels *k, const char *kernels_dir)
 	CHECK(cuDeviceGet(&dev, 0));
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
+	k->jit = NULL;
+	if (jit && *jit) {
+		image = load_kernel(jit, NULL);
+		CHECK(cuModuleLoadData(&k->jit, image));
+		free(image);
+	}
 	image = load_kernel("kernels_cr.cubin", NULL);
 	CHECK(cuModuleLoadData(&k->mod, image));
 	free(image);
@@ -77,6 +86,8 @@ void cr_close(struct cr_kernels *k)
 	CUdevice dev;
 
 	CHECK(cuModuleUnload(k->mod));
+	if (k->jit)
+		CHECK(cuModuleUnload(k->jit));
 	CHECK(cuCtxGetDevice(&dev));
 	CHECK(cuDevicePrimaryCtxRelease(dev));
 }

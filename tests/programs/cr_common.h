@@ -15,7 +15,7 @@
 
 /* The kernels of kernels_cr.cu in their module. */
 struct cr_kernels {
-	CUmodule mod;
+	CUmodule mod, jit;                   /* jit: CR_JIT_FIRST's module, or NULL */
 	CUfunction fill, step, build, walk, count, checksum;
 };
 
