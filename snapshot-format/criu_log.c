@@ -29,7 +29,7 @@ static const char *unstamped(const char *line)
 /* Fills out (len bytes) with the reason from dirfd's log name, or "". */
 void snap_criu_reason(int dirfd, const char *name, char *out, size_t len)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	int fd = snap_openat(dirfd, name, O_RDONLY | O_NONBLOCK, 0);     /* never through a link */
 	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	char line[600], first[600] = "", ours[600] = "";
 	const char *p;

@@ -1,7 +1,9 @@
 /*
  * gpu-snapshot.c: the command-line tool for Cicada's GPU snapshots, in
  * the manner of CRIU's crit: "inspect" prints what a snapshot holds (as
- * text or JSON), "verify" checks every checksum. DIR is a snapshot
+ * text or JSON), "verify" checks every checksum and, under the key, every
+ * code; it says which it checked, and refuses to call a keyed snapshot
+ * good without its key unless told (--no-key). DIR is a snapshot
  * directory, or a directory holding one named cicada-gpu.
  */
 #include <dirent.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
@@ -20,18 +23,24 @@ struct totals {
 	size_t compressed, in_parent;
 };
 
+static int no_key;                        /* verify --no-key */
+
 static int usage(FILE *f, int rc)
 {
 	fprintf(f, "usage: gpu-snapshot inspect DIR [--json]\n"
-		   "       gpu-snapshot verify DIR\n"
+		   "       gpu-snapshot verify DIR [--no-key]\n"
 		   "DIR is a snapshot directory (in CRIU's image directory, one per process),\n"
 		   "or a directory holding one named %s.\n"
-		   "  inspect   what the snapshot holds: format, GPU, memory, module images, replay\n"
-		   "            records; --json prints the same as JSON\n"
-		   "  verify    checks every checksum; prints OK and the totals, or one error line\n"
-		   "            and exits 1\n"
-		   "CICADA_SNAPSHOT_KEY_FILE: keyed snapshots (gpu-server --snapshot-key-file) are\n"
-		   "checked against that key, their codes included.\n", SNAP_DIR_NAME);
+		   "  inspect   what the snapshot holds: format, owner, GPU, memory, module images,\n"
+		   "            replay records; --json prints the same as JSON\n"
+		   "  verify    checks every checksum, and every code of a keyed snapshot under\n"
+		   "            the key; prints OK, what was checked and the totals, or one error\n"
+		   "            line and exits 1. A keyed snapshot without the key is an error\n"
+		   "            (its codes cannot be checked) unless --no-key is given: then its\n"
+		   "            checksums alone are checked, and the output says codes NOT checked.\n"
+		   "CICADA_SNAPSHOT_KEY_FILE: the key of keyed snapshots (gpu-server\n"
+		   "--snapshot-key-file); with it, verify checks their codes, and refuses an\n"
+		   "unkeyed snapshot or one of another key.\n", SNAP_DIR_NAME);
 	return rc;
 }
 
@@ -146,6 +155,12 @@ static void print_text(const Cicada__Manifest *m)
 	printf("created          %s (%llu ns)\n",
 	       time_str(when, sizeof(when), m->created_unix_ns, "%Y-%m-%d %H:%M:%S UTC"),
 	       (unsigned long long)m->created_unix_ns);
+	if (m->owner && m->has_owner_uid)
+		printf("owner            %s (uid %u)\n", m->owner, m->owner_uid);
+	else if (m->owner)
+		printf("owner            %s\n", m->owner);
+	else if (m->has_owner_uid)
+		printf("owner            uid %u\n", m->owner_uid);
 	if (m->gpu)
 		text_gpu(m->gpu);
 	if (m->has_arena_size)
@@ -243,6 +258,12 @@ static void print_json(const Cicada__Manifest *m)
 	json_str("producer", m->producer, ",\n");
 	printf("  \"created_unix_ns\": %llu,\n  ", (unsigned long long)m->created_unix_ns);
 	json_str("created", time_str(when, sizeof(when), m->created_unix_ns, "%Y-%m-%dT%H:%M:%SZ"), ",\n");
+	if (m->owner) {
+		printf("  ");
+		json_str("owner", m->owner, ",\n");
+	}
+	if (m->has_owner_uid)
+		printf("  \"owner_uid\": %u,\n", m->owner_uid);
 	if (m->gpu)
 		json_gpu(m->gpu);
 	printf("  \"ipc\": {\"owner\": %llu, \"exports\": %zu, \"imports\": %zu},\n",
@@ -283,22 +304,54 @@ static int inspect(const char *dir, int json)
 	return 0;
 }
 
+/* Whether the snapshot carries codes of a key: its manifest's, or any
+ * piece's or image's. */
+static int keyed_snapshot(const struct snap_reader *r)
+{
+	const Cicada__Manifest *m = snap_reader_manifest(r);
+	struct stat st;
+
+	if (!fstatat(r->fd, SNAP_MAC_NAME, &st, AT_SYMLINK_NOFOLLOW))
+		return 1;
+	for (size_t i = 0; i < m->n_pieces; i++)
+		if (m->pieces[i]->has_mac)
+			return 1;
+	for (size_t i = 0; i < m->n_images; i++)
+		if (m->images[i]->has_mac)
+			return 1;
+	return 0;
+}
+
+/* What verify checked, for its OK line. */
+static const char *checked(int keyed)
+{
+	if (snap_keyed())
+		return "OK: checksums and codes checked under the key";
+	return keyed ? "checksums OK; codes NOT checked: no key given" :
+		       "OK: checksums checked; the snapshot has no codes (not keyed)";
+}
+
 static int verify(const char *dir)
 {
 	struct snap_reader *r = open_snapshot(dir);
 	const Cicada__Manifest *m;
 	char err[SNAP_ERRLEN];
 	struct totals t;
-	int rc = 1;
+	int rc = 1, keyed;
 
 	if (!r)
 		return 1;
 	m = snap_reader_manifest(r);
 	t = count(m);
-	if (snap_verify(r, err))
+	keyed = keyed_snapshot(r);
+	if (keyed && !snap_keyed() && !no_key)
+		fprintf(stderr, "gpu-snapshot: %s: the snapshot carries codes of a key, but no key was given "
+			"(CICADA_SNAPSHOT_KEY_FILE): its codes cannot be checked (--no-key checks the checksums alone)\n",
+			dir);
+	else if (snap_verify(r, err))
 		fprintf(stderr, "gpu-snapshot: %s: %s\n", dir, err);
 	else
-		rc = printf("OK: %zu pieces, %zu images, %llu bytes verified\n", m->n_pieces,
+		rc = printf("%s: %zu pieces, %zu images, %llu bytes verified\n", checked(keyed), m->n_pieces,
 			    m->n_images, (unsigned long long)(t.piece + t.image)) < 0;
 	snap_reader_close(r);
 	return rc;
@@ -342,6 +395,7 @@ static int verify_one(const char *dir, int json)
 int main(int argc, char **argv)
 {
 	int json = argc == 4 && !strcmp(argv[3], "--json");
+	int verify_args = (argc == 3 || (argc == 4 && !strcmp(argv[3], "--no-key"))) && !strcmp(argv[1], "verify");
 	const char *key = getenv("CICADA_SNAPSHOT_KEY_FILE");
 	char err[SNAP_ERRLEN];
 
@@ -351,8 +405,10 @@ int main(int argc, char **argv)
 	}
 	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
 		return usage(stdout, 0);
-	if (argc == 3 && !strcmp(argv[1], "verify"))
+	if (verify_args) {
+		no_key = argc == 4;
 		return each_snapshot(argv[2], verify_one, 0);
+	}
 	if ((argc == 3 || json) && !strcmp(argv[1], "inspect"))
 		return each_snapshot(argv[2], inspect, json);
 	return usage(stderr, 2);

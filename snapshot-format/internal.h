@@ -21,7 +21,7 @@
 #define SNAP_MAX_IMAGES 65536u
 #define SNAP_MAX_ENTRIES (1u << 24)       /* records, allocations, ..., pieces */
 #define SNAP_MAX_THREADS 256              /* and so data files */
-#define SNAP_PARENT_MAX 1024              /* a parent's path */
+#define SNAP_PARENT_MAX 1024              /* a parent's path (snap_parent_ok: far less) */
 #define SNAP_CHAIN_MAX 64                 /* snapshots in a chain */
 #define SNAP_MAC_NAME "manifest.mac"      /* keyed snapshots: the manifest's code */
 #define SNAP_MAC_LEN 32
@@ -91,6 +91,8 @@ const char *snap_size_str(char *buf, size_t len, uint64_t n);
 int snap_write_all(int fd, const void *buf, size_t len);
 int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);
+int snap_openat(int dirfd, const char *path, int flags, mode_t mode);
+const char *snap_open_why(int e);
 int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *len, char *err);
 int snap_write_file(int dirfd, const char *name, const void *buf, size_t len, char *err);
 int snap_rmtree(int dirfd, const char *name);
@@ -99,6 +101,7 @@ int snap_make_tmpdir(int dirfd, const char *name, char *tmpname, char *err);
 int snap_install(int dirfd, const char *tmpname, const char *name, char *err);
 int snap_open_dir(int dirfd, const char *name, char *err);
 int snap_name_ok(const char *name);
+int snap_parent_ok(const char *path);
 void snap_image_name(char *buf, uint64_t hash_lo, uint64_t hash_hi);
 void snap_data_name(char *buf, size_t k);
 int snap_threads(size_t jobs);
@@ -109,6 +112,10 @@ int snap_manifest_check(const Cicada__Manifest *m, char *err);
 uint8_t *snap_manifest_pack(const Cicada__Manifest *m, size_t *len, char *err);
 
 /* reader.c */
+/* Errors about a parent say no more than this (nothing of what exists
+ * outside the snapshot): "its parent snapshot PATH " SNAP_PARENT_REFUSED. */
+#define SNAP_PARENT_REFUSED "cannot be used (missing, changed, or not the owner's)"
+struct snap_reader *snap_parent_open(int fd, const char *path, int depth, char *err);
 const Cicada__Piece *snap_piece_at(const struct snap_reader *r, uint64_t va, uint64_t size);
 const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
 				     struct snap_reader **owner);

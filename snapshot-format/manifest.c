@@ -11,17 +11,24 @@
 #include "internal.h"
 
 #define TEXT_MAX 1024                     /* longest string field */
+#define OWNER_MAX 128                     /* longest owner identity */
 #define UUID_MAX 64
 
-/* Printable ASCII, bounded: safe to print in inspect's text and JSON. */
-static int text_ok(const char *s)
+/* Printable ASCII of at most max characters: safe to print in
+ * inspect's text and JSON. */
+static int text_max_ok(const char *s, size_t max)
 {
 	size_t i;
 
-	for (i = 0; s[i] && i <= TEXT_MAX; i++)
+	for (i = 0; s[i] && i <= max; i++)
 		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
 			return 0;
-	return i <= TEXT_MAX;
+	return i <= max;
+}
+
+static int text_ok(const char *s)
+{
+	return text_max_ok(s, TEXT_MAX);
 }
 
 /* An address range [va, va+size) that is not empty and does not wrap. */
@@ -53,8 +60,10 @@ static int check_top(const Cicada__Manifest *m, char *err)
 	    m->n_objects > SNAP_MAX_ENTRIES || m->n_ipc_exports > SNAP_MAX_ENTRIES ||
 	    m->n_ipc_imports > SNAP_MAX_ENTRIES)
 		return snap_fail(err, "manifest lists too many entries");
-	if (m->parent && (!m->parent[0] || strlen(m->parent) > SNAP_PARENT_MAX || !text_ok(m->parent)))
-		return snap_fail(err, "manifest names a parent that is not a path");
+	if (m->owner && !text_max_ok(m->owner, OWNER_MAX))
+		return snap_fail(err, "manifest owner is not printable text of at most %d characters", OWNER_MAX);
+	if (m->parent && !snap_parent_ok(m->parent))
+		return snap_fail(err, "manifest names a parent that is not a path of the form (../){0,2}NAME(/NAME)?");
 	return 0;
 }
 

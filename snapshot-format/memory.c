@@ -297,9 +297,9 @@ static int add_data_files(struct snap_writer *w, int threads, char *err)
 	for (; w->n_data < (unsigned)threads; w->n_data++) {
 		snap_data_name(name, w->n_data);
 		w->data[w->n_data] = (struct snap_data){
-			openat(w->fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), 0 };
+			snap_openat(w->fd, name, O_WRONLY | O_CREAT | O_EXCL, 0600), 0 };
 		if (w->data[w->n_data].fd < 0)
-			return snap_fail(err, "creating %s: %s", name, strerror(errno));
+			return snap_fail(err, "creating %s: %s", name, snap_open_why(errno));
 	}
 	return 0;
 }

@@ -3,8 +3,10 @@
  * validated, and the files it names are checked to exist with the sizes
  * it gives; contents are read (and their checksums checked) on demand.
  * An incremental snapshot opens its parent chain too: each parent must be
- * the very snapshot it was made from (its manifest checksum), and every
- * piece left to the chain must be found there.
+ * the very snapshot it was made from (its manifest checksum), reached by
+ * a short relative path without links, owned by the same user as its
+ * child, and every piece left to the chain must be found there. Nothing
+ * is opened through a symbolic link: a snapshot names hostile things.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,14 +27,16 @@ static int open_data(struct snap_reader *r, char *err)
 
 	for (size_t k = 0; k < m->n_data_sizes; k++) {
 		snap_data_name(name, k);
-		fd = openat(r->fd, name, O_RDONLY | O_CLOEXEC);
+		fd = snap_openat(r->fd, name, O_RDONLY | O_NONBLOCK, 0);
 		if (fd < 0 || fstat(fd, &st)) {
-			snap_fail(err, "%s: %s", name, strerror(errno));
+			snap_fail(err, "%s: %s", name, snap_open_why(errno));
 			if (fd >= 0)
 				close(fd);
 			return -1;
 		}
 		r->datafd[r->n_data++] = fd;
+		if (!S_ISREG(st.st_mode))
+			return snap_fail(err, "%s: not a regular file", name);
 		if ((uint64_t)st.st_size < m->data_sizes[k])
 			return snap_fail(err, "%s truncated (%lld of %llu bytes)", name,
 					 (long long)st.st_size, (unsigned long long)m->data_sizes[k]);
@@ -49,6 +53,8 @@ static int stat_images(struct snap_reader *r, char *err)
 
 		if (fstatat(r->fd, im->file, &st, AT_SYMLINK_NOFOLLOW))
 			return snap_fail(err, "%s: %s", im->file, strerror(errno));
+		if (S_ISLNK(st.st_mode))
+			return snap_fail(err, "%s: %s", im->file, snap_open_why(ELOOP));
 		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != im->size)
 			return snap_fail(err, "%s: %lld bytes, the manifest says %llu", im->file,
 					 (long long)st.st_size, (unsigned long long)im->size);
@@ -75,10 +81,11 @@ static int manifest_signed(struct snap_reader *r, const void *buf, size_t len, c
 
 static int load_manifest(struct snap_reader *r, const char *name, char *err)
 {
+	struct stat st;
 	void *buf;
 	size_t len;
 
-	if (faccessat(r->fd, SNAP_MANIFEST_NAME, F_OK, 0) && errno == ENOENT)
+	if (fstatat(r->fd, SNAP_MANIFEST_NAME, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
 		return snap_fail(err, "no Cicada GPU snapshot here (no %s/ and no %s)",
 				 name, SNAP_MANIFEST_NAME);
 	if (snap_read_file(r->fd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err))
@@ -144,29 +151,73 @@ const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, u
 	return NULL;
 }
 
-static struct snap_reader *open_at(int dirfd, const char *name, int depth, char *err);
+static struct snap_reader *open_at(int dirfd, const char *name, int depth, int *loaded, char *err);
+
+/* The parent snapshot directory path names from the snapshot directory
+ * fd, opened a component at a time without following links (path is
+ * snap_parent_ok: ".." only leading), and owned by fd's owner; -1 else. */
+static int open_parent_dir(int fd, const char *path)
+{
+	char part[SNAP_NAME_LEN + 1];
+	struct stat child, st;
+	int cur = fd, next;
+
+	if (!snap_parent_ok(path) || fstat(fd, &child))
+		return -1;
+	while (*path) {
+		size_t n = strcspn(path, "/");
+
+		memcpy(part, path, n);
+		part[n] = 0;
+		next = openat(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cur != fd)
+			close(cur);
+		if (next < 0)
+			return -1;
+		cur = next;
+		path += n + (path[n] == '/');
+	}
+	if (fstat(cur, &st) || !S_ISDIR(st.st_mode) || st.st_uid != child.st_uid) {
+		close(cur);
+		return -1;
+	}
+	return cur;
+}
+
+/* The parent snapshot path of the snapshot directory fd, at depth in its
+ * chain. Whatever keeps it from being opened as a snapshot says only
+ * SNAP_PARENT_REFUSED; what is wrong with a parent that is one (its
+ * manifest read) is told. */
+struct snap_reader *snap_parent_open(int fd, const char *path, int depth, char *err)
+{
+	char why[SNAP_ERRLEN];
+	struct snap_reader *p = NULL;
+	int pfd = open_parent_dir(fd, path), loaded = 0;
+
+	if (pfd >= 0) {
+		p = open_at(pfd, NULL, depth, &loaded, why);
+		close(pfd);
+	}
+	if (!p && loaded)
+		snap_fail(err, "its parent snapshot %.200s: %s", path, why);
+	else if (!p)
+		snap_fail(err, "its parent snapshot %.200s " SNAP_PARENT_REFUSED, path);
+	return p;
+}
 
 /* Opens r's parent chain and finds each in_parent piece's bytes. */
 static int open_chain(struct snap_reader *r, int depth, char *err)
 {
 	const Cicada__Manifest *m = r->m;
-	char why[SNAP_ERRLEN];
-	int pfd;
 
 	if (!m->parent)
 		return 0;
 	if (depth >= SNAP_CHAIN_MAX)
 		return snap_fail(err, "the snapshot chain is longer than %d", SNAP_CHAIN_MAX);
-	pfd = openat(r->fd, m->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0)
-		return snap_fail(err, "its parent snapshot %.200s: %s", m->parent, strerror(errno));
-	r->parent = open_at(pfd, NULL, depth + 1, why);
-	close(pfd);
-	if (!r->parent)
-		return snap_fail(err, "its parent snapshot %.200s: %s", m->parent, why);
+	if (!(r->parent = snap_parent_open(r->fd, m->parent, depth + 1, err)))
+		return -1;
 	if (r->parent->sum != m->parent_checksum)
-		return snap_fail(err, "its parent snapshot %.200s is not the one it was made from (replaced or changed)",
-				 m->parent);
+		return snap_fail(err, "its parent snapshot %.200s " SNAP_PARENT_REFUSED, m->parent);
 	if (!(r->src = calloc(m->n_pieces + 1, sizeof(*r->src))))
 		return snap_fail(err, "out of memory for the snapshot chain");
 	for (size_t i = 0; i < m->n_pieces; i++) {
@@ -180,8 +231,9 @@ static int open_chain(struct snap_reader *r, int depth, char *err)
 	return 0;
 }
 
-/* A snapshot directory: name under dirfd, or (name NULL) dirfd itself. */
-static struct snap_reader *open_at(int dirfd, const char *name, int depth, char *err)
+/* A snapshot directory: name under dirfd, or (name NULL) dirfd itself.
+ * *loaded (if not NULL) says whether its manifest was read and valid. */
+static struct snap_reader *open_at(int dirfd, const char *name, int depth, int *loaded, char *err)
 {
 	struct snap_reader *r = calloc(1, sizeof(*r));
 
@@ -192,8 +244,13 @@ static struct snap_reader *open_at(int dirfd, const char *name, int depth, char 
 	r->fd = name ? snap_open_dir(dirfd, name, err) : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (r->fd < 0 && !name)
 		snap_fail(err, "cannot open the snapshot: %s", strerror(errno));
-	if (r->fd < 0 || load_manifest(r, name ? name : ".", err) || open_data(r, err) || stat_images(r, err) ||
-	    open_chain(r, depth, err)) {
+	if (r->fd < 0 || load_manifest(r, name ? name : ".", err)) {
+		snap_reader_close(r);
+		return NULL;
+	}
+	if (loaded)
+		*loaded = 1;
+	if (open_data(r, err) || stat_images(r, err) || open_chain(r, depth, err)) {
 		snap_reader_close(r);
 		return NULL;
 	}
@@ -204,21 +261,32 @@ struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err)
 {
 	if (!(name = snap_dir_name(name, err)))
 		return NULL;
-	return open_at(dirfd, name, 0, err);
+	return open_at(dirfd, name, 0, NULL, err);
 }
 
 struct snap_reader *snap_reader_open_path(int dirfd, const char *path, char *err)
 {
-	int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = snap_openat(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 	struct snap_reader *r;
 
 	if (fd < 0) {
-		snap_fail(err, "%.200s: %s", path, strerror(errno));
+		snap_fail(err, "%.200s: %s", path, errno == EXDEV ? "not beneath the directory; refused" :
+			  snap_open_why(errno));
 		return NULL;
 	}
-	r = open_at(fd, NULL, 0, err);
+	r = open_at(fd, NULL, 0, NULL, err);
 	close(fd);
 	return r;
+}
+
+int snap_reader_dir_uid(const struct snap_reader *r, uid_t *uid)
+{
+	struct stat st;
+
+	if (fstat(r->fd, &st))
+		return -1;
+	*uid = st.st_uid;
+	return 0;
 }
 
 const Cicada__Manifest *snap_reader_manifest(const struct snap_reader *r)

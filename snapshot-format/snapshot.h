@@ -14,6 +14,13 @@
  * into place only when complete, so a failed or killed checkpoint leaves
  * the previous snapshot intact. Every function returns 0 (or a pointer)
  * on success and -1 (or NULL) with a one-line reason in err on failure.
+ *
+ * A snapshot a client names is hostile: nothing of it is opened through a
+ * symbolic link (a link where a snapshot or one of its files should be is
+ * refused), nor outside the caller's directory but by its parent path.
+ * The manifest carries its owner (owner_uid, owner), which the caller
+ * sets before commit and compares at restore; the library only keeps it
+ * (under the key's code, when keyed).
  */
 #ifndef CICADA_SNAPSHOT_H
 #define CICADA_SNAPSHOT_H
@@ -21,6 +28,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "manifest.pb-c.h"
 
 #define SNAP_FORMAT_VERSION 2            /* what this build writes */
@@ -105,8 +113,13 @@ int snap_write_memory(struct snap_writer *w, const struct snap_range *ranges, si
  * before returning; format_version, created_unix_ns and data_size stay. */
 int snap_writer_commit(struct snap_writer *w, Cicada__Manifest *m, char *err);
 /* Makes the snapshot incremental: path names its parent snapshot's
- * directory, relative to the new snapshot's own (say
- * "../../job.1/cicada-gpu-42") or absolute. snap_write_memory then leaves
+ * directory, relative to the new snapshot's own, as
+ * (../){0,2}NAME(/NAME)? with NAME of [A-Za-z0-9._-] not starting with
+ * '.' (say "../prev/cicada-gpu-42" or "../../job.1/cicada-gpu-42"; never
+ * absolute). It is opened a component at a time without following links
+ * and must belong to the user the new snapshot's directory does; if it
+ * cannot be used, err says only that (nothing of what exists there).
+ * snap_write_memory then leaves
  * out every piece whose bytes the parent chain holds (same address, size
  * and checksum: the device memory is still read and hashed, but only what
  * changed is compressed and stored; with ops->hash, a piece whose device
@@ -123,16 +136,22 @@ void snap_writer_abort(struct snap_writer *w);
 struct snap_reader;
 
 /* Opens the snapshot name (NULL: SNAP_DIR_NAME) under dirfd or, if dirfd
- * holds no such directory, dirfd itself as the snapshot. The manifest is
+ * holds no such directory, dirfd itself as the snapshot (a symbolic link
+ * of that name is refused, as is one in place of its files). The manifest is
  * read, its checksum and version checked, and its contents validated
  * (sizes, offsets, names); the data file and images are checked to exist
  * with the sizes it gives; nothing else is read yet. */
 struct snap_reader *snap_reader_open(int dirfd, const char *name, char *err);
-/* The same for the snapshot directory at path (relative to dirfd). An
- * incremental snapshot's reader opens its parent chain as well: a parent
- * missing, changed since, or lacking a piece is refused with one line. */
+/* The same for the snapshot directory at path, beneath dirfd (no "..",
+ * not absolute, no symbolic link on the way). An incremental snapshot's
+ * reader opens its parent chain as well (as snap_writer_parent says): a
+ * parent missing, changed since, not its owner's or lacking a piece is
+ * refused with one line. */
 struct snap_reader *snap_reader_open_path(int dirfd, const char *path, char *err);
 const Cicada__Manifest *snap_reader_manifest(const struct snap_reader *r);
+/* The owner (st_uid) of the opened snapshot's directory, for a caller
+ * comparing it with its client's; -1 if it cannot be told. */
+int snap_reader_dir_uid(const struct snap_reader *r, uid_t *uid);
 /* Reads image index into a malloc'd buffer (the caller frees it), size
  * and checksum verified. */
 int snap_read_image(struct snap_reader *r, size_t index, void **data, size_t *size, char *err);

@@ -8,7 +8,9 @@
  * and the received manifest check out. An incremental snapshot goes over
  * whole (the receiver has no parents): the bytes its parent chain holds
  * follow its own data files as one more data file, and the manifest sent
- * names that file instead of the parent.
+ * names that file instead of the parent. Files are opened and created by
+ * name only, never through a link (created afresh: a name sent twice is
+ * refused).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -93,13 +95,17 @@ static int get(struct stream *s, void *p, size_t len)
 
 static int send_file(struct stream *s, int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC), rc;
+	int fd = snap_openat(dirfd, name, O_RDONLY | O_NONBLOCK, 0), rc;
 	size_t nlen = strlen(name);
 	uint8_t hdr[12 + SNAP_NAME_MAX];
 	struct stat st;
 
 	if (fd < 0 || fstat(fd, &st)) {
-		rc = snap_fail(s->err, "%s: %s", name, strerror(errno));
+		rc = snap_fail(s->err, "%s: %s", name, snap_open_why(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = snap_fail(s->err, "%s: not a regular file", name);
 		goto out;
 	}
 	snap_put_le(hdr, nlen, 4);
@@ -260,10 +266,10 @@ int snap_send_dir(int dirfd, const char *name, int fd, char *err)
 
 static int recv_file(struct stream *s, int dirfd, const char *name, uint64_t size)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc = 0;
+	int fd = snap_openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600), rc = 0;
 
 	if (fd < 0)
-		return snap_fail(s->err, "creating %s: %s", name, strerror(errno));
+		return snap_fail(s->err, "creating %s: %s", name, snap_open_why(errno));
 	for (uint64_t left = size, n; !rc && left; left -= n) {
 		n = left < STREAM_CHUNK ? left : STREAM_CHUNK;
 		rc = get(s, s->buf, n);

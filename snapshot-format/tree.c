@@ -14,7 +14,8 @@
  * files shared out among them by size. The receiver accepts only plain
  * names (letters, digits, '.', '_', '-', '+', no part starting with '.',
  * at most two '/'), creates each file anew, and fails on a bad checksum;
- * the caller removes what a failed receive left.
+ * the caller removes what a failed receive left. Neither side opens or
+ * creates anything through a symbolic link.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -162,13 +163,17 @@ static int put_chunk(struct tree *t, size_t n)
 
 static int send_one(struct tree *t, int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), rc, mode = compressible(name);
+	int fd = snap_openat(dirfd, name, O_RDONLY | O_NONBLOCK, 0), rc, mode = compressible(name);
 	uint8_t hdr[13 + TREE_NAME_MAX];
 	size_t nlen = strlen(name);
 	struct stat st;
 
 	if (fd < 0 || fstat(fd, &st)) {
-		rc = snap_fail(t->err, "%s: %s", name, strerror(errno));
+		rc = snap_fail(t->err, "%s: %s", name, snap_open_why(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = snap_fail(t->err, "%s: not a regular file", name);
 		goto out;
 	}
 	snap_put_le(hdr, nlen, 4);
@@ -210,7 +215,7 @@ static int skipped(const char *name, const char *skip)
 static int walk(int dirfd, const char *prefix, int depth, const char *only, const char *skip, file_fn fn,
 		void *ctx, char *err)
 {
-	int scan = openat(dirfd, prefix[0] ? prefix : ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int scan = snap_openat(dirfd, prefix[0] ? prefix : ".", O_RDONLY | O_DIRECTORY, 0);
 	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
 	char name[TREE_NAME_MAX + 8];
 	struct dirent *e;
@@ -503,19 +508,42 @@ static int get_chunk(struct tree *t, size_t n)
 	return 0;
 }
 
+/* The directory that holds name's last part under dirfd, made as needed
+ * a part at a time, never through a link; *base gets the last part. */
+static int make_dirs(struct tree *t, int dirfd, char *name, char **base)
+{
+	int fd = dirfd, next, e;
+	char *p = name, *slash;
+
+	for (; (slash = strchr(p, '/')); p = slash + 1) {
+		*slash = 0;
+		next = mkdirat(fd, p, 0700) && errno != EEXIST ? -1 : snap_openat(fd, p, O_RDONLY | O_DIRECTORY, 0);
+		e = errno;
+		*slash = '/';
+		if (fd != dirfd)
+			close(fd);
+		if (next < 0)
+			return snap_fail(t->err, "creating %s: %s", name, snap_open_why(e));
+		fd = next;
+	}
+	*base = p;
+	return fd;
+}
+
 static int recv_one(struct tree *t, int dirfd, char *name, uint64_t size, int mode)
 {
-	int fd, rc = 0;
+	int dfd, fd, rc = 0;
+	char *base = NULL;
 
-	for (char *slash = strchr(name, '/'); slash; slash = strchr(slash + 1, '/')) {
-		*slash = 0;
-		if (mkdirat(dirfd, name, 0700) && errno != EEXIST)
-			return snap_fail(t->err, "creating %s: %s", name, strerror(errno));
-		*slash = '/';
-	}
-	fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if ((dfd = make_dirs(t, dirfd, name, &base)) < 0)
+		return -1;
+	fd = snap_openat(dfd, base, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
-		return snap_fail(t->err, "creating %s: %s", name, strerror(errno));
+		snap_fail(t->err, "creating %s: %s", name, snap_open_why(errno));
+	if (dfd != dirfd)
+		close(dfd);
+	if (fd < 0)
+		return -1;
 	for (uint64_t left = size, n; !rc && left; left -= n) {
 		n = left < TREE_CHUNK ? left : TREE_CHUNK;
 		rc = mode ? get_chunk(t, n) : tree_get(t, t->buf, n);

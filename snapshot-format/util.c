@@ -1,20 +1,27 @@
 /*
  * util.c: the snapshot library's small helpers: one-line errors, whole
- * reads and writes, the temporary-directory-then-rename rule, the strict
- * set of file names, the thread and compression knobs, and the dropping
- * of a migration round's data once it is used.
+ * reads and writes, opening by name without following symbolic links or
+ * leaving the caller's directory, the temporary-directory-then-rename
+ * rule, the strict set of file and parent names, the thread and
+ * compression knobs, and the dropping of a migration round's data once
+ * it is used.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <zstd.h>
 #include "internal.h"
+
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
 int snap_fail(char *err, const char *fmt, ...)
 {
@@ -103,15 +110,92 @@ ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
+/* A failed open's reason: a symbolic link where a snapshot's file or
+ * directory should be is refused as such. */
+const char *snap_open_why(int e)
+{
+	return e == ELOOP ? "is a symbolic link; refused" : strerror(e);
+}
+
+/* openat of one component with O_NOFOLLOW; a symbolic link fails with
+ * ELOOP (O_DIRECTORY alone says ENOTDIR for one). */
+static int open_one(int dirfd, const char *name, int flags, mode_t mode)
+{
+	struct stat st;
+	int fd, e;
+
+	if (!strcmp(name, ".."))
+		return errno = EXDEV, -1;
+	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd < 0 && (e = errno) == ENOTDIR)
+		errno = !fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISLNK(st.st_mode) ? ELOOP : e;
+	return fd;
+}
+
+/* Without openat2: path component by component, each directory opened
+ * with O_NOFOLLOW | O_DIRECTORY. */
+static int open_walk(int dirfd, const char *path, int flags, mode_t mode)
+{
+	char buf[PATH_MAX], *p = buf, *slash;
+	int fd = dirfd, next, e;
+
+	if (path[0] == '/')
+		return errno = EXDEV, -1;
+	if (strlen(path) >= sizeof(buf))
+		return errno = ENAMETOOLONG, -1;
+	strcpy(buf, path);
+	for (; (slash = strchr(p, '/')); p = slash + 1) {
+		if (slash == p)
+			continue;                /* "a//b" */
+		*slash = 0;
+		next = open_one(fd, p, O_RDONLY | O_DIRECTORY, 0);
+		e = errno;
+		if (fd != dirfd)
+			close(fd);
+		if (next < 0)
+			return errno = e, -1;
+		fd = next;
+	}
+	next = open_one(fd, *p ? p : ".", flags, mode);
+	e = errno;
+	if (fd != dirfd)
+		close(fd);
+	errno = e;
+	return next;
+}
+
+/* Opens path (relative; no "..") beneath dirfd, following no symbolic
+ * link on the way or at the end: openat2 with RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS, else (an older kernel, or a sandbox that refuses
+ * the call) component by component with O_NOFOLLOW. A link fails with
+ * ELOOP, a way out of dirfd with EXDEV. O_CLOEXEC is added to flags. */
+int snap_openat(int dirfd, const char *path, int flags, mode_t mode)
+{
+	static atomic_int no_openat2;
+	struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),   /* a last link: ELOOP */
+				.mode = flags & O_CREAT ? mode : 0,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS };
+	long fd;
+
+	if (!atomic_load(&no_openat2)) {
+		fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+		if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
+			return (int)fd;
+		if (errno == ENOSYS)
+			atomic_store(&no_openat2, 1);
+	}
+	return open_walk(dirfd, path, flags, mode);
+}
+
 int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *len, char *err)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	int fd = snap_openat(dirfd, name, O_RDONLY | O_NONBLOCK, 0);
 	struct stat st;
 	ssize_t n = -1;
 
 	*buf = NULL;
 	if (fd < 0)
-		return snap_fail(err, "%s: %s", name, strerror(errno));
+		return snap_fail(err, "%s: %s", name, snap_open_why(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
 		close(fd);
 		return snap_fail(err, "%s: not a regular file of at most %zu bytes", name, max);
@@ -129,12 +213,13 @@ int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *
 	return snap_fail(err, "%s: %s", name, n < 0 ? strerror(errno) : "changed while read");
 }
 
+/* Creates name (it must not exist yet: never through a link) and writes buf. */
 int snap_write_file(int dirfd, const char *name, const void *buf, size_t len, char *err)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = snap_openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
 
 	if (fd < 0 || snap_write_all(fd, buf, len)) {
-		snap_fail(err, "writing %s: %s", name, strerror(errno));
+		snap_fail(err, "writing %s: %s", name, snap_open_why(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -223,16 +308,45 @@ int snap_install(int dirfd, const char *tmpname, const char *name, char *err)
 	return 0;
 }
 
-/* The snapshot directory: name under dirfd, else dirfd itself. */
+/* The snapshot directory: name under dirfd, else (no such name) dirfd
+ * itself; a symbolic link of that name is refused, not followed. */
 int snap_open_dir(int dirfd, const char *name, char *err)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = snap_openat(dirfd, name, O_RDONLY | O_DIRECTORY, 0);
 
 	if (fd < 0 && errno == ENOENT)
 		fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && errno == ELOOP)
+		snap_fail(err, "snapshot %.200s: is a symbolic link; refused", name);
+	else if (fd < 0)
 		snap_fail(err, "opening the snapshot directory: %s", strerror(errno));
 	return fd;
+}
+
+/* A parent snapshot's path, relative to its child's directory: at most
+ * two leading "..", then one or two names of NAME_CHARS not starting
+ * with '.', each at most SNAP_NAME_LEN long: (../){0,2}NAME(/NAME)?. */
+int snap_parent_ok(const char *path)
+{
+	int ups = 0, names = 0;
+
+	while (ups < 2 && !strncmp(path, "../", 3)) {
+		path += 3;
+		ups++;
+	}
+	for (;;) {
+		size_t n = strspn(path, NAME_CHARS);
+
+		if (!n || n > SNAP_NAME_LEN || path[0] == '.')
+			return 0;
+		names++;
+		path += n;
+		if (!*path)
+			return 1;
+		if (*path != '/' || names == 2)
+			return 0;
+		path++;
+	}
 }
 
 void snap_image_name(char *buf, uint64_t hash_lo, uint64_t hash_hi)
@@ -250,7 +364,7 @@ uint64_t snap_drop_data(int dirfd)
 
 	for (size_t k = 0;; k++) {
 		snap_data_name(name, k);
-		if ((fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		if ((fd = snap_openat(dirfd, name, O_WRONLY | O_NONBLOCK, 0)) < 0)
 			break;
 		if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_size > 0 &&
 		    !fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, st.st_size))

@@ -3,7 +3,8 @@
  * directory receives the module images and the data files (memory.c
  * fills them), then the manifest, last; then the directory is renamed
  * into place. Any failure removes the temporary directory. With a parent
- * (snap_writer_parent) the snapshot is incremental.
+ * (snap_writer_parent) the snapshot is incremental. Files are created
+ * afresh (O_EXCL), never through a link.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,14 +31,13 @@ static void free_writer(struct snap_writer *w)
 
 int snap_writer_parent(struct snap_writer *w, const char *path, char *err)
 {
-	char why[SNAP_ERRLEN];
-
-	if (!path || !path[0] || strlen(path) > SNAP_PARENT_MAX)
-		return snap_fail(err, "not a parent snapshot's path");
+	if (!path || strlen(path) > SNAP_PARENT_MAX || !snap_parent_ok(path))
+		return snap_fail(err, "'%.200s' is not a parent snapshot's path: (../){0,2}NAME(/NAME)?, never absolute",
+				 path ? path : "");
 	snap_reader_close(w->parent);
 	/* relative to the temporary directory, a sibling of the final one */
-	if (!(w->parent = snap_reader_open_path(w->fd, path, why)))
-		return snap_fail(err, "parent snapshot %.200s: %s", path, why);
+	if (!(w->parent = snap_parent_open(w->fd, path, 1, err)))
+		return -1;
 	snprintf(w->parent_path, sizeof(w->parent_path), "%s", path);
 	return 0;
 }

@@ -1,8 +1,9 @@
 /*
  * manifest_seeds.c: writes the starting corpus for fuzz_manifest: a
- * minimal manifest and a full one (GPU, images, records, allocations,
- * chunks, globals, pieces in two data files), each as a whole file (mode byte 0) and as a bare
- * payload (mode byte 1). Usage: manifest_seeds DIR
+ * minimal manifest, a full one (GPU, images, records, allocations,
+ * chunks, globals, pieces in two data files) and an incremental one of an
+ * owner (a parent path, a piece left to it), each as a whole file (mode
+ * byte 0) and as a bare payload (mode byte 1). Usage: manifest_seeds DIR
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,5 +118,18 @@ int main(int argc, char **argv)
 	seed(argv[1], "minimal", &m);
 	full(&m);
 	seed(argv[1], "full", &m);
+	m.owner = "uid 1000";
+	m.has_owner_uid = 1;
+	m.owner_uid = 1000;
+	m.parent = "../../precopy-1/cicada-gpu-42";
+	m.has_parent_checksum = 1;
+	m.parent_checksum = 0x1234567890abcdefull;
+	m.pieces[1]->has_in_parent = m.pieces[1]->in_parent = 1;
+	m.pieces[1]->stored_size = 0;
+	m.pieces[1]->has_file = 0;
+	m.pieces[1]->file = 0;
+	m.n_data_sizes = 1;
+	m.data_size = 1000;
+	seed(argv[1], "incremental", &m);
 	return 0;
 }

@@ -4,10 +4,15 @@
  * of corrupted snapshots and manifests, atomic replacement, aborted
  * writers, and moving a snapshot over a socketpair. Prints "PASS name" or
  * "FAIL name: reason" per case, then "N passed, M failed".
+ * Hostile snapshots too: symbolic links where a snapshot, its files or
+ * its parent's path should be, parents by odd paths or of another owner.
  * "test_snapshot sample DIR" writes the sample snapshot under DIR (for
- * test_cli.sh) and exits; "test_snapshot reseal DIR" changes the
- * manifest of the snapshot DIR and writes it back with a right checksum
- * but no key, as a forger would (for the keyed-snapshot tests).
+ * test_cli.sh; keyed under CICADA_SNAPSHOT_KEY_FILE if set) and exits;
+ * "test_snapshot chain DIR" writes DIR/base/cicada-gpu and, on it, the
+ * incremental DIR/incr/cicada-gpu; "test_snapshot reseal DIR" changes
+ * the manifest of the snapshot DIR and writes it back with a right
+ * checksum but no key, as a forger would (for the keyed-snapshot tests);
+ * "test_snapshot reseal-owner DIR" does so making its owner "uid 0".
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -168,6 +173,9 @@ static void sample_manifest(Cicada__Manifest *m, struct device *d)
 	m->arena_va = 0x7f0000000000ull;
 	m->arena_size = 1ull << 30;
 	m->current_ctx = 1;
+	m->owner = "uid 1000";
+	m->has_owner_uid = 1;
+	m->owner_uid = 1000;
 }
 
 static int write_sample_from(int dirfd, const char *name, struct device *d, const char *parent, size_t *skipped,
@@ -426,6 +434,7 @@ static const char *t_manifest_fields(void)
 {
 	char err[SNAP_ERRLEN], path[128];
 	uint64_t total = 0;
+	uid_t uid = (uid_t)-1;
 	int fd = openat(basefd, "rt/" SNAP_DIR_NAME, O_RDONLY | O_DIRECTORY);
 	struct snap_reader *r = snap_reader_open(fd, NULL, err);
 	const Cicada__Manifest *m;
@@ -446,6 +455,10 @@ static const char *t_manifest_fields(void)
 	}
 	CHECK(m->n_data_sizes && m->data_size == total, "data size wrong");
 	CHECK(m->created_unix_ns > 1700000000ull * 1000000000ull, "created time not set");
+	CHECK(m->owner && !strcmp(m->owner, "uid 1000") && m->has_owner_uid && m->owner_uid == 1000,
+	      "owner not kept: '%s', uid %u", m->owner ? m->owner : "(none)", m->owner_uid);
+	CHECK(!snap_reader_dir_uid(r, &uid) && uid == geteuid(), "directory owner %u, expected %u", (unsigned)uid,
+	      (unsigned)geteuid());
 	snap_reader_close(r);
 	return NULL;
 }
@@ -627,6 +640,73 @@ static const char *ipc_refused(Cicada__Manifest *m)
 	return NULL;
 }
 
+/* The manifest parses (m is otherwise valid). */
+static const char *parse_ok(Cicada__Manifest *m)
+{
+	char err[SNAP_ERRLEN] = "";
+	size_t len;
+	uint8_t *buf = snap_manifest_pack(m, &len, err);
+	Cicada__Manifest *got = buf ? snap_manifest_parse(buf, len, err) : NULL;
+
+	free(buf);
+	snap_manifest_free(got);
+	CHECK(got, "refused a valid manifest: %s", err);
+	return NULL;
+}
+
+/* Paths a parent may and may not have: (../){0,2}NAME(/NAME)?. */
+static const char *const good_parents[] = {
+	"base", "../base", "../prev/cicada-gpu-42", "../../precopy-1/cicada-gpu-42", "../../dump1/cicada-gpu-42",
+	"a/b", "../a_b-c.d", NULL
+};
+static const char *const bad_parents[] = {
+	"", "/tmp/base", "/", "..", "../..", "../../..", "../../../base", "../../../a/b", "../a/b/c", "a/b/c",
+	"./base", "../.hidden", ".base", "a//b", "a/", "../base/", "a/../b", "a/./b", "..//base", "ba se",
+	"base\n", "../ba:se", "~/base", "../../a/..", NULL
+};
+
+/* The owner (printable, at most 128 characters) and the parent's path. */
+static const char *owner_parent_refused(Cicada__Manifest *m)
+{
+	char owner[SNAP_NAME_LEN + 8];
+	const char *res;
+
+	m->owner = "uid 1000\n";
+	if ((res = parse_refused(m, "owner is not printable text")))
+		return res;
+	memset(owner, 'a', 129);
+	owner[129] = 0;
+	m->owner = owner;
+	if ((res = parse_refused(m, "owner is not printable text")))
+		return res;
+	owner[128] = 0;
+	if ((res = parse_ok(m)))
+		return res;
+	m->owner = NULL;
+	for (int i = 0; bad_parents[i]; i++) {
+		m->parent = (char *)bad_parents[i];
+		if ((res = parse_refused(m, "names a parent that is not a path of the form")))
+			return res;
+	}
+	for (int i = 0; good_parents[i]; i++) {
+		m->parent = (char *)good_parents[i];
+		if ((res = parse_ok(m)))
+			return res;
+	}
+	memset(owner, 'n', sizeof(owner));
+	memcpy(owner, "../", 3);
+	owner[3 + SNAP_NAME_LEN] = 0;
+	m->parent = owner;                   /* a name of SNAP_NAME_LEN */
+	if ((res = parse_ok(m)))
+		return res;
+	owner[3 + SNAP_NAME_LEN] = 'n';
+	owner[4 + SNAP_NAME_LEN] = 0;
+	if ((res = parse_refused(m, "names a parent that is not a path of the form")))
+		return res;
+	m->parent = NULL;
+	return NULL;
+}
+
 static const char *t_invalid_manifests(void)
 {
 	Cicada__ModuleImage im = CICADA__MODULE_IMAGE__INIT, *ims[1] = { &im };
@@ -675,6 +755,8 @@ static const char *t_invalid_manifests(void)
 	m.data_file = SNAP_DATA_NAME;
 	m.data_size = 100;
 	if ((res = ipc_refused(&m)))
+		return res;
+	if ((res = owner_parent_refused(&m)))
 		return res;
 	CHECK(!snap_manifest_parse("CICADAGS", 8, err) && refused(err, "truncated"), "short header: %s", err);
 	CHECK(!snap_manifest_parse("", 0, err) && refused(err, "not a Cicada"), "empty: %s", err);
@@ -1051,9 +1133,9 @@ static int use_key(const char *text)
 	return rc || snap_key_load(strcat(strcpy((char[128]){ 0 }, base), "/key"), err);
 }
 
-/* The manifest of the snapshot under dirfd, changed and re-checksummed
- * (without the key). */
-static int reseal(int dirfd)
+/* The manifest of the snapshot under dirfd, changed by change and
+ * re-checksummed (without the key), as a forger would. */
+static int rewrite(int dirfd, void (*change)(Cicada__Manifest *m, const char *arg), const char *arg)
 {
 	char err[SNAP_ERRLEN];
 	void *buf;
@@ -1062,16 +1144,44 @@ static int reseal(int dirfd)
 	Cicada__Manifest *m;
 	int rc;
 
-	if (snap_read_file(dirfd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err) ||
-	    !(m = snap_manifest_parse(buf, len, err)))
+	if (snap_read_file(dirfd, SNAP_MANIFEST_NAME, SNAP_MANIFEST_MAX, &buf, &len, err))
 		return -1;
+	m = len > SNAP_HEADER_SIZE ? cicada__manifest__unpack(NULL, len - SNAP_HEADER_SIZE,
+							       (uint8_t *)buf + SNAP_HEADER_SIZE) : NULL;
 	free(buf);
-	m->created_unix_ns += 1;             /* any change: a forged replay log, say */
+	if (!m)
+		return -1;
+	change(m, arg);
 	out = snap_manifest_pack(m, &len, err);
 	snap_manifest_free(m);
-	rc = !out || snap_write_file(dirfd, SNAP_MANIFEST_NAME, out, len, err);
+	rc = !out || unlinkat(dirfd, SNAP_MANIFEST_NAME, 0) ||
+	     snap_write_file(dirfd, SNAP_MANIFEST_NAME, out, len, err);
 	free(out);
 	return rc ? -1 : 0;
+}
+
+static void later(Cicada__Manifest *m, const char *arg)
+{
+	m->created_unix_ns += 1;             /* any change: a forged replay log, say */
+}
+
+static void set_owner(Cicada__Manifest *m, const char *arg)
+{
+	free(m->owner);
+	m->owner = strdup(arg);
+	m->has_owner_uid = 1;
+	m->owner_uid = (uint32_t)atoi(arg + 4);      /* "uid N" */
+}
+
+static void set_parent(Cicada__Manifest *m, const char *arg)
+{
+	free(m->parent);
+	m->parent = strdup(arg);
+}
+
+static int reseal(int dirfd)
+{
+	return rewrite(dirfd, later, NULL);
 }
 
 /* Keyed: a signed snapshot reads back; one changed and re-checksummed
@@ -1112,6 +1222,18 @@ static const char *t_keyed(void)
 		if (!rc || !refused(err, "does not match this server's key"))
 			res = "a changed piece was not refused by its code";
 	}
+	if (!res) {
+		int sub;
+
+		rc = write_sample_from(fd, "owned", &d, NULL, NULL, err);
+		sub = rc ? -1 : openat(fd, "owned", O_RDONLY | O_DIRECTORY);
+		rc = rc || rewrite(sub, set_owner, "uid 0");
+		close(sub);
+		r = snap_reader_open(fd, "owned", err);
+		snap_reader_close(r);
+		if (rc || r || !refused(err, "does not match this server's key"))
+			res = "a snapshot whose owner was changed was not refused";
+	}
 	if (!res && !use_key("another server's secret, 32 byte")) {
 		r = snap_reader_open(fd, "signed", err);
 		snap_reader_close(r);
@@ -1131,7 +1253,7 @@ static const char *sent_whole(int dirfd, const char *name, struct device *d)
 	char err[SNAP_ERRLEN];
 	struct sender s = { .dirfd = dirfd, .name = name };
 	struct snap_reader *r;
-	int sv[2], fd = fresh_dir("incr-recv"), rc, whole;
+	int sv[2], fd = fresh_dir("incr-recv"), rc, whole, owned;
 	pthread_t t;
 
 	CHECK(!socketpair(AF_UNIX, SOCK_STREAM, 0, sv), "socketpair");
@@ -1145,8 +1267,11 @@ static const char *sent_whole(int dirfd, const char *name, struct device *d)
 	r = snap_reader_open(fd, name, err);
 	CHECK(r, "received: %s", err);
 	whole = !snap_reader_manifest(r)->parent;
+	owned = snap_reader_manifest(r)->owner && !strcmp(snap_reader_manifest(r)->owner, "uid 1000") &&
+		snap_reader_manifest(r)->owner_uid == 1000;
 	snap_reader_close(r);
 	CHECK(whole, "the received snapshot still names a parent");
+	CHECK(owned, "the received snapshot lost its owner");
 	rc = reads_back(fd, name, d) != NULL;      /* its reason is in why */
 	close(fd);
 	return rc ? why : NULL;
@@ -1256,15 +1381,337 @@ static const char *t_incremental_broken_parents(void)
 	dev_init(&e, 1);
 	CHECK(!write_sample_from(fd, "base", &e, NULL, NULL, err), "base again: %s", err);
 	r = snap_reader_open(fd, "incr", err);
-	CHECK(!r && refused(err, "is not the one it was made from"), "a replaced parent: %s", r ? "accepted" : err);
+	CHECK(!r && refused(err, "its parent snapshot ../base " SNAP_PARENT_REFUSED), "a replaced parent: %s",
+	      r ? "accepted" : err);
 	snap_rmtree(fd, "base");
 	r = snap_reader_open(fd, "incr", err);
-	CHECK(!r && refused(err, "its parent snapshot ../base: No such file"), "a missing parent: %s",
+	CHECK(!r && refused(err, "its parent snapshot ../base " SNAP_PARENT_REFUSED), "a missing parent: %s",
 	      r ? "accepted" : err);
-	CHECK(write_sample_from(fd, "other", &d, "../base", NULL, err) != 0 && refused(err, "parent snapshot ../base"),
-	      "a writer given a missing parent: %s", err);
+	CHECK(write_sample_from(fd, "other", &d, "../base", NULL, err) != 0 &&
+	      refused(err, "its parent snapshot ../base " SNAP_PARENT_REFUSED), "a writer given a missing parent: %s", err);
 	dev_free(&d);
 	dev_free(&e);
+	close(fd);
+	return NULL;
+}
+
+/* --- hostile snapshots: links, parents, owners --- */
+
+/* Opening snapshot name under dirfd fails with an error containing want. */
+static const char *name_refused(int dirfd, const char *name, const char *want)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct snap_reader *r = snap_reader_open(dirfd, name, err);
+
+	snap_reader_close(r);
+	CHECK(!r, "opened %s, which should be refused", name ? name : "the snapshot");
+	CHECK(refused(err, want), "%s: error '%s' does not say '%s'", name ? name : "the snapshot", err, want);
+	return NULL;
+}
+
+/* A snapshot directory that is a symbolic link (to a good snapshot, to
+ * one outside, to nothing) is refused by name, by default name and by
+ * path; nothing is moved or loaded through it. */
+static const char *t_symlink_snapshot_dir(void)
+{
+	char err[SNAP_ERRLEN] = "", target[128];
+	struct snap_reader *r;
+	struct device d;
+	Cicada__Manifest *m;
+	const char *res;
+	int fd = fresh_dir("symdir"), rc;
+
+	dev_init(&d, 1);
+	rc = write_sample(fd, "real", &d, err);
+	dev_free(&d);
+	CHECK(!rc, "write: %s", err);
+	snprintf(target, sizeof(target), "%s/symdir/real", base);
+	CHECK(!symlinkat("real", fd, "cicada-gpu-7") && !symlinkat(target, fd, "cicada-gpu-8") &&
+	      !symlinkat("/nonexistent", fd, "cicada-gpu-9") && !symlinkat("real", fd, SNAP_DIR_NAME), "symlink");
+	if ((res = name_refused(fd, "cicada-gpu-7", "snapshot cicada-gpu-7: is a symbolic link; refused")) ||
+	    (res = name_refused(fd, "cicada-gpu-8", "is a symbolic link; refused")) ||
+	    (res = name_refused(fd, "cicada-gpu-9", "is a symbolic link; refused")) ||
+	    (res = name_refused(fd, NULL, "snapshot " SNAP_DIR_NAME ": is a symbolic link; refused")))
+		return res;
+	m = snap_manifest_load(fd, "cicada-gpu-7", err);
+	snap_manifest_free(m);
+	CHECK(!m && refused(err, "is a symbolic link; refused"), "manifest loaded through a link: %s", err);
+	CHECK(snap_send_dir(fd, "cicada-gpu-7", -1, err) && refused(err, "is a symbolic link; refused"),
+	      "sent through a link: %s", err);
+	r = snap_reader_open_path(basefd, "symdir/cicada-gpu-7", err);
+	snap_reader_close(r);
+	CHECK(!r && refused(err, "is a symbolic link; refused"), "opened by a path through a link: %s", err);
+	r = snap_reader_open_path(fd, "../symdir/real", err);
+	snap_reader_close(r);
+	CHECK(!r && refused(err, "not beneath"), "opened by a path out of its directory: %s", err);
+	r = snap_reader_open_path(basefd, "symdir/real", err);
+	snap_reader_close(r);
+	CHECK(r, "the real snapshot by path: %s", err);
+	close(fd);
+	return NULL;
+}
+
+/* Replaces file (under dirfd) by a symbolic link to a copy of it. */
+static int link_in_place(int dirfd, const char *file)
+{
+	char copy[SNAP_NAME_MAX + 8];
+
+	snprintf(copy, sizeof(copy), "%s.real", file);
+	return renameat(dirfd, file, dirfd, copy) || symlinkat(copy, dirfd, file);
+}
+
+static int unlink_in_place(int dirfd, const char *file)
+{
+	char copy[SNAP_NAME_MAX + 8];
+
+	snprintf(copy, sizeof(copy), "%s.real", file);
+	return unlinkat(dirfd, file, 0) || renameat(dirfd, copy, dirfd, file);
+}
+
+/* A data file, the manifest, a module image or (keyed) the manifest's
+ * code that is a symbolic link, even to the right bytes, is refused; so
+ * is a data file that is a FIFO (without hanging on it). */
+static const char *t_symlink_files(void)
+{
+	static const char *files[] = { SNAP_DATA_NAME, SNAP_MANIFEST_NAME,
+				       "module-000000000000000b0000000000000002.bin" };
+	char err[SNAP_ERRLEN] = "", want[SNAP_NAME_MAX + 40];
+	struct device d;
+	const char *res = NULL;
+	int fd = sample_dir("symfiles", &d, err), snap;
+
+	dev_free(&d);
+	CHECK(fd >= 0, "write: %s", err);
+	snap = openat(fd, SNAP_DIR_NAME, O_RDONLY | O_DIRECTORY);
+	for (int i = 0; !res && i < 3; i++) {
+		snprintf(want, sizeof(want), "%s: is a symbolic link; refused", files[i]);
+		if (link_in_place(snap, files[i]))
+			res = "cannot make a link";
+		if (!res)
+			res = open_refused(fd, want);
+		if (unlink_in_place(snap, files[i]) && !res)
+			res = "cannot undo a link";
+	}
+	if (!res && snapshot_ok(fd, err))
+		res = "the snapshot no longer verifies";
+	if (!res && (renameat(snap, SNAP_DATA_NAME, snap, "data.real") || mkfifoat(snap, SNAP_DATA_NAME, 0600)))
+		res = "cannot make a FIFO";
+	if (!res)
+		res = open_refused(fd, SNAP_DATA_NAME ": not a regular file");
+	close(snap);
+	close(fd);
+	return res;
+}
+
+/* Keyed: a manifest code that is a link is not taken. */
+static const char *t_symlink_mac(void)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct device d;
+	const char *res = NULL;
+	int fd = fresh_dir("symmac"), snap, rc;
+
+	CHECK(!use_key("the cluster's secret, 32 bytes.."), "cannot load the key");
+	dev_init(&d, 1);
+	rc = write_sample(fd, NULL, &d, err);
+	dev_free(&d);
+	snap = openat(fd, SNAP_DIR_NAME, O_RDONLY | O_DIRECTORY);
+	if (rc || snapshot_ok(fd, err))
+		res = "a keyed sample does not verify";
+	if (!res && link_in_place(snap, SNAP_MAC_NAME))
+		res = "cannot make a link";
+	if (!res)
+		res = open_refused(fd, "carries no code");
+	snap_key.set = 0;
+	close(snap);
+	close(fd);
+	return res;
+}
+
+/* Parents by path: absolute, too far up, too deep are refused by the
+ * writer before anything is opened; a good one is taken. */
+static const char *t_parent_paths(void)
+{
+	char err[SNAP_ERRLEN] = "", abs[128];
+	const char *bad[3] = { abs, "../../../parpaths/base", "../x/y/base" }, *res = NULL;
+	struct device d;
+	int fd = fresh_dir("parpaths");
+
+	for (int i = 0; good_parents[i]; i++)
+		CHECK(snap_parent_ok(good_parents[i]), "'%s' was refused", good_parents[i]);
+	for (int i = 0; bad_parents[i]; i++)
+		CHECK(!snap_parent_ok(bad_parents[i]), "'%s' was taken", bad_parents[i]);
+	snprintf(abs, sizeof(abs), "%s/parpaths/base", base);
+	dev_init(&d, 1);
+	if (write_sample_from(fd, "base", &d, NULL, NULL, err))
+		res = "cannot write the parent";
+	for (int i = 0; !res && i < 3; i++)
+		if (!write_sample_from(fd, "incr", &d, bad[i], NULL, err) || !refused(err, "is not a parent snapshot's path"))
+			res = (snprintf(why, sizeof(why), "parent %s: %s", bad[i], err[0] ? err : "accepted"), why);
+	if (!res && write_sample_from(fd, "incr", &d, "../base", NULL, err))
+		res = (snprintf(why, sizeof(why), "a good parent: %s", err), why);
+	dev_free(&d);
+	if (!res && strcmp(entries(fd), "base incr") && strcmp(entries(fd), "incr base"))
+		res = (snprintf(why, sizeof(why), "left: %s", entries(fd)), why);
+	close(fd);
+	return res;
+}
+
+/* A manifest naming an absolute parent, or one too far up or too deep
+ * (forged, no key): refused when read, before anything of it is opened. */
+static const char *t_parent_paths_read(void)
+{
+	static const char *forged[] = { "/tmp", "../../../base", "../a/b/c" };
+	char err[SNAP_ERRLEN] = "";
+	struct device d;
+	const char *res = NULL;
+	int fd = fresh_dir("parread"), sub = -1;
+
+	dev_init(&d, 1);
+	if (write_sample_from(fd, "base", &d, NULL, NULL, err) || write_sample_from(fd, "incr", &d, "../base", NULL, err))
+		res = "cannot write the chain";
+	if (!res)
+		sub = openat(fd, "incr", O_RDONLY | O_DIRECTORY);
+	for (int i = 0; !res && i < 3; i++)
+		res = rewrite(sub, set_parent, forged[i]) ? "cannot forge the manifest" :
+			name_refused(fd, "incr", "names a parent that is not a path of the form");
+	if (!res && rewrite(sub, set_parent, "../base"))
+		res = "cannot mend the manifest";
+	if (!res)
+		res = reads_back(fd, "incr", &d);
+	dev_free(&d);
+	if (sub >= 0)
+		close(sub);
+	close(fd);
+	return res;
+}
+
+/* A parent reached through a symbolic link, as the parent itself or on
+ * the way, is refused by the writer and by a reader of a child made
+ * before the link was put there. */
+static const char *t_parent_symlink(void)
+{
+	char err[SNAP_ERRLEN] = "";
+	struct device d;
+	int fd = fresh_dir("parlink"), img1, img2, rc;
+	const char *res = NULL;
+
+	mkdirat(fd, "img1", 0700);
+	mkdirat(fd, "img2", 0700);
+	img1 = openat(fd, "img1", O_RDONLY | O_DIRECTORY);
+	img2 = openat(fd, "img2", O_RDONLY | O_DIRECTORY);
+	dev_init(&d, 1);
+	rc = write_sample_from(img1, "base", &d, NULL, NULL, err) ||
+	     write_sample_from(img2, "incr", &d, "../../img1/base", NULL, err) ||
+	     write_sample_from(img1, "incr", &d, "../base", NULL, err);
+	if (rc)
+		res = "cannot write the chains";
+	/* the parent itself a link */
+	if (!res && (renameat(img1, "base", img1, "base.real") || symlinkat("base.real", img1, "base")))
+		res = "cannot link the parent";
+	if (!res)
+		res = name_refused(img1, "incr", "its parent snapshot ../base " SNAP_PARENT_REFUSED);
+	if (!res && (!write_sample_from(img1, "incr2", &d, "../base", NULL, err) ||
+		     !refused(err, "its parent snapshot ../base " SNAP_PARENT_REFUSED)))
+		res = "a writer took a parent that is a link";
+	if (!res && (unlinkat(img1, "base", 0) || renameat(img1, "base.real", img1, "base")))
+		res = "cannot undo the link";
+	/* a directory on the way a link */
+	if (!res && (renameat(fd, "img1", fd, "img1.real") || symlinkat("img1.real", fd, "img1")))
+		res = "cannot link the directory";
+	if (!res)
+		res = name_refused(img2, "incr", "its parent snapshot ../../img1/base " SNAP_PARENT_REFUSED);
+	if (!res && (!write_sample_from(img2, "incr2", &d, "../../img1/base", NULL, err) ||
+		     !refused(err, SNAP_PARENT_REFUSED)))
+		res = "a writer took a parent through a link";
+	if (!res && (unlinkat(fd, "img1", 0) || renameat(fd, "img1.real", fd, "img1")))
+		res = "cannot undo the link";
+	if (!res)
+		res = reads_back(img2, "incr", &d);
+	dev_free(&d);
+	close(img1);
+	close(img2);
+	close(fd);
+	return res;
+}
+
+/* A parent snapshot directory of another owner (uid 65534) is refused by
+ * the writer and by a reader, with the same words as a missing one. */
+static const char *t_parent_other_owner(void)
+{
+	char err[SNAP_ERRLEN] = "", missing[SNAP_ERRLEN] = "";
+	struct device d;
+	struct snap_reader *r;
+	const char *res = NULL;
+	int fd = fresh_dir("parowner");
+
+	dev_init(&d, 1);
+	if (write_sample_from(fd, "base", &d, NULL, NULL, err) || write_sample_from(fd, "incr", &d, "../base", NULL, err))
+		res = "cannot write the chain";
+	if (!res && fchownat(fd, "base", 65534, 65534, AT_SYMLINK_NOFOLLOW))
+		res = "cannot chown the parent (not root?)";
+	if (!res)
+		res = name_refused(fd, "incr", "its parent snapshot ../base " SNAP_PARENT_REFUSED);
+	if (!res && (!write_sample_from(fd, "incr2", &d, "../base", NULL, err) ||
+		     !refused(err, "its parent snapshot ../base " SNAP_PARENT_REFUSED)))
+		res = "a writer took another owner's parent";
+	if (!res) {                          /* the same words as for no parent at all */
+		r = snap_reader_open(fd, "incr", err);
+		snap_reader_close(r);
+		renameat(fd, "base", fd, "base.away");
+		r = snap_reader_open(fd, "incr", missing);
+		snap_reader_close(r);
+		renameat(fd, "base.away", fd, "base");
+		if (strcmp(err, missing))
+			res = "another owner's parent and a missing one are told apart";
+	}
+	if (!res && fchownat(fd, "base", geteuid(), getegid(), AT_SYMLINK_NOFOLLOW))
+		res = "cannot chown the parent back";
+	if (!res)
+		res = reads_back(fd, "incr", &d);
+	dev_free(&d);
+	close(fd);
+	return res;
+}
+
+/* An image directory received through a link already there (a
+ * subdirectory that is a symbolic link out of it) is refused, and
+ * nothing lands outside. */
+static const char *t_tree_symlink(void)
+{
+	char err[SNAP_ERRLEN] = "", target[128];
+	struct tree_sender s = { 0 };
+	uint64_t got = 0;
+	int out = fresh_dir("treesym-out"), outside = fresh_dir("treesym-outside"), rc;
+
+	s.dirfd = fresh_dir("treesym-in");
+	mkdirat(s.dirfd, "precopy-1", 0700);
+	mkdirat(s.dirfd, "precopy-1/cicada-gpu-1", 0700);
+	CHECK(!snap_write_file(s.dirfd, "precopy-1/cicada-gpu-1/manifest", "x", 1, err), "write: %s", err);
+	snprintf(target, sizeof(target), "%s/treesym-outside", base);
+	CHECK(!symlinkat(target, out, "precopy-1"), "symlink");
+	rc = tree_pass(&s, out, &got, err);
+	CHECK(rc && refused(err, "is a symbolic link; refused"), "received through a link: %s", rc ? err : "accepted");
+	CHECK(!entries(outside)[0], "written outside: %s", entries(outside));
+	close(s.dirfd);
+	close(out);
+	close(outside);
+	return NULL;
+}
+
+/* criu's log is not read through a link. */
+static const char *t_criu_log_symlink(void)
+{
+	static const char log[] = "(00.001) Error (criu/cr-dump.c:1): the cause\n";
+	char err[SNAP_ERRLEN], reason[256];
+	int fd = fresh_dir("criulog");
+
+	CHECK(!snap_write_file(fd, "real.log", log, sizeof(log) - 1, err) && !symlinkat("real.log", fd, "dump.log"),
+	      "setup: %s", err);
+	snap_criu_reason(fd, "real.log", reason, sizeof(reason));
+	CHECK(strstr(reason, "the cause"), "no reason from the log itself: '%s'", reason);
+	snap_criu_reason(fd, "dump.log", reason, sizeof(reason));
+	CHECK(!reason[0], "read a log through a link: '%s'", reason);
 	close(fd);
 	return NULL;
 }
@@ -1302,20 +1749,49 @@ static const struct {
 	{ "drop_data", t_drop_data },
 	{ "keyed", t_keyed },
 	{ "tree_stream", t_tree_stream },
+	{ "symlink_snapshot_dir", t_symlink_snapshot_dir },
+	{ "symlink_files", t_symlink_files },
+	{ "symlink_mac", t_symlink_mac },
+	{ "parent_paths", t_parent_paths },
+	{ "parent_paths_read", t_parent_paths_read },
+	{ "parent_symlink", t_parent_symlink },
+	{ "parent_other_owner", t_parent_other_owner },
+	{ "tree_symlink", t_tree_symlink },
+	{ "criu_log_symlink", t_criu_log_symlink },
 };
 
-static int sample(const char *dir)
+/* The sample snapshot under dir (keyed under CICADA_SNAPSHOT_KEY_FILE);
+ * with parent, named name and incremental on it. */
+static int sample(const char *dir, const char *name, const char *parent)
 {
+	const char *key = getenv("CICADA_SNAPSHOT_KEY_FILE");
 	char err[SNAP_ERRLEN];
 	struct device d;
 	int fd = open(dir, O_RDONLY | O_DIRECTORY), rc;
 
 	dev_init(&d, 1);
-	rc = fd < 0 ? snap_fail(err, "cannot open %s", dir) : write_sample(fd, NULL, &d, err);
+	if (parent)
+		d.r[0].mem[100] ^= 1;
+	rc = fd < 0 ? snap_fail(err, "cannot open %s", dir) : key && snap_key_load(key, err) ? -1 :
+		write_sample_from(fd, name, &d, parent, NULL, err);
 	if (rc)
 		fprintf(stderr, "test_snapshot: %s\n", err);
+	if (fd >= 0)
+		close(fd);
 	dev_free(&d);
 	return rc ? 1 : 0;
+}
+
+/* DIR/base/cicada-gpu, and DIR/incr/cicada-gpu on it. */
+static int chain(const char *dir)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/base", dir);
+	if (mkdir(path, 0700) || sample(path, NULL, NULL))
+		return 1;
+	snprintf(path, sizeof(path), "%s/incr", dir);
+	return mkdir(path, 0700) || sample(path, NULL, "../../base/" SNAP_DIR_NAME);
 }
 
 int main(int argc, char **argv)
@@ -1325,10 +1801,12 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(image_b); i++)
 		image_b[i] = (uint8_t)(i * 7 + i / 100);
 	if (argc == 3 && !strcmp(argv[1], "sample"))
-		return sample(argv[2]);
-	if (argc == 3 && !strcmp(argv[1], "reseal")) {
+		return sample(argv[2], NULL, NULL);
+	if (argc == 3 && !strcmp(argv[1], "chain"))
+		return chain(argv[2]);
+	if (argc == 3 && (!strcmp(argv[1], "reseal") || !strcmp(argv[1], "reseal-owner"))) {
 		int fd = open(argv[2], O_RDONLY | O_DIRECTORY);
-		return fd < 0 || reseal(fd) ? 1 : 0;
+		return fd < 0 || (argv[1][6] ? rewrite(fd, set_owner, "uid 0") : reseal(fd)) ? 1 : 0;
 	}
 	if (!mkdtemp(base) || (basefd = open(base, O_RDONLY | O_DIRECTORY)) < 0) {
 		perror(base);
