@@ -45,6 +45,7 @@ MODES=${MIGRATE_MODES:-"precopy stop-and-copy gpu-only"}
 STREAMS=${MIGRATE_STREAMS:+--streams $MIGRATE_STREAMS}
 [ "$(id -u)" = 0 ] || { echo "bench-migrate: needs root (CRIU, namespaces)"; exit 1; }
 head -c 24 /dev/urandom | base64 >"$T/token"
+head -c 24 /dev/urandom | base64 >"$T/mtoken"
 
 env $DRIVER timeout -k 5 3600 "$B/bin/gpu-server" --listen "unix:$T/a.sock" --listen "tcp:127.0.0.1:$PORT" \
 	--token-file "$T/token" --cache-dir "$T/cache-a" --run-dir "$T/run-a" --workers 2 >"$T/a.log" 2>&1 &
@@ -66,7 +67,8 @@ if command -v ip >/dev/null; then
 fi
 env $DRIVER $in_ns unshare --pid --fork --mount-proc timeout -k 5 3600 "$B/bin/gpu-server" \
 	--listen "unix:$T/b.sock" --listen "tcp:$ip:$((PORT + 1))" --token-file "$T/token" --cache-dir "$T/cache-b" \
-	--run-dir "$T/run-b" --workers 2 --accept-migrations --migrate-timeout 600 >"$T/b.log" 2>&1 &
+	--run-dir "$T/run-b" --workers 2 --accept-migrations --migration-token-file "$T/mtoken" \
+	--migrate-timeout 600 >"$T/b.log" 2>&1 &
 PIDS="$PIDS $!"
 disown $!
 wait_for_server $! "$T/b.sock" "$T/b.log" bench-migrate || exit 1
@@ -99,7 +101,7 @@ for size in $SIZES; do
 			launch "$size" "$d" || { echo "bench-migrate: the program did not start ($size MiB)"; tail -3 "$T/app.$size.$d"; exit 1; }
 			opt=""; [ $mode = stop-and-copy ] && opt=--no-precopy
 			[ $mode = gpu-only ] && opt=--gpu-only
-			CICADA_TOKEN_FILE=$T/token timeout -k 5 900 "$B/bin/gpu-migrate" "$APP" --to "$ip:$((PORT + 1))" --json \
+			CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken timeout -k 5 900 "$B/bin/gpu-migrate" "$APP" --to "$ip:$((PORT + 1))" --json \
 				--timeout 600 --work-dir "$T" $opt $STREAMS >"$T/m.json" 2>"$T/m.err"
 			if grep -q '"ok":true' "$T/m.json"; then
 				printf '%-9s %-6s %-13s %9.3fs %9.3fs %12s %12s %7s   %s + %s + %s s\n' "$size MiB" "$d%" "$mode" \

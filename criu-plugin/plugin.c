@@ -81,10 +81,31 @@ static int criu_option(const char *name, char *out, size_t len)
 	return -1;
 }
 
+/* An absolute previous image directory beside the new one (dirfd), as
+ * the relative path a parent must be (snapshot-format: never absolute):
+ * 0, or -1 where it lies elsewhere. */
+static int prev_relative(int dirfd, char *prev, size_t len)
+{
+	char link[64], here[900], *slash, *base;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	if ((n = readlink(link, here, sizeof(here) - 1)) <= 0)
+		return -1;
+	here[n] = 0;
+	if (!(slash = strrchr(here, '/')) || !(base = strrchr(prev, '/')) || slash - here != base - prev ||
+	    strncmp(here, prev, (size_t)(slash - here)))
+		return -1;
+	memmove(prev + 3, base + 1, strlen(base + 1) + 1);
+	memcpy(prev, "../", 3);
+	return len > 3 ? 0 : -1;
+}
+
 /* An incremental GPU snapshot: its parent is the same process's snapshot
  * in the previous image directory, CICADA_SNAPSHOT_PARENT or else criu's
- * --prev-images-dir (either relative to the new image directory, as
- * criu's is, or absolute), when there is one; else it is written whole. */
+ * --prev-images-dir (relative to the new image directory, as criu's is,
+ * or absolute and beside it), when there is one; else it is written
+ * whole. */
 static void snapshot_parent(int dirfd, struct gpu_session *s)
 {
 	char prev[900], path[CICADA_PARENT_MAX], name[64], probe[CICADA_PARENT_MAX + 16];
@@ -95,8 +116,13 @@ static void snapshot_parent(int dirfd, struct gpu_session *s)
 		snprintf(prev, sizeof(prev), "%s", env);
 	else if (criu_option("--prev-images-dir", prev, sizeof(prev)))
 		return;
+	if (prev[0] == '/' && prev_relative(dirfd, prev, sizeof(prev))) {
+		plugin_info("the GPU snapshot of process %d is written whole: %s is not beside this image directory",
+			    s->pid, prev);
+		return;
+	}
 	snapshot_name(s->pid, name, sizeof(name));
-	snprintf(path, sizeof(path), "%s%s/%s", prev[0] == '/' ? "" : "../", prev, name);
+	snprintf(path, sizeof(path), "../%s/%s", prev, name);
 	snprintf(probe, sizeof(probe), "%s/%s/manifest", prev, name);
 	if (faccessat(dirfd, probe, R_OK, 0)) {
 		plugin_info("no GPU snapshot of process %d in %s: this one is written whole", s->pid, prev);

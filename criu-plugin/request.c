@@ -52,6 +52,7 @@ static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd,
 	}
 	if (r.err) {
 		wire_fail(err, "gpu-server at %s: %s", s->server, r.message);
+		rc = op == OP_CHECKPOINT && !stream && r.stream_only ? 1 : -1;
 		goto out;
 	}
 	if (op == OP_CHECKPOINT && stream && snap_recv_dir(fd, dirfd, name, err))
@@ -76,5 +77,11 @@ int server_request(const struct gpu_session *s, hello_op op, int dirfd, char *ti
 		return -1;
 	rc = exchange(fd, s, op, dirfd, addr.kind == WIRE_TCP, ticket_out, err);
 	close(fd);
-	return rc;
+	/* the session's worker runs as its tenant and may not write CRIU's
+	 * directory: the snapshot comes over the connection instead */
+	if (rc > 0 && (fd = wire_dial(&addr, err)) >= 0) {
+		rc = exchange(fd, s, op, dirfd, 1, ticket_out, err);
+		close(fd);
+	}
+	return rc < 0 || rc > 0 ? -1 : 0;
 }

@@ -11,8 +11,18 @@
  * past its own cap, it is told "server busy" at once. A session lasts as
  * long as its worker: the pool's reaper frees the place.
  *
- * Handing a connection over can wait (for a worker's CUDA start, or a
- * paused worker's accept), so a few handover threads do it. A TLS
+ * A request for a paused session (a reattach, a checkpoint, a release, a
+ * callback channel) counts too: at most --max-requests-per-client of a
+ * client's, and --max-requests in all, are handed on at once; past that
+ * it is told "server busy". Hellos not yet whole are shared out too:
+ * once PENDING_PER_CLIENT of a client's wait (a handshake counts), its
+ * new connections take no place of the last quarter of --max-pending,
+ * which stays for the others.
+ *
+ * Handing a connection over can wait (for a worker's CUDA start), so a
+ * few handover threads do it; requests for paused sessions have threads
+ * of their own, so that they can never hold up a new session, and each
+ * such handover is bounded (handoff.c: a busy worker is refused). A TLS
  * listener's connections have their handshake in a thread each, then come
  * in through their relay (wire/tls.c) as TCP peers; the worker is told
  * that such a connection is remote, since its socket's credentials are
@@ -24,6 +34,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +43,8 @@
 #include "gpu-server.h"
 
 #define HANDOVER_THREADS 16
+#define CONTROL_THREADS 8
+#define PENDING_PER_CLIENT 16
 #define IDENT_LEN 64
 
 enum { C_HELLO, C_QUEUED };
@@ -73,13 +86,24 @@ static struct {
 	uint64_t seq;
 	struct session *sessions;            /* cfg->max_sessions places */
 	int nsessions;
-	struct job *jobs, **jobs_tail;
+	struct job *jobs[2], **jobs_tail[2];   /* new sessions, requests for paused ones */
+	struct control *controls;            /* requests handed on now, by client */
+	int ncontrols;
 	struct tls_conn *tls_ready;          /* TLS connections past their handshake */
 	int tls_shaking;                     /* TLS handshakes running (count as pending) */
+	char (*shaking)[IDENT_LEN];          /* whose they are (max_pending places) */
 	pthread_mutex_t lock;
-	pthread_cond_t more_jobs;
+	pthread_cond_t more_jobs[2];
 	int wake[2];
-} adm = { .lock = PTHREAD_MUTEX_INITIALIZER, .more_jobs = PTHREAD_COND_INITIALIZER };
+} adm = { .lock = PTHREAD_MUTEX_INITIALIZER, .more_jobs = { PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER } };
+
+enum { Q_SESSION, Q_CONTROL };
+
+/* A client's requests for paused sessions being handed on. */
+struct control {
+	char ident[IDENT_LEN];
+	int n;
+};
 
 static void wake_loop(void)
 {
@@ -189,8 +213,9 @@ static void run_job(struct job *j)
 {
 	if (j->slot < 0) {
 		if (handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b)) {
-			log_warn("refused connection from %s: no session %.8s here", j->peer, j->ticket);
-			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
+			log_warn("refused connection from %s: no session %.8s here, or it is busy", j->peer, j->ticket);
+			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED,
+			       "no session with that ticket on this server, or it is busy with another request");
 		}
 		return;
 	}
@@ -210,21 +235,71 @@ static void run_job(struct job *j)
 	wake_loop();
 }
 
+/* --- requests for paused sessions: how many each client has in hand --- */
+
+static struct control *control_of(const char *ident)
+{
+	for (int i = 0; i < adm.ncontrols; i++)
+		if (!strcmp(adm.controls[i].ident, ident))
+			return &adm.controls[i];
+	return NULL;
+}
+
+static int controls_total(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < adm.ncontrols; i++)
+		n += adm.controls[i].n;
+	return n;
+}
+
+/* One more of ident's requests in hand: 0, or -1 past a cap (adm.lock). */
+static int control_take(const char *ident)
+{
+	struct control *c = control_of(ident);
+
+	if (controls_total() >= adm.cfg->max_requests || (c && c->n >= adm.cfg->max_requests_per_client))
+		return -1;
+	if (!c) {
+		c = &adm.controls[adm.ncontrols++];      /* (fewer than max_requests have any) */
+		snprintf(c->ident, IDENT_LEN, "%s", ident);
+		c->n = 0;
+	}
+	c->n++;
+	return 0;
+}
+
+static void control_put(const char *ident)
+{
+	struct control *c = control_of(ident);
+
+	if (c && !--c->n)
+		*c = adm.controls[--adm.ncontrols];
+}
+
 static void *handover_loop(void *arg)
 {
+	int q = (int)(intptr_t)arg;
+
 	for (;;) {
 		struct job *j;
 
 		pthread_mutex_lock(&adm.lock);
-		while (!adm.jobs)
-			pthread_cond_wait(&adm.more_jobs, &adm.lock);
-		j = adm.jobs;
-		adm.jobs = j->next;
-		if (!adm.jobs)
-			adm.jobs_tail = &adm.jobs;
+		while (!adm.jobs[q])
+			pthread_cond_wait(&adm.more_jobs[q], &adm.lock);
+		j = adm.jobs[q];
+		adm.jobs[q] = j->next;
+		if (!adm.jobs[q])
+			adm.jobs_tail[q] = &adm.jobs[q];
 		pthread_mutex_unlock(&adm.lock);
 		run_job(j);
 		close(j->fd);
+		if (q == Q_CONTROL) {
+			pthread_mutex_lock(&adm.lock);
+			control_put(j->ident);
+			pthread_mutex_unlock(&adm.lock);
+		}
 		wire_buf_free(&j->b);
 		free(j);
 	}
@@ -236,12 +311,15 @@ static void *handover_loop(void *arg)
 static void queue_job(struct conn *c, int slot)
 {
 	struct job *j = calloc(1, sizeof(*j));
+	int q = slot < 0 ? Q_CONTROL : Q_SESSION;
 
 	if (!j) {
 		close(c->fd);
 		wire_buf_free(&c->b);
 		if (slot >= 0)
 			session_free(slot);
+		else
+			control_put(c->ident);
 		return;
 	}
 	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK);
@@ -255,9 +333,9 @@ static void queue_job(struct conn *c, int slot)
 	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
 	if (c->h.ticket)
 		snprintf(j->ticket, sizeof(j->ticket), "%s", c->h.ticket);
-	*adm.jobs_tail = j;
-	adm.jobs_tail = &j->next;
-	pthread_cond_signal(&adm.more_jobs);
+	*adm.jobs_tail[q] = j;
+	adm.jobs_tail[q] = &j->next;
+	pthread_cond_signal(&adm.more_jobs[q]);
 }
 
 /* --- connections ------------------------------------------------------- */
@@ -319,11 +397,38 @@ static void describe_peer(int fd, const struct wire_addr *addr, struct conn *c)
 	snprintf(c->ident, IDENT_LEN, "%s", host);
 }
 
+/* How many of ident's connections wait for their hello or handshake. */
+static int pending_of(const char *ident)
+{
+	int n = 0;
+
+	for (int i = 0; i < adm.nconns; i++)
+		n += adm.conns[i]->state == C_HELLO && !strcmp(adm.conns[i]->ident, ident);
+	for (int i = 0; i < adm.cfg->max_pending; i++)
+		n += adm.shaking[i][0] && !strcmp(adm.shaking[i], ident);
+	return n;
+}
+
+/* Whether ident may have one more connection wait for its hello: while
+ * it has few, or while the others keep a quarter of the places. */
+static int pending_allowed(const char *ident)
+{
+	int max = adm.cfg->max_pending;
+
+	return pending_of(ident) < PENDING_PER_CLIENT || adm.npending + adm.tls_shaking < max - max / 4;
+}
+
 /* A new connection (its hello to come); fd is consumed. */
 static void admit_conn(int fd, int is_tcp, int relayed, const char *peer, const char *ident)
 {
 	struct conn *c;
 
+	if (!pending_allowed(ident)) {
+		log_warn("%s (%s) has %d connections waiting for their hello, and the last places are kept for "
+			 "others; closed a new one", peer, ident, pending_of(ident));
+		close(fd);
+		return;
+	}
 	if (adm.npending >= adm.cfg->max_pending || adm.nconns == adm.cap_conns || !(c = calloc(1, sizeof(*c)))) {
 		log_warn("too many connections waiting for their hello (%d, --max-pending); closed a new one",
 			 adm.npending);
@@ -350,7 +455,7 @@ static void admit_conn(int fd, int is_tcp, int relayed, const char *peer, const 
  * its relay's inner end joins the others here, as a TCP peer. */
 struct tls_conn {
 	struct tls_conn *next;
-	int fd;
+	int fd, slot;                        /* slot: its place in adm.shaking */
 	struct conn who;                     /* peer and ident only */
 };
 
@@ -363,6 +468,7 @@ static void *tls_accept(void *arg)
 	t->fd = wire_tls_server(t->fd, adm.cfg->hello_timeout_ms, err);
 	pthread_mutex_lock(&adm.lock);
 	adm.tls_shaking--;
+	adm.shaking[t->slot][0] = 0;
 	if (t->fd >= 0) {
 		t->next = adm.tls_ready;
 		adm.tls_ready = t;
@@ -401,15 +507,20 @@ static void accept_one(const struct listener *l)
 		struct tls_conn *t = NULL;
 		pthread_attr_t a;
 		pthread_t th;
-		int ok;
+		int ok, slot = 0;
 
-		/* A handshake is a hello not yet read: the same cap. */
-		if (adm.npending + adm.tls_shaking >= adm.cfg->max_pending || !(t = calloc(1, sizeof(*t)))) {
-			log_warn("too many connections waiting for their hello (--max-pending); closed a new TLS one");
+		/* A handshake is a hello not yet read: the same caps. */
+		while (slot < adm.cfg->max_pending && adm.shaking[slot][0])
+			slot++;
+		if (adm.npending + adm.tls_shaking >= adm.cfg->max_pending || slot == adm.cfg->max_pending ||
+		    !pending_allowed(who.ident) || !(t = calloc(1, sizeof(*t)))) {
+			log_warn("too many connections waiting for their hello (--max-pending, or %s's share); "
+				 "closed a new TLS one", who.ident);
 			close(fd);
 			return;
 		}
 		t->fd = fd;
+		t->slot = slot;
 		t->who = who;
 		pthread_attr_init(&a);
 		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
@@ -421,6 +532,7 @@ static void accept_one(const struct listener *l)
 			return;
 		}
 		adm.tls_shaking++;
+		snprintf(adm.shaking[slot], IDENT_LEN, "%s", who.ident);
 		return;
 	}
 	admit_conn(fd, l->addr.kind == WIRE_TCP, 0, who.peer, who.ident);
@@ -531,16 +643,25 @@ static int decode_hello(struct conn *c)
 }
 
 /* A migrating process (OP_MIGRATE): its images follow the hello. Only
- * with --accept-migrations, and over unix only from root or our user. */
+ * with --accept-migrations; over TCP only with the migration token (never
+ * the tenants'), over unix only from root or our user. */
 static void migrate_accept(int i)
 {
 	struct conn *c = adm.conns[i];
 	char why[WIRE_ERRLEN];
 	uint32_t xid = c->b.len >= 4 ? ntohl(*(uint32_t *)c->b.data) : 0;
+	const char *mt = adm.cfg->migration_token;
 
 	if (!adm.cfg->migrate) {
 		log_warn("refused a migration from %s: this server does not accept them", c->peer);
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "this server does not accept migrations (--accept-migrations)");
+	} else if (c->is_tcp &&
+		   (!mt || !wire_proof_ok(mt, strlen(mt), c->nonce, c->h.token.token_val, c->h.token.token_len))) {
+		/* a tenant's token never restores a process as root here */
+		log_warn("refused a migration from %s: %s", c->peer,
+			 mt ? "wrong migration token" : "no --migration-token-file, so none over TCP");
+		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, mt ? "wrong migration token" :
+			    "this server takes migrations over TCP only with --migration-token-file");
 	} else if (!c->is_tcp && !peer_privileged(c->fd)) {
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "only root or the server's user may migrate a process here");
 	} else if (c->h.ticket && c->h.ticket[0]) {         /* a further stream of one under way */
@@ -585,6 +706,8 @@ static void on_hello(int i)
 			 c->h.proto_version, CICADA_PROTO_VERSION);
 		log_warn("refused connection from %s: %s", c->peer, why);
 		conn_refuse(i, CUDA_ERROR_NOT_SUPPORTED, why);
+	} else if (c->is_tcp && c->h.op == OP_MIGRATE) {
+		migrate_accept(i);               /* its own token */
 	} else if (c->is_tcp && !wire_proof_ok(adm.cfg->token, strlen(adm.cfg->token), c->nonce, c->h.token.token_val,
 						c->h.token.token_len)) {
 		log_warn("refused connection from %s (pid %llu on %s): %s", c->peer, (unsigned long long)c->h.pid,
@@ -595,10 +718,16 @@ static void on_hello(int i)
 		log_warn("refused connection from %s (%s): not on the allow list", c->peer, c->ident);
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "this user is not allowed on this server (--allow-users, --allow-groups)");
 	} else if (is_pass_op(c->h.op)) {
-		if (ticket_valid(c->h.ticket))
-			conn_hand(i, -1);
-		else
+		if (!ticket_valid(c->h.ticket)) {
 			conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "no session with that ticket on this server");
+		} else if (control_take(c->ident)) {
+			log_warn("refused a request from %s (%s): too many in hand (--max-requests-per-client %d, "
+				 "--max-requests %d)", c->peer, c->ident, adm.cfg->max_requests_per_client,
+				 adm.cfg->max_requests);
+			conn_refuse(i, CUDA_ERROR_DEVICE_UNAVAILABLE, "server busy: too many requests in hand");
+		} else {
+			conn_hand(i, -1);
+		}
 	} else if (c->h.op == OP_CONNECT || c->h.op == OP_RESTORE) {
 		admit_new(i);
 	} else if (c->h.op == OP_MIGRATE) {
@@ -688,11 +817,16 @@ int admit_serve(const struct admit_config *cfg, const struct listener *ls, int n
 	adm.cap_conns = cap;
 	adm.conns = calloc((size_t)cap, sizeof(*adm.conns));
 	adm.sessions = calloc((size_t)cfg->max_sessions, sizeof(*adm.sessions));
-	adm.jobs_tail = &adm.jobs;
-	if (!p || !adm.conns || !adm.sessions || pipe2(adm.wake, O_CLOEXEC | O_NONBLOCK))
+	adm.jobs_tail[Q_SESSION] = &adm.jobs[Q_SESSION];
+	adm.jobs_tail[Q_CONTROL] = &adm.jobs[Q_CONTROL];
+	adm.controls = calloc((size_t)cfg->max_requests, sizeof(*adm.controls));
+	adm.shaking = calloc((size_t)cfg->max_pending, sizeof(*adm.shaking));
+	if (!p || !adm.conns || !adm.sessions || !adm.controls || !adm.shaking ||
+	    pipe2(adm.wake, O_CLOEXEC | O_NONBLOCK))
 		return -1;
-	for (int i = 0; i < HANDOVER_THREADS; i++)
-		if (pthread_create(&t, NULL, handover_loop, NULL) || pthread_detach(t))
+	for (int i = 0; i < HANDOVER_THREADS + CONTROL_THREADS; i++)
+		if (pthread_create(&t, NULL, handover_loop, (void *)(intptr_t)(i < HANDOVER_THREADS ? Q_SESSION : Q_CONTROL)) ||
+		    pthread_detach(t))
 			return -1;
 	for (;;) {
 		int timeout, n;

@@ -97,7 +97,7 @@ int peer_privileged(int fd)
 {
 	struct ucred cred;
 
-	return !peer_cred(fd, &cred) && (cred.uid == 0 || cred.uid == geteuid());
+	return !peer_cred(fd, &cred) && privsep_is_server(cred.uid);
 }
 
 /* Adds the users (or groups) of a comma-separated list of names or

@@ -259,6 +259,10 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	devmem_arena(w, &p.m.arena_va, &p.m.arena_size);
 	p.m.current_ctx = w->current_ctx;
 	p.m.has_arena_va = p.m.has_arena_size = p.m.has_current_ctx = 1;
+	/* whose it is: only they restore it (restore.c); the key signs it */
+	p.m.owner = w->owner[0] ? w->owner : NULL;
+	p.m.owner_uid = (uint32_t)w->owner_uid;
+	p.m.has_owner_uid = w->owner_uid != (uid_t)-1;
 	worker_memory_ops(w, &ops);
 	if (!(b.wr = snap_writer_begin(dirfd, name, err)))
 		goto out;

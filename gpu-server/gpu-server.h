@@ -91,11 +91,21 @@ struct worker {
 	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
 	unsigned nassigned;
 	uid_t owner_uid;                     /* the session's unix user; -1 until known */
+	char owner[48];                      /* its identity: "uid N", "token"; "" until known */
+	int dropped;                         /* runs as run_uid for good (privsep.c) */
+	uid_t run_uid;
+	const char *scratch_dir;             /* private, for snapshots that travel (privsep.c) */
+	int req_class;                       /* the request being served: REQ_* */
+	uid_t req_uid;                       /* REQ_USER: its uid */
+	int req_stream;                      /* its snapshot comes over the connection */
 	char ticket[CICADA_TICKET_LEN + 1];
 	int detach;                          /* the client asked to detach */
 	int session_fd;                      /* detached: listening session socket */
 	int exiting;
 };
+
+/* Who a request comes from (session.c sets it, restore.c checks owners). */
+enum { REQ_PRIVILEGED, REQ_USER, REQ_REMOTE };
 
 #define HANDLE_BASE 0x1000u
 #define HANDLE_MAX (1u << 24)               /* ids a restore may bind */
@@ -329,7 +339,20 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h);
 int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
 int ticket_valid(const char *ticket);
 struct sockaddr_un;
-void handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa);   /* a session socket */
+/* A session socket's address (abstract: no file), and its length. */
+unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa);
+int handoff_from_server(int conn);       /* whether conn's peer is the server */
+int handoff_accept(int lfd, struct wire_buf *hello);   /* -2: a stranger, refused */
+#define HANDOFF_TIMEOUT_MS 2000
+#define CLIENT_FD_TIMEOUT_MS 10000       /* a descriptor a client's request announced */
+
+/* privsep.c: workers run as their tenant */
+int privsep_set_user(const char *name, char *err);
+void privsep_init(void);
+int privsep_is_server(uid_t uid);
+int privsep_peer_ids(int fd, uid_t *uid, gid_t *gid, char *err);
+int privsep_drop_for(struct worker *w, int fd, char *err);
+void privsep_worker_ended(const char *run_dir, pid_t pid);
 
 /* preload.c: a migration's device memory, loaded before its restore */
 struct preload;
@@ -395,7 +418,6 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 
 /* ipc.c, ipc_save.c: CUDA IPC between the clients of one server, and
  * through checkpoints */
-void ipc_end(void);
 int ipc_save(struct worker *w, struct Cicada__Manifest *m, char *err);
 void ipc_save_free(struct Cicada__Manifest *m);
 int ipc_save_graphs(const struct Cicada__Manifest *m, char *err);
@@ -409,6 +431,8 @@ int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
 void placement_release(pid_t pid);
 int pool_max(void);
 void pool_key_file(const char *path);
+void pool_user(const char *name);
+void pool_randomize(int on);
 
 /* The front door (admit.c): hellos, caps, the queue. */
 /* Migrations coming in (migrate_in.c): criu, its plugin folder, the
@@ -427,7 +451,9 @@ struct admit_config {
 	const char *token, *run_dir;
 	const struct migrate_config *migrate;   /* NULL: migrations refused */
 	const struct allow_list *allow;         /* unix clients */
+	const char *migration_token;            /* OP_MIGRATE over TCP; NULL: refused */
 	int max_sessions, max_per_client, max_pending, queue_len;
+	int max_requests, max_requests_per_client;   /* requests for paused sessions in hand */
 	int hello_timeout_ms, queue_timeout_ms;
 };
 int admit_serve(const struct admit_config *cfg, const struct listener *ls, int nls);

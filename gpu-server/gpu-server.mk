@@ -7,7 +7,7 @@ SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server
                gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/hostfn.c gpu-server/lanes.c gpu-server/ordered.c gpu-server/array.c \
                gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c gpu-server/jit.c gpu-server/link.c gpu-server/vmm.c gpu-server/vmm_place.c gpu-server/objects.c gpu-server/objects_save.c gpu-server/objects_restore.c \
                gpu-server/migrate_in.c gpu-server/precopy.c gpu-server/devhash.c gpu-server/preload.c \
-               gpu-server/gpus.c gpu-server/placement.c gpu-server/ipc.c gpu-server/ipc_save.c gpu-server/tensormap.c
+               gpu-server/gpus.c gpu-server/placement.c gpu-server/ipc.c gpu-server/ipc_save.c gpu-server/tensormap.c gpu-server/privsep.c
 # With the CRIU plugin's requests (request.c), as gpu-migrate: an incoming
 # migration whose copy may not run has its restored session ended.
 SERVER_SHARED := criu-plugin/request.c criu-plugin/session_file.c

@@ -1,11 +1,22 @@
 /*
  * handoff.c: connections handed between a gpu-server's processes over unix
  * sockets: from the server to a new worker (pool.c), or to a paused
- * worker's session socket, <run_dir>/<ticket>.sock, for the connections
- * that name its ticket; a migration's preloading worker receives its
- * restore the same way. A handed connection is its descriptor, then what
- * the worker needs to know of it (handoff_send says what).
+ * worker's session socket for the connections that name its ticket; a
+ * migration's preloading worker receives its restore the same way. A
+ * handed connection is its descriptor, then what the worker needs to
+ * know of it (handoff_send says what).
+ *
+ * A session socket is abstract (no file: a worker that runs as its
+ * tenant could not make one in the server's run directory), named by the
+ * run directory and the ticket; its worker takes connections from the
+ * server's user alone. The server never waits on a worker beyond
+ * HANDOFF_TIMEOUT_MS: a worker whose backlog is full, or that does not
+ * read, is busy, and the request is refused.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,11 +31,45 @@ int ticket_valid(const char *t)
 	return n == CICADA_TICKET_LEN && !t[n];
 }
 
-void handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
+unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
 {
+	int n;
+
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/%s.sock", run_dir, ticket);
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "cicada%s/%s", run_dir, ticket);
+	if (n < 0 || (size_t)n >= sizeof(sa->sun_path) - 1)
+		n = (int)sizeof(sa->sun_path) - 2;
+	return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Whether conn's peer is the gpu-server (root or the server's user):
+ * anyone else who found a session socket is refused at once. */
+int handoff_from_server(int conn)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	return !getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) && len == sizeof(cred) &&
+	       privsep_is_server(cred.uid);
+}
+
+/* Connects to a session socket without waiting: a full backlog is a busy
+ * worker. Returns the socket, or -1. */
+static int dial_session(const char *run_dir, const char *ticket)
+{
+	struct sockaddr_un sa;
+	unsigned len = handoff_path(run_dir, ticket, &sa);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (s < 0)
+		return -1;
+	if (connect(s, (struct sockaddr *)&sa, len) ||
+	    fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK) || wire_set_timeouts(s, HANDOFF_TIMEOUT_MS)) {
+		close(s);
+		return -1;
+	}
+	return s;
 }
 
 /* A handed connection: the descriptor, then a u32 that is 0 for a local
@@ -68,18 +113,34 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h)
 	return fd;
 }
 
+/* A worker's side of its session socket: the next connection, if the
+ * server made it. Returns the handed fd, -1 on failure, or -2 for a
+ * connection of anyone else (closed; the caller waits on). */
+int handoff_accept(int lfd, struct wire_buf *hello)
+{
+	int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), fd;
+
+	if (conn < 0)
+		return errno == EINTR || errno == ECONNABORTED ? -2 : -1;
+	if (!handoff_from_server(conn) || wire_set_timeouts(conn, HANDOFF_TIMEOUT_MS)) {
+		log_warn("a stranger connected to the session socket; refused");
+		close(conn);
+		return -2;
+	}
+	fd = handoff_receive(conn, hello, NULL);
+	close(conn);
+	return fd;
+}
+
 /* The gpu-server's side: passes a connection to the detached worker. */
 int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello)
 {
 	struct handoff h = { .remote = remote };
-	struct sockaddr_un sa;
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
+	int s = dial_session(run_dir, ticket), rc;
 
-	handoff_path(run_dir, ticket, &sa);
-
-	if (s >= 0 && !connect(s, (struct sockaddr *)&sa, sizeof(sa)))
-		rc = handoff_send(s, fd, &h, hello);
-	if (s >= 0)
-		close(s);
+	if (s < 0)
+		return -1;
+	rc = handoff_send(s, fd, &h, hello);
+	close(s);
 	return rc;
 }

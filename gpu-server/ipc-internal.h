@@ -68,8 +68,6 @@ struct ipc_state {
 	int reserved;
 	uint64_t vmm_exports;                /* VMM keys given so far */
 	int listening;
-	char path[108];
-	ino_t inode;                         /* of the socket we bound */
 };
 extern struct ipc_state ipc;
 

@@ -5,8 +5,9 @@
  * session's owner id (ipc_owner: random, and kept across restores), the
  * chunk, the allocation's offset in it, its GPU and a random secret. The
  * worker of a client that opens the handle connects to the exporter's IPC
- * socket, <run_dir>/ipc-<owner>.sock (the run directory is private to the
- * server's user), proves the secret, and receives the chunk's physical
+ * socket (abstract, named by the run directory and the owner id; the
+ * exporter answers only workers of its own user, root's or the server
+ * user's), proves the secret, and receives the chunk's physical
  * memory as a file descriptor, which it maps in an import region of its
  * own address space. The exporter keeps the descriptor while the chunk
  * lives, so what it hands out is always the memory the handle named.
@@ -24,6 +25,7 @@
  * driver's objects, and survives a checkpoint: ipc_save.c.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +121,20 @@ static void serve_one(int c)
 		close(fd);
 }
 
+/* Another user's worker gets nothing of ours, whatever it knows. */
+static int same_user(int c)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred))
+		return 0;
+	if (cred.uid == geteuid() || privsep_is_server(cred.uid))
+		return 1;
+	log_warn("refused CUDA IPC to a worker of uid %u: another user's", (unsigned)cred.uid);
+	return 0;
+}
+
 static void *listen_loop(void *arg)
 {
 	struct timeval limit = { 5, 0 };     /* a peer that stalls holds the door no longer */
@@ -134,56 +150,51 @@ static void *listen_loop(void *arg)
 		}
 		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
 		setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
-		serve_one(c);
+		if (same_user(c))
+			serve_one(c);
 		close(c);
 	}
 }
 
-static void socket_path(const struct worker *w, uint64_t owner, char *out, size_t len)
+/* The abstract address of owner's IPC socket, and its length. */
+static unsigned socket_addr(const struct worker *w, uint64_t owner, struct sockaddr_un *sa)
 {
-	snprintf(out, len, "%s/ipc-%016llx.sock", w->run_dir, (unsigned long long)owner);
+	int n;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "cicada%s/ipc-%016llx", w->run_dir,
+		     (unsigned long long)owner);
+	if (n < 0 || (size_t)n >= sizeof(sa->sun_path) - 1)
+		n = (int)sizeof(sa->sun_path) - 2;
+	return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-/* The socket takes over the path from a worker this session was restored
- * from, should that one still live (it lets go of it: ipc_end). */
+/* A worker this session was restored from may answer for it still (the
+ * same snapshot restored twice): the name is taken when it lets go. */
 static int start_listening(struct worker *w)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
+	struct sockaddr_un sa;
+	unsigned len = socket_addr(w, ipc_owner(), &sa);
 	pthread_t t;
 	int l;
 
 	if (ipc.listening)
 		return 0;
-	socket_path(w, ipc_owner(), ipc.path, sizeof(ipc.path));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ipc.path);
-	if ((l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 && !connect(l, (struct sockaddr *)&sa, sizeof(sa)))
-		log_warn("client %s: another worker answers for CUDA IPC session %016llx (the same snapshot restored "
-			 "twice?); this one takes its handles over", w->peer, (unsigned long long)ipc.owner);
-	if (l >= 0)
-		close(l);
-	unlink(ipc.path);
 	if ((l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -1;
-	if (bind(l, (struct sockaddr *)&sa, sizeof(sa)) || listen(l, 64) || stat(ipc.path, &st) ||
+	if (bind(l, (struct sockaddr *)&sa, len) || listen(l, 64) ||
 	    pthread_create(&t, NULL, listen_loop, (void *)(intptr_t)l)) {
+		if (errno == EADDRINUSE)
+			log_warn("client %s: another worker answers for CUDA IPC session %016llx (the same snapshot "
+				 "restored twice?)", w->peer, (unsigned long long)ipc.owner);
 		close(l);
 		return -1;
 	}
 	pthread_detach(t);
-	ipc.inode = st.st_ino;
 	ipc.listening = 1;
 	devmem_on_unmap(w, forget);
 	return 0;
-}
-
-/* The worker ends: its socket goes, unless another worker took the path. */
-void ipc_end(void)
-{
-	struct stat st;
-
-	if (ipc.listening && !stat(ipc.path, &st) && st.st_ino == ipc.inode)
-		unlink(ipc.path);
 }
 
 /* Asks the exporter for what h names: *fd (memory) or *eh (events), or
@@ -192,7 +203,8 @@ void ipc_end(void)
  * why says which. */
 static int ask(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEventHandle *eh, const char **why)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa;
+	unsigned len = socket_addr(w, h->owner, &sa);
 	struct ipc_request q = { .va = h->va, .size = h->size, .probe = !fd };
 	int event = !memcmp(h->magic, EVENT_MAGIC, 8);
 	int32_t status = -1;
@@ -203,13 +215,13 @@ static int ask(struct worker *w, const struct ipc_handle *h, int *fd, CUipcEvent
 	if (fd && event && !eh)
 		return *why = "not a handle of memory", -1;
 	memcpy(q.secret, h->secret, sizeof(q.secret));
-	socket_path(w, h->owner, sa.sun_path, sizeof(sa.sun_path));
 	if ((s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return *why = "no socket", -1;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)))
+	if (connect(s, (struct sockaddr *)&sa, len))
 		*why = "its process is gone, or it is another server's", rc = -2;
-	else if (wire_send_all(s, &q, sizeof(q)) || wire_recv_all(s, &status, sizeof(status)) || status)
-		*why = "the exporting process no longer has it";
+	else if (wire_set_timeouts(s, 5000) || wire_send_all(s, &q, sizeof(q)) ||
+		 wire_recv_all(s, &status, sizeof(status)) || status)
+		*why = "the exporting process no longer has it, or is another user's";
 	else if (fd && (event ? wire_recv_all(s, eh, sizeof(*eh)) : (*fd = wire_recv_fd(s)) < 0))
 		*why = "it did not arrive";
 	else
@@ -280,7 +292,7 @@ CUresult ipc_export_add(struct worker *w, const struct export *e, const uint8_t 
 
 	ipc_watch(w);
 	if (start_listening(w)) {
-		log_warn("client %s: cannot open the IPC socket in %s: %s", w->peer, w->run_dir, strerror(errno));
+		log_warn("client %s: cannot open the CUDA IPC socket: %s", w->peer, strerror(errno));
 		err = CUDA_ERROR_OPERATING_SYSTEM;
 	} else if (secret) {
 		memcpy(n.secret, secret, sizeof(n.secret));

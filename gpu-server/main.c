@@ -21,6 +21,7 @@ struct server {
 	struct listener listeners[MAX_LISTENERS];
 	int nlisteners;
 	char token[CICADA_TOKEN_MAX + 1];
+	char migration_token[CICADA_TOKEN_MAX + 1];   /* --migration-token-file */
 	char cache_dir[1024];
 	char run_dir[1024];
 	int pool_size;
@@ -29,6 +30,7 @@ struct server {
 	struct migrate_config migrate;
 	struct allow_list allow;
 	const char *key_file;                /* keyed snapshots */
+	const char *user;                    /* --user: remote tenants' workers run as it */
 	const char *tls_cert, *tls_key;      /* for tls: listeners */
 	int gpus_per_client;
 	struct admit_config admit;
@@ -37,6 +39,7 @@ struct server {
 static struct server srv = {
 	.pool_size = 2, .refill_delay_ms = 5000, .migrate = { .timeout_s = 120 },
 	.admit = { .max_sessions = 64, .max_per_client = 0, .max_pending = 256, .queue_len = 256,
+		   .max_requests = 64, .max_requests_per_client = 8,
 		   .hello_timeout_ms = 10000, .queue_timeout_ms = 60000 },
 };
 
@@ -74,7 +77,8 @@ static void usage(void)
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
 		"                  [--allow-users U,...] [--allow-groups G,...] [--snapshot-key-file FILE]\n"
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
-		"                  [--gpus I,J,...] [--gpus-per-client N]\n"
+		"                  [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
+		"                  [--migration-token-file FILE] [--max-requests N] [--max-requests-per-client N]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
 		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
@@ -84,7 +88,13 @@ static void usage(void)
 		"  ones are restored.\n"
 		"  --accept-migrations: gpu-migrate may restore whole processes here (as this\n"
 		"  server's user; needs a unix listener); criu defaults to the one beside this\n"
-		"  program, else criu on PATH, and its plugins to ../lib/criu beside it.\n"
+		"  program, else criu on PATH, and its plugins to ../lib/criu beside it. Over\n"
+		"  TCP a migration proves --migration-token-file's token (never the tenants').\n"
+		"  Workers run as their tenant: a unix client's user, or for TCP and TLS\n"
+		"  clients --user (default: 'cicada', else 'nobody'). --worker-aslr gives\n"
+		"  workers a random address layout (their restores then refuse snapshots whose\n"
+		"  module variables move; see docs/security.md).\n"
+		"  --max-requests(-per-client): requests for paused sessions handed on at once.\n"
 		"  --gpus: serve only these GPUs of the node (all by default). A client sees\n"
 		"  them all, or with --gpus-per-client N (or its own CICADA_GPUS=N) the N\n"
 		"  least loaded; its CUDA_VISIBLE_DEVICES picks among what it was given.\n");
@@ -200,6 +210,11 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'y': s->tls_key = arg; return 0;
 	case 'g': return placement_set_gpus(arg, err);
 	case 'n': return number(arg, "--gpus-per-client", 0, CICADA_MAX_GPUS, &s->gpus_per_client, err);
+	case 'u': s->user = arg; return privsep_set_user(arg, err);
+	case 'a': pool_randomize(1); return 0;
+	case 'k': return token_load(arg, s->migration_token, sizeof(s->migration_token), err);
+	case 'e': return number(arg, "--max-requests", 1, 100000, &a->max_requests, err);
+	case 'E': return number(arg, "--max-requests-per-client", 1, 100000, &a->max_requests_per_client, err);
 	}
 	usage();
 	return 1;
@@ -221,7 +236,10 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "snapshot-key-file", required_argument, 0, 'K' }, { "cache-quota", required_argument, 0, 'q' },
 		{ "shared-module-cache", no_argument, 0, 's' }, { "tls-cert", required_argument, 0, 'x' },
 		{ "tls-key", required_argument, 0, 'y' }, { "gpus", required_argument, 0, 'g' },
-		{ "gpus-per-client", required_argument, 0, 'n' }, { 0 } };
+		{ "gpus-per-client", required_argument, 0, 'n' }, { "user", required_argument, 0, 'u' },
+		{ "worker-aslr", no_argument, 0, 'a' }, { "migration-token-file", required_argument, 0, 'k' },
+		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
+		{ 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 
@@ -260,6 +278,14 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		rc = -1;
 		goto bad;
 	}
+	if (s->migration_token[0] && s->token[0] && !strcmp(s->migration_token, s->token)) {
+		snprintf(err, sizeof(err), "--migration-token-file must differ from --token-file "
+			 "(a tenant must not be able to migrate processes here)");
+		rc = -1;
+		goto bad;
+	}
+	if (s->admit.max_requests_per_client > s->admit.max_requests)
+		s->admit.max_requests_per_client = s->admit.max_requests;
 	return 0;
 bad:
 	if (rc < 0)
@@ -295,6 +321,7 @@ int main(int argc, char **argv)
 	int worker_fd = -1;
 
 	signal(SIGPIPE, SIG_IGN);
+	privsep_init();
 	log_init("gpu-server");
 	if (!getenv("CICADA_LOG"))
 		setenv("CICADA_LOG", "info", 0), log_init("gpu-server");
@@ -319,9 +346,11 @@ int main(int argc, char **argv)
 		 srv.admit.max_sessions, srv.admit.max_per_client, srv.admit.queue_len, srv.admit.hello_timeout_ms,
 		 srv.admit.max_pending);
 	srv.admit.token = srv.token;
+	srv.admit.migration_token = srv.migration_token[0] ? srv.migration_token : NULL;
 	srv.admit.run_dir = srv.run_dir;
 	srv.admit.allow = &srv.allow;
 	pool_key_file(srv.key_file);
+	pool_user(srv.user);
 	if (srv.accept_migrations) {
 		srv.migrate.run_dir = srv.run_dir;
 		srv.admit.migrate = &srv.migrate;

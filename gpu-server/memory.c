@@ -91,15 +91,10 @@ CUresult hand_memcpy_dtoh(struct worker *w, void *args, void *res)
 /* Finds the worker's address of a client host range, or NULL. */
 static char *shm_host(struct worker *w, const shm_copy_args *a)
 {
-	struct shm_header *h = w->shm.hdr;
-
-	if (!h)
+	if (!w->shm.hdr)
 		return NULL;
-	if (a->region == 0) {
-		if (a->slot < 0 || (unsigned)a->slot >= h->nslots || a->size > h->slot_size)
-			return NULL;
-		return shm_slot(&w->shm, a->slot);
-	}
+	if (a->region == 0)
+		return a->slot < 0 ? NULL : shm_slot(&w->shm, (unsigned)a->slot, a->size);
 	if (a->region >= MAX_HOST_REGIONS || !w->regions[a->region].base)
 		return NULL;
 	if (a->offset > w->regions[a->region].size || a->size > w->regions[a->region].size - a->offset)
@@ -151,14 +146,15 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
 	struct stat st;
 	CUresult err = CUDA_ERROR_INVALID_VALUE;
-	int fd = wire_recv_fd(w->sock);
+	int fd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS);
 
 	if (fd < 0) {
 		w->exiting = 1;
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
+	/* sealed: a client that shrank it under the mapping would fault us */
 	if (!a->region || a->region >= MAX_HOST_REGIONS || w->regions[a->region].base || !a->size ||
-	    fstat(fd, &st) || (uint64_t)st.st_size < a->size)
+	    fstat(fd, &st) || (uint64_t)st.st_size < a->size || !shm_fd_sealed(fd))
 		goto out;
 	reg = &w->regions[a->region];
 	reg->base = hostarea_map_at(a->at, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);

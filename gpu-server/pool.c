@@ -30,6 +30,8 @@ struct pool_worker {
 static struct {
 	const char *cache_dir, *run_dir;
 	const char *key_file;                /* keyed snapshots, or NULL */
+	const char *user;                    /* --user, for the workers, or NULL */
+	int randomize;                       /* --worker-aslr */
 	int size;
 	int refill_delay_ms;                 /* after a worker is taken */
 	uint64_t last_take_ns;
@@ -51,6 +53,21 @@ static void release(struct pool_worker *w)
 	w->gated = 0;
 }
 
+/* (in the new child) this binary again, as a worker */
+static void exec_worker(const char *fdarg)
+{
+	const char *argv[12] = { "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
+				 "--run-dir", pool.run_dir };
+	int n = 7;
+
+	if (pool.key_file)
+		argv[n++] = "--snapshot-key-file", argv[n++] = pool.key_file;
+	if (pool.user)
+		argv[n++] = "--user", argv[n++] = pool.user;
+	argv[n] = NULL;
+	execv("/proc/self/exe", (char *const *)argv);
+}
+
 static int spawn_worker(int gated)
 {
 	int sv[2];
@@ -65,12 +82,11 @@ static int spawn_worker(int gated)
 		/* Every worker gets the same address-space layout, so objects the
 		 * driver places itself (module globals) land at the same device
 		 * addresses in a restoring worker as in the original. */
-		personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
+		if (!pool.randomize)
+			personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 		close(sv[0]);
 		fcntl(sv[1], F_SETFD, 0);
-		execl("/proc/self/exe", "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
-		      "--run-dir", pool.run_dir, pool.key_file ? "--snapshot-key-file" : (char *)NULL, pool.key_file,
-		      (char *)NULL);
+		exec_worker(fdarg);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -157,6 +173,7 @@ static void *reap_loop(void *arg)
 			}
 		pthread_mutex_unlock(&pool.lock);
 		placement_release(pid);
+		privsep_worker_ended(pool.run_dir, pid);
 		if (was_idle)
 			log_warn("idle worker %d ended (status %d)", (int)pid, status);
 		else if (pool.exit_hook)
@@ -169,6 +186,18 @@ static void *reap_loop(void *arg)
 void pool_key_file(const char *path)
 {
 	pool.key_file = path;
+}
+
+/* Workers to come run remote tenants as this user (before pool_start). */
+void pool_user(const char *name)
+{
+	pool.user = name;
+}
+
+/* Workers to come get a random address layout (--worker-aslr). */
+void pool_randomize(int on)
+{
+	pool.randomize = on;
 }
 
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,

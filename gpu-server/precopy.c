@@ -140,7 +140,7 @@ static const char *check_request(struct worker *w, const precopy_args *a, int *d
 
 	if (peer_cred(w->sock, &cred))   /* a unix client, on this node, which passed the directory first */
 		return "pre-copy needs a client on the server's node";
-	*dirfd = wire_recv_fd(w->sock);
+	*dirfd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS);
 	if (*dirfd < 0 || fstat(*dirfd, &st) || !S_ISDIR(st.st_mode))
 		return "no staging directory came with the request";
 	if (w->precopy && w->precopy->state == PRECOPY_RUNNING)

@@ -260,7 +260,7 @@ int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 {
 	struct preload *p = w->preload;
 	struct pollfd f[2] = { { .fd = p->ctl, .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
-	int conn, fd;
+	int fd;
 
 	for (;;) {
 		if (poll(f, 2, timeout * 1000) <= 0)
@@ -269,11 +269,8 @@ int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 			return -1;
 		if (f[0].revents)
 			continue;                    /* rounds first: the restore needs them */
-		if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-			return -1;
-		fd = handoff_receive(conn, hello, NULL);
-		close(conn);
-		return fd;
+		if ((fd = handoff_accept(lfd, hello)) != -2)
+			return fd;
 	}
 }
 

@@ -310,6 +310,39 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	return 0;
 }
 
+/* A snapshot belongs to whoever's session it was: only that user (a unix
+ * uid, or for a remote peer the token's holders), root or the server's
+ * user may restore it from a directory. One made before owners were kept
+ * must lie in the requesting user's own directory. A snapshot sent over
+ * the connection is the requester's to give (it holds its bytes). The
+ * session keeps its owner. */
+static int owner_check(struct worker *w, struct snap_reader *r, char *err)
+{
+	const Cicada__Manifest *m = snap_reader_manifest(r);
+	char who[48];
+	uid_t dir_uid;
+
+	if (w->req_class == REQ_USER)
+		snprintf(who, sizeof(who), "uid %u", (unsigned)w->req_uid);
+	else
+		snprintf(who, sizeof(who), "token");
+	if (w->req_stream && w->req_class != REQ_PRIVILEGED) {
+		snprintf(w->owner, sizeof(w->owner), "%s", who);     /* theirs from now on */
+		w->owner_uid = w->req_class == REQ_USER ? w->req_uid : (uid_t)-1;
+		return 0;
+	}
+	if (w->req_class == REQ_PRIVILEGED || (m->owner && !strcmp(m->owner, who)) ||
+	    (!m->owner && w->req_class == REQ_USER && !snap_reader_dir_uid(r, &dir_uid) && dir_uid == w->req_uid)) {
+		if (m->owner)
+			snprintf(w->owner, sizeof(w->owner), "%s", m->owner);
+		if (m->has_owner_uid)
+			w->owner_uid = m->owner_uid;
+		return 0;
+	}
+	log_warn("refused a restore by %s of a snapshot of %s", who, m->owner ? m->owner : "(no owner)");
+	return wire_fail(err, "this snapshot belongs to another user");
+}
+
 int worker_restore(struct worker *w, int dirfd, const char *name, char *err)
 {
 	struct snap_reader *r = snap_reader_open(dirfd, name, err);
@@ -317,6 +350,10 @@ int worker_restore(struct worker *w, int dirfd, const char *name, char *err)
 
 	if (!r)
 		return -1;
+	if (owner_check(w, r, err)) {
+		snap_reader_close(r);
+		return -1;
+	}
 	rc = restore_from(w, r, err);
 	snap_reader_close(r);
 	preload_end(w);

@@ -23,6 +23,7 @@
 #include "snapshot.h"
 
 #define DETACH_TIMEOUT_S 600
+#define CONTROL_IO_TIMEOUT_MS 30000      /* each send or receive of a control request */
 
 struct handed {
 	int fd;
@@ -77,14 +78,14 @@ static int ticket_make(struct worker *w)
 static int session_listen(struct worker *w, int *lfd)
 {
 	struct sockaddr_un sa;
+	unsigned len;
 
 	if (ticket_make(w))
 		return -1;
-	handoff_path(w->run_dir, w->ticket, &sa);
-	unlink(sa.sun_path);
+	len = handoff_path(w->run_dir, w->ticket, &sa);
 	*lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(*lfd, 8)) {
-		log_error("cannot listen on %s: %s", sa.sun_path, strerror(errno));
+	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&sa, len) || listen(*lfd, 8)) {
+		log_error("cannot listen for session %.8s: %s", w->ticket, strerror(errno));
 		if (*lfd >= 0)
 			close(*lfd);
 		return -1;
@@ -94,16 +95,12 @@ static int session_listen(struct worker *w, int *lfd)
 
 static void session_unlisten(struct worker *w, int lfd)
 {
-	struct sockaddr_un sa;
-
-	handoff_path(w->run_dir, w->ticket, &sa);
-	unlink(sa.sun_path);
-	close(lfd);
+	close(lfd);                          /* (abstract: no file to remove) */
 }
 
 static int attach_shm(struct worker *w, const hello_args *h, char *err)
 {
-	int fd = wire_recv_fd(w->sock);
+	int fd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS);
 
 	if (fd < 0) {
 		wire_fail(err, "no shared memory segment received");
@@ -113,8 +110,8 @@ static int attach_shm(struct worker *w, const hello_args *h, char *err)
 		close(fd);
 		return -1;
 	}
-	if (cuMemHostRegister((char *)w->shm.hdr + w->shm.hdr->staging_offset,
-			      (size_t)w->shm.hdr->nslots * w->shm.hdr->slot_size, CU_MEMHOSTREGISTER_PORTABLE)) {
+	if (w->shm.nslots && cuMemHostRegister(shm_slot(&w->shm, 0, 0), (size_t)w->shm.nslots * w->shm.slot_size,
+					       CU_MEMHOSTREGISTER_PORTABLE)) {
 		wire_fail(err, "cannot pin the staging area");
 		shm_segment_detach(&w->shm);
 		return -1;
@@ -127,7 +124,8 @@ static void detach_shm(struct worker *w)
 	if (!w->shm.hdr)
 		return;
 	cuCtxSetCurrent(w->base_ctx);
-	cuMemHostUnregister((char *)w->shm.hdr + w->shm.hdr->staging_offset);
+	if (w->shm.nslots)
+		cuMemHostUnregister(shm_slot(&w->shm, 0, 0));
 	shm_segment_detach(&w->shm);
 }
 
@@ -178,8 +176,8 @@ static int snapshot_dir(struct worker *w, struct handed *c, char *tmp, size_t le
 
 	tmp[0] = 0;
 	if (!c->h.stream)
-		return wire_recv_fd(c->fd);
-	snprintf(tmp, len, "%s/xfer-XXXXXX", w->run_dir);
+		return wire_recv_fd_within(c->fd, CLIENT_FD_TIMEOUT_MS);
+	snprintf(tmp, len, "%s/xfer-XXXXXX", w->scratch_dir ? w->scratch_dir : w->run_dir);
 	if (!mkdtemp(tmp))
 		return -1;
 	dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -212,6 +210,16 @@ static void checkpoint(struct worker *w, struct handed *c)
 
 	if (!name_valid(c->h.snapshot) || (dirfd = snapshot_dir(w, c, tmp, sizeof(tmp))) < 0) {
 		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
+		return;
+	}
+	/* a worker that runs as its tenant writes only where the tenant may:
+	 * root's image directory is asked for again with the snapshot sent */
+	if (!c->h.stream && faccessat(dirfd, ".", W_OK | X_OK, AT_EACCESS)) {
+		c->r.stream_only = 1;
+		snprintf(err, sizeof(err), "the session's worker runs as uid %u, which may not write that directory",
+			 (unsigned)geteuid());
+		refuse(c, CUDA_ERROR_NOT_PERMITTED, err);
+		close(dirfd);
 		return;
 	}
 	/* only root or the server's user (CRIU's plugin) may name a parent,
@@ -254,6 +262,7 @@ static int restore(struct worker *w, struct handed *c, int *lfd)
 		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
 		return -1;
 	}
+	w->req_stream = !!c->h.stream;
 	if (c->h.stream && snap_recv_dir(c->fd, dirfd, c->h.snapshot, err))
 		refuse(c, CUDA_ERROR_INVALID_VALUE, err);
 	else if (worker_restore(w, dirfd, c->h.snapshot, err))
@@ -290,16 +299,18 @@ static int decode_hello(struct handed *c, struct wire_buf *hello)
 static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 {
 	struct pollfd p = { .fd = lfd, .events = POLLIN };
-	int conn, fd;
+	uint64_t end = wire_now_ns() + (uint64_t)timeout * 1000000000u;
+	int fd = -2;
 
-	if (poll(&p, 1, timeout * 1000) <= 0) {
-		log_warn("session %.8s: nobody came within %d s", w->ticket, timeout);
-		return -1;
+	while (fd == -2) {
+		uint64_t now = wire_now_ns();
+
+		if (now >= end || poll(&p, 1, (int)((end - now) / 1000000) + 1) <= 0) {
+			log_warn("session %.8s: nobody came within %d s", w->ticket, timeout);
+			return -1;
+		}
+		fd = handoff_accept(lfd, hello);
 	}
-	if ((conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
-		return -1;
-	fd = handoff_receive(conn, hello, NULL);
-	close(conn);
 	return fd;
 }
 
@@ -359,10 +370,23 @@ static int owner_ok(struct worker *w, int fd)
 {
 	struct ucred cred;
 
-	if (peer_cred(fd, &cred) || cred.uid == 0 || cred.uid == geteuid())
-		return 1;                    /* not a unix peer, or a privileged one */
-	if (w->owner_uid == (uid_t)-1)
+	if (peer_cred(fd, &cred)) {
+		w->req_class = REQ_REMOTE;
+		if (!w->owner[0])
+			snprintf(w->owner, sizeof(w->owner), "token");
+		return 1;                    /* the token and the ticket */
+	}
+	w->req_class = privsep_is_server(cred.uid) ? REQ_PRIVILEGED : REQ_USER;
+	w->req_uid = cred.uid;
+	if (w->req_class == REQ_PRIVILEGED) {
+		if (!w->owner[0] && !w->ticket[0])   /* a new session of root's (a restore names its own) */
+			snprintf(w->owner, sizeof(w->owner), "uid %u", (unsigned)cred.uid);
+		return 1;
+	}
+	if (w->owner_uid == (uid_t)-1) {
 		w->owner_uid = cred.uid;
+		snprintf(w->owner, sizeof(w->owner), "uid %u", (unsigned)cred.uid);
+	}
 	return cred.uid == w->owner_uid;
 }
 
@@ -370,13 +394,17 @@ static int owner_ok(struct worker *w, int fd)
 static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd)
 {
 	struct handed c = { .fd = fd };
-	int fresh = !w->ticket[0], stay = 0;
+	int fresh = !w->ticket[0], stay = 0, drop;
 
 	if (decode_hello(&c, hello)) {
 		log_warn("handed connection without a valid hello");
 		close(fd);
 		return !fresh;
 	}
+	/* a control request's every send and receive has a deadline; a
+	 * session's own calls wait on the client as long as it likes */
+	if (c.h.op != OP_CONNECT && c.h.op != OP_REATTACH && c.h.op != OP_PRELOAD)
+		wire_set_timeouts(fd, CONTROL_IO_TIMEOUT_MS);
 	if (c.h.proto_version != CICADA_PROTO_VERSION) {
 		snprintf(c.msg, sizeof(c.msg), "protocol version %u is not supported (server speaks %u)",
 			 c.h.proto_version, CICADA_PROTO_VERSION);
@@ -397,6 +425,10 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 			 w->ticket);
 		refuse(&c, CUDA_ERROR_NOT_PERMITTED, "this session belongs to another user");
 		stay = !fresh;
+	} else if ((drop = privsep_drop_for(w, fd, c.msg))) {
+		log_error("session %.8s: %s", w->ticket[0] ? w->ticket : "(new)", c.msg);
+		refuse(&c, CUDA_ERROR_NOT_PERMITTED, c.msg);
+		stay = !fresh && drop != -2;         /* a drop failed part-way: nothing to trust */
 	} else if (c.h.op == OP_CONNECT || c.h.op == OP_REATTACH) {
 		if (!fresh)
 			session_unlisten(w, *lfd);

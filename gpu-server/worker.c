@@ -164,7 +164,6 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 		return 1;
 	gpus_assign(&w, h.gpus, h.ngpus);
 	session_run(&w, fd, &hello);
-	ipc_end();
 	wire_buf_free(&hello);
 	return 0;
 }

@@ -70,7 +70,7 @@ static CUresult staged_htod(struct shm_segment *seg, CUdeviceptr dst, const char
 
 		if ((err = slot_wait(seg, slot, SLOT_FREE)))
 			return err;
-		copy_parallel(shm_slot(seg, slot), src + off, len);
+		copy_parallel(shm_slot(seg, slot, 0), src + off, len);
 		err = slot_request(seg, slot, dst + off, len, stream, async, 1);
 	}
 	/* The copy is done when the worker has emptied every slot we used. */
@@ -110,7 +110,7 @@ static CUresult staged_dtoh(struct shm_segment *seg, char *dst, CUdeviceptr src,
 			return e;
 		e = (CUresult)atomic_load(&seg->hdr->slot_err[slot]);
 		if (!e)
-			copy_parallel(dst + done * chunk, shm_slot(seg, slot), len);
+			copy_parallel(dst + done * chunk, shm_slot(seg, slot, 0), len);
 		atomic_store(&seg->hdr->slot_state[slot], SLOT_FREE);
 		if (!err)
 			err = e;

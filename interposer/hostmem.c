@@ -187,13 +187,13 @@ static CUresult unshare_region(unsigned id);
  * *at: the worker's address (0 if it named none). */
 static CUresult alloc_shared_once(struct host_alloc *h, uint64_t *at)
 {
-	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
+	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	CUresult err = CUDA_ERROR_OUT_OF_MEMORY;
 	void *p = MAP_FAILED;
 
 	h->base = NULL;
 	*at = 0;
-	if (fd < 0 || ftruncate(fd, h->size) || (err = share_region(h, fd, at)))
+	if (fd < 0 || ftruncate(fd, h->size) || shm_fd_seal(fd) || (err = share_region(h, fd, at)))
 		goto out;
 	if (*at)
 		p = mmap((void *)(uintptr_t)*at, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
@@ -244,9 +244,9 @@ static CUresult alloc_shared(struct host_alloc *h)
  * lose the write. */
 static int remap_shared(struct host_alloc *h)
 {
-	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC);
+	int fd = memfd_create("cicada-pinned", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
-	if (fd < 0 || ftruncate(fd, h->size) || pwrite(fd, h->base, h->size, 0) != (ssize_t)h->size ||
+	if (fd < 0 || ftruncate(fd, h->size) || shm_fd_seal(fd) || pwrite(fd, h->base, h->size, 0) != (ssize_t)h->size ||
 	    mmap(h->base, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) != h->base) {
 		log_error("pinned memory at %p: %s", h->base, strerror(errno));
 		if (fd >= 0)

@@ -141,7 +141,7 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 
 	r->mode = "gpu-only";
 	r->pid = o->pid;
-	if (o->precopy && o->target[0] && o->token_hex[0]) {
+	if (o->precopy && o->target[0] && o->token_hex[0] && o->migration_token_hex[0]) {
 		snprintf(r->target, sizeof(r->target), "%s", o->target);
 		if (move_precopy(o, &src, &dst, r, &frozen, err))
 			goto out;

@@ -3,7 +3,7 @@
  *
  *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH [--gpu-only]
  *   gpu-migrate PID --to local --gpu N[,M]   (GPU state only, this node's GPU N)
- *       [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]
+ *       [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR] [--timeout S]
  *       [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]
  *
  * It ends with one summary line (downtime, total time, bytes moved,
@@ -24,11 +24,14 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N[,M...]]\n"
-		"                   [--token-file FILE] [--json] [--work-dir DIR] [--timeout S]\n"
-		"                   [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]\n"
+		"                   [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR]\n"
+		"                   [--timeout S] [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]\n"
 		"  Moves a process that runs through Cicada, with its GPU state, to the gpu-server\n"
 		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
-		"  its GPU state. The token is the target's (default: CICADA_TOKEN_FILE).\n"
+		"  its GPU state. The token is the target's tenants' (default: CICADA_TOKEN_FILE);\n"
+		"  the migration token the target's --migration-token-file (default:\n"
+		"  CICADA_MIGRATION_TOKEN_FILE), which a move over TCP needs (a --gpu-only move\n"
+		"  without it sends the snapshot as a tenant would, without pre-copy rounds).\n"
 		"  --gpu: the target server's GPU for the application's GPU 0 (then its GPU 1...;\n"
 		"  the server's other GPUs follow); with --to local, another GPU of this node.\n"
 		"  Without it, the target places the application as it places new sessions.\n");
@@ -77,8 +80,9 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		{ "json", no_argument, 0, 'j' }, { "work-dir", required_argument, 0, 'w' },
 		{ "timeout", required_argument, 0, 'T' }, { "criu", required_argument, 0, 'c' },
 		{ "criu-plugins", required_argument, 0, 'L' }, { "no-precopy", no_argument, 0, 'P' },
-		{ "streams", required_argument, 0, 'S' }, { "help", no_argument, 0, 'h' }, { 0 } };
-	const char *to = NULL, *token = getenv("CICADA_TOKEN_FILE");
+		{ "streams", required_argument, 0, 'S' }, { "help", no_argument, 0, 'h' },
+		{ "migration-token-file", required_argument, 0, 'm' }, { 0 } };
+	const char *to = NULL, *token = getenv("CICADA_TOKEN_FILE"), *mtoken = getenv("CICADA_MIGRATION_TOKEN_FILE");
 	char *end;
 	int c;
 
@@ -93,6 +97,7 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 			snprintf(o->gpus, sizeof(o->gpus), "%s", optarg);
 			break;
 		case 'k': token = optarg; break;
+		case 'm': mtoken = optarg; break;
 		case 'j': o->json = 1; break;
 		case 'w': snprintf(o->work_dir, sizeof(o->work_dir), "%s", optarg); break;
 		case 'T': o->timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 120; break;
@@ -123,6 +128,9 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		o->gpu_only = 1;
 	snprintf(o->token_hex, sizeof(o->token_hex), "%s", o->target[0] && !o->gpu_only ? "-" : "");
 	if (token && o->target[0] && token_file_hex(token, o->token_hex, sizeof(o->token_hex), err))
+		return -1;
+	if (mtoken && o->target[0] &&
+	    token_file_hex(mtoken, o->migration_token_hex, sizeof(o->migration_token_hex), err))
 		return -1;
 	default_paths(o);
 	return 0;

@@ -21,6 +21,7 @@ struct migrate_opts {
 	int gpu;                             /* --gpu N, -1 if not given */
 	char gpus[64];                      /* --gpu: the GPUs to restore onto, first */
 	char token_hex[TOKEN_HEX_MAX];       /* the target's token, "-" for none */
+	char migration_token_hex[TOKEN_HEX_MAX];   /* its migration token (OP_MIGRATE), "" for none */
 	char criu[1200], plugins[1200], work_dir[1024];
 	int timeout_s;                       /* each of dump, transfer, restore */
 	int json;
@@ -47,6 +48,7 @@ struct migrate_result {
 /* whole.c, gpu_only.c */
 int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *err);
 int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, char *err);
+const char *migrate_token(const struct migrate_opts *o);
 
 /* progress.c */
 double migrate_now(void);

@@ -55,6 +55,13 @@ int target_answer(int fd, int timeout_s, const char *target, hello_res *r, char 
 	return rc;
 }
 
+/* The token a migration proves: the target's migration token, never the
+ * tenants' (a unix target asks for none). */
+const char *migrate_token(const struct migrate_opts *o)
+{
+	return o->migration_token_hex[0] ? o->migration_token_hex : o->token_hex;
+}
+
 /* Connects to the target and asks it to take a migration (join NULL),
  * or joins one as a further stream of its images (join: the key the
  * target's "ready" gave, into key on a new migration). */
@@ -81,8 +88,8 @@ int target_open(const struct migrate_opts *o, const char *join, char *key, char 
 		return -1;
 	}
 	h.token.token_val = (char *)proof;
-	h.token.token_len = (unsigned)wire_token_proof(token, token_from_hex(o->token_hex, token, sizeof(token)), nonce,
-						       proof);
+	h.token.token_len = (unsigned)wire_token_proof(token, token_from_hex(migrate_token(o), token, sizeof(token)),
+						       nonce, proof);
 	wire_stream_init(&st, fd);
 	bad = wire_encode_call(&buf, 1, P_hello, (xdrproc_t)xdr_hello_args, &h) || wire_send_record(&st, &buf);
 	wire_buf_free(&buf);

@@ -76,7 +76,8 @@ server() {
 	shift 3
 	env $DRIVER "$@" timeout -k 5 600 "$ROOT/build/bin/gpu-server" --listen "unix:$TMP/$name.sock" \
 		--listen "tcp:$ip:$port" --token-file "$TMP/token" --cache-dir "$TMP/cache-$name" \
-		--run-dir "$TMP/run-$name" --workers 1 --accept-migrations >"$TMP/$name.log" 2>&1 &
+		--run-dir "$TMP/run-$name" --workers 1 --accept-migrations --migration-token-file "$TMP/mtoken" \
+		>"$TMP/$name.log" 2>&1 &
 	pid=$!
 	disown $pid
 	PIDS="$PIDS $pid"
@@ -112,6 +113,7 @@ second_node() {
 	env $DRIVER $in_ns unshare --pid --fork --mount-proc timeout -k 5 600 "$ROOT/build/bin/gpu-server" \
 		--listen "unix:$TMP/b.sock" --listen "tcp:$ip:$port" --token-file "$TMP/token" \
 		--cache-dir "$TMP/cache-b" --run-dir "$TMP/run-b" --workers 1 --accept-migrations \
+		--migration-token-file "$TMP/mtoken" \
 		>"$TMP/b.log" 2>&1 &
 	PIDS="$PIDS $!"
 	disown $!
@@ -138,6 +140,7 @@ have_gpu || DRIVER="LD_LIBRARY_PATH=$ROOT/build/tests/fakecuda"
 CRIU=$ROOT/build/bin/criu PLUGINS=$ROOT/build/lib/criu
 TMP=$(mktemp -d /tmp/cicada-demo.XXXXXX)
 head -c 24 /dev/urandom | base64 >"$TMP/token"
+head -c 24 /dev/urandom | base64 >"$TMP/mtoken"   # migrations prove their own token
 PORT=$((20000 + $$ % 20000))
 export CICADA_KERNELS=$ROOT/build/tests/kernels
 ARGS="$CICADA_KERNELS 64 30 200 10"
@@ -173,7 +176,7 @@ wait_step 12
 
 second_node $((PORT + 2))
 echo "== 4. move it, running, to $NODE with gpu-migrate"
-CICADA_TOKEN_FILE=$TMP/token timeout -k 5 120 build/bin/gpu-migrate "$APP" --to "$TARGET" --work-dir "$TMP" \
+CICADA_TOKEN_FILE=$TMP/token CICADA_MIGRATION_TOKEN_FILE=$TMP/mtoken timeout -k 5 120 build/bin/gpu-migrate "$APP" --to "$TARGET" --work-dir "$TMP" \
 	2>"$TMP/migrate.log" | sed 's/^/     /' || fail "gpu-migrate failed: $(cat "$TMP/migrate.log")"
 
 echo "== 5. it finishes there; its output against the reference"

@@ -30,10 +30,11 @@ rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_sh
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml trace handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
-cr-shm cr-unix cr-tcp cr-server-killed cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
+sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep
+cr-shm cr-unix cr-tcp cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
-torch-shm torch-tcp torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
+torch-shm torch-tcp torch-tenant torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-ipc migrate-big"
 MODE=cpu SELECT=()
 for a in "$@"; do
@@ -79,6 +80,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/cr/carry.sh
 . tests/migrate/migrate-tests.sh
 . tests/load/admission-tests.sh
+. tests/security/security-tests.sh
 . tests/torch/torch-tests.sh
 . tests/multigpu/multigpu-tests.sh
 T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
@@ -133,6 +135,7 @@ for f in "$B/bin/gpu-server" "$B/lib/libcicada.so" "$B/lib/libnvidia-ml.so.1" "$
 	[ -e "$f" ] || { echo "run-tests: $f is missing; run 'make' first"; echo "0 passed, 1 failed"; exit 1; }
 done
 head -c 24 /dev/urandom | base64 > "$T/token"
+head -c 24 /dev/urandom | base64 > "$T/mtoken"   # migrations' own (--migration-token-file)
 
 # start_server NAME PORT [ENV [ARG...]]: starts a gpu-server on
 # $T/NAME.sock and tcp PORT (ENV: more variables for it, after the
@@ -473,8 +476,9 @@ test_module_cache() {
 	check "module cache holds the image by SHA-256, indexed for this client's user" \
 		sh -c "ls '$T/cache-main/objects/' | grep -q '^[0-9a-f]\{64\}\.img\$' && ls '$T/cache-main/uid-$(id -u)/' | grep -q '^[0-9a-f]\{32\}\$'"
 	env $(cicada_env tcp) timeout 60 "$PROGS/vecadd_cubin" >/dev/null 2>&1
-	check "a TCP client has an index of its own, the image stays one object" \
-		sh -c "ls '$T/cache-main/ip-127.0.0.1/' | grep -q . && [ \$(ls '$T/cache-main/objects/' | grep -c '\.img\$') -ge 1 ]"
+	# (its worker runs as the service user, whose part of the cache is its own)
+	check "a TCP client has an index of its own, in its worker's user's part of the cache" \
+		sh -c "ls '$T'/cache-main/u*/ip-127.0.0.1/ | grep -q . && [ \$(ls '$T'/cache-main/u*/objects/ | grep -c '\.img\$') -ge 1 ]"
 	for f in "$T"/cache-main/objects/*.img; do printf 'not the image' | dd of="$f" bs=1 seek=64 conv=notrunc 2>/dev/null; done
 	env $(cicada_env shm) CICADA_LOG=debug timeout 60 "$PROGS/vecadd_cubin" >"$T/cache.out" 2>"$T/cache.err"
 	check "a cache entry that is not what its name says is thrown away; the program runs" \
@@ -784,6 +788,7 @@ test_server_death shm
 test_server_death tcp
 test_client_isolation
 run_admission_tests
+run_security_tests
 run_cr_tests
 run_carry_tests
 run_multigpu_tests

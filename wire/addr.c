@@ -7,10 +7,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "wire.h"
@@ -206,6 +208,29 @@ int wire_recv_fd(int sock)
 	char tag;
 
 	return wire_recv_fd_tagged(sock, &tag);
+}
+
+/* As wire_recv_fd, waiting at most timeout_ms for it: a peer that never
+ * sends its descriptor cannot hold the receiver. */
+int wire_recv_fd_within(int sock, int timeout_ms)
+{
+	struct pollfd p = { .fd = sock, .events = POLLIN };
+	int n;
+
+	while ((n = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (n <= 0 || !(p.revents & POLLIN))
+		return -1;
+	return wire_recv_fd(sock);
+}
+
+/* Bounds every later blocking send and receive on fd to timeout_ms each. */
+int wire_set_timeouts(int fd, int timeout_ms)
+{
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+
+	return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	       setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) ? -1 : 0;
 }
 
 int wire_send_fd_tagged(int sock, int fd, char tag)

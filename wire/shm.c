@@ -10,6 +10,7 @@
  * millisecond to wake. Socket reads spin the same way (MSG_DONTWAIT).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <stdio.h>
@@ -50,6 +51,20 @@ int wire_peer_alive(int fd)
 	return !(p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* A segment's size is fixed once made: the worker maps it, and a client
+ * that could shrink it would fault the worker at its next touch. */
+int shm_fd_seal(int fd)
+{
+	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL);
+}
+
+int shm_fd_sealed(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals >= 0 && (seals & F_SEAL_SHRINK);
+}
+
 int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_size)
 {
 	size_t hdr = 4096, size = hdr + 2 * (size_t)SHM_PIPE_SIZE + (size_t)nslots * slot_size;
@@ -57,8 +72,8 @@ int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_s
 
 	if (nslots > SHM_MAX_SLOTS)
 		return -1;
-	seg->fd = memfd_create("cicada-shm", MFD_CLOEXEC);
-	if (seg->fd < 0 || ftruncate(seg->fd, size))
+	seg->fd = memfd_create("cicada-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (seg->fd < 0 || ftruncate(seg->fd, size) || shm_fd_seal(seg->fd))
 		goto fail;
 	h = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, seg->fd, 0);
 	if (h == MAP_FAILED)
@@ -71,10 +86,15 @@ int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_s
 	h->to_client.data_offset = hdr + SHM_PIPE_SIZE;
 	h->to_client.size = SHM_PIPE_SIZE;
 	h->staging_offset = hdr + 2 * (size_t)SHM_PIPE_SIZE;
+	seg->to_server_offset = hdr;
+	seg->to_client_offset = hdr + SHM_PIPE_SIZE;
 	h->slot_size = slot_size;
 	h->nslots = nslots;
 	seg->hdr = h;
 	seg->size = size;
+	seg->staging_offset = h->staging_offset;
+	seg->slot_size = slot_size;
+	seg->nslots = nslots;
 	return 0;
 fail:
 	if (seg->fd >= 0)
@@ -83,13 +103,30 @@ fail:
 	return -1;
 }
 
+/* Checks a header copied out of the client's segment; the client may
+ * change the segment's own copy at any time after. */
+static int header_ok(const struct shm_header *h, size_t size)
+{
+	return h->magic == SHM_MAGIC && h->version == SHM_VERSION && h->size == size &&
+	       h->nslots <= SHM_MAX_SLOTS && h->slot_size && h->slot_size <= SHM_MAX_SLOT_SIZE &&
+	       h->to_server.size == SHM_PIPE_SIZE && h->to_client.size == SHM_PIPE_SIZE &&
+	       h->to_server.data_offset >= sizeof(*h) && h->to_client.data_offset >= sizeof(*h) &&
+	       h->to_server.data_offset <= size - SHM_PIPE_SIZE && h->to_client.data_offset <= size - SHM_PIPE_SIZE &&
+	       h->staging_offset >= sizeof(*h) && h->staging_offset <= size &&
+	       (uint64_t)h->nslots * h->slot_size <= size - h->staging_offset;
+}
+
 int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 {
-	struct shm_header *h;
+	struct shm_header copy, *h;
 	off_t real = lseek(fd, 0, SEEK_END);
 
-	if (real < 4096 || (size_t)real != size) {
+	if (real < 4096 || (size_t)real != size || size < 2 * (size_t)SHM_PIPE_SIZE) {
 		wire_fail(err, "shared memory segment has size %lld, expected %zu", (long long)real, size);
+		return -1;
+	}
+	if (!shm_fd_sealed(fd)) {
+		wire_fail(err, "shared memory segment can shrink (no F_SEAL_SHRINK)");
 		return -1;
 	}
 	h = hostarea_map(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -100,16 +137,21 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 	seg->hdr = h;
 	seg->size = size;
 	seg->fd = fd;
-	/* The client writes the header; never trust it beyond the mapping. */
-	if (h->magic != SHM_MAGIC || h->version != SHM_VERSION || h->size != size ||
-	    h->nslots > SHM_MAX_SLOTS ||
-	    h->to_server.size != SHM_PIPE_SIZE || h->to_client.size != SHM_PIPE_SIZE ||
-	    h->to_server.data_offset + SHM_PIPE_SIZE > size || h->to_client.data_offset + SHM_PIPE_SIZE > size ||
-	    h->staging_offset + (uint64_t)h->nslots * h->slot_size > size) {
+	/* The client writes the header: copied once, checked, and only the
+	 * copy is used from here on (the pipes' places and the slots'). */
+	memcpy(&copy, h, sizeof(copy));
+	if (!header_ok(&copy, size)) {
 		wire_fail(err, "shared memory segment header is invalid");
-		shm_segment_detach(seg);
+		hostarea_unmap(h, size);         /* fd stays the caller's, as on every refusal */
+		seg->hdr = NULL;
+		seg->fd = -1;
 		return -1;
 	}
+	seg->staging_offset = copy.staging_offset;
+	seg->slot_size = copy.slot_size;
+	seg->nslots = copy.nslots;
+	seg->to_server_offset = copy.to_server.data_offset;
+	seg->to_client_offset = copy.to_client.data_offset;
 	return 0;
 }
 
@@ -123,9 +165,11 @@ void shm_segment_detach(struct shm_segment *seg)
 	seg->fd = -1;
 }
 
-char *shm_slot(struct shm_segment *seg, unsigned slot)
+char *shm_slot(struct shm_segment *seg, unsigned slot, uint64_t size)
 {
-	return (char *)seg->hdr + seg->hdr->staging_offset + (size_t)slot * seg->hdr->slot_size;
+	if (slot >= seg->nslots || size > seg->slot_size)
+		return NULL;
+	return (char *)seg->hdr + seg->staging_offset + (size_t)slot * seg->slot_size;
 }
 
 int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd, int poll)
@@ -170,12 +214,15 @@ void wire_stream_init(struct wire_stream *s, int fd)
 void wire_stream_use_shm(struct wire_stream *s, struct shm_segment *seg, int server_side)
 {
 	struct shm_header *h = seg->hdr;
+	uint64_t to_server = seg->to_server_offset, to_client = seg->to_client_offset;
 
 	s->shm = seg;
 	s->tx = server_side ? &h->to_client : &h->to_server;
 	s->rx = server_side ? &h->to_server : &h->to_client;
-	s->tx_data = (char *)h + s->tx->data_offset;
-	s->rx_data = (char *)h + s->rx->data_offset;
+	/* the pipes' data where the segment was made or checked, never where
+	 * its header says now */
+	s->tx_data = (char *)h + (server_side ? to_client : to_server);
+	s->rx_data = (char *)h + (server_side ? to_server : to_client);
 	s->rx_head = s->rx_tail = atomic_load(&s->rx->head);
 	s->tx_head = atomic_load(&s->tx->head);
 }

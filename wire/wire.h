@@ -43,6 +43,8 @@ int wire_listen(const struct wire_addr *addr, char *err);
 int wire_dial(const struct wire_addr *addr, char *err);
 int wire_send_fd(int sock, int fd);
 int wire_recv_fd(int sock);
+int wire_recv_fd_within(int sock, int timeout_ms);   /* -1 past the deadline too */
+int wire_set_timeouts(int fd, int timeout_ms);      /* SO_RCVTIMEO and SO_SNDTIMEO */
 /* The same with a one-byte tag that says what the descriptor is for. */
 int wire_send_fd_tagged(int sock, int fd, char tag);
 int wire_recv_fd_tagged(int sock, char *tag);
@@ -66,6 +68,7 @@ int wire_proof_ok(const char *token, size_t len, const uint8_t nonce[WIRE_NONCE_
 #define SHM_VERSION 1u
 #define SHM_PIPE_SIZE (1u << 20)
 #define SHM_MAX_SLOTS 16
+#define SHM_MAX_SLOT_SIZE (64u << 20)
 
 enum slot_state { SLOT_FREE = 0, SLOT_BUSY = 1, SLOT_READY = 2 };
 
@@ -96,16 +99,27 @@ struct shm_header {
 	_Atomic uint32_t output_pending;     /* device output waits (output_flush) */
 };
 
+/* A segment as one side sees it. The server's side copies the geometry
+ * out of the header once, at attach, after checking it: the client can
+ * rewrite the header at any time, so nothing the worker uses as an
+ * address or a length is ever read from it again. */
 struct shm_segment {
 	struct shm_header *hdr;
 	size_t size;
 	int fd;
+	uint64_t staging_offset;             /* private copies, fixed at attach */
+	uint64_t to_server_offset, to_client_offset;
+	uint32_t slot_size, nslots;
 };
 
 int shm_segment_create(struct shm_segment *seg, uint32_t nslots, uint32_t slot_size);
 int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err);
 void shm_segment_detach(struct shm_segment *seg);
-char *shm_slot(struct shm_segment *seg, unsigned slot);
+/* The slot's bytes, or NULL when slot or size is out of the segment's
+ * geometry as fixed at create or attach. */
+char *shm_slot(struct shm_segment *seg, unsigned slot, uint64_t size);
+int shm_fd_seal(int fd);                 /* a memfd made so that it cannot shrink */
+int shm_fd_sealed(int fd);
 int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd, int poll);
 void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state);
 

@@ -39,6 +39,7 @@ mig_node() {
 	MIG_NODES="$MIG_NODES $name:$ns"
 	$in_ns unshare --pid --fork --mount-proc env $DRIVER_ENV timeout -k 5 "$SERVER_DEADLINE" \
 		"$B/bin/gpu-server" --listen "unix:$T/mig-$name.sock" --listen "tcp:$ip:$port" --token-file "$T/token" \
+		--migration-token-file "$T/mtoken" \
 		--cache-dir "$T/cache-mig-$name" --run-dir "$T/run-mig-$name" --workers 1 --accept-migrations \
 		--migrate-timeout 20 "$@" >>"$T/mig-$name.log" 2>&1 &
 	pid=$!
@@ -66,7 +67,8 @@ MIG_N=0
 migrate() {
 	MIG_N=$((MIG_N + 1))
 	MIG_LOG=$T/mig.$MIG_N
-	CICADA_TOKEN_FILE=$T/token deadline "${MIG_DEADLINE:-90}" "$B/bin/gpu-migrate" "$@" --work-dir "$T/mig-work" \
+	CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken \
+		deadline "${MIG_DEADLINE:-90}" "$B/bin/gpu-migrate" "$@" --work-dir "$T/mig-work" \
 		>"$MIG_LOG" 2>"$MIG_LOG.err"
 }
 
@@ -163,7 +165,8 @@ mig_chain() {
 	wait_for "^step 8 " "$CR_OUT" 30 || return 1
 	MIG_N=$((MIG_N + 1))
 	MIG_LOG=$T/mig.$MIG_N
-	CICADA_TOKEN_FILE=$T/token deadline 90 nsenter -t "$MIG_PID_b" -n -p -m "$B/bin/gpu-migrate" "$pid" \
+	CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken \
+		deadline 90 nsenter -t "$MIG_PID_b" -n -p -m "$B/bin/gpu-migrate" "$pid" \
 		--to "$MIG_ADDR_c" --work-dir "$T/mig-work" >"$MIG_LOG" 2>"$MIG_LOG.err" || return 1
 	grep -q "moved (whole) to $MIG_ADDR_c" "$MIG_LOG" && mig_finished &&
 		grep -q "restored as pid" "$T/mig-c.log"
@@ -202,9 +205,13 @@ mig_other_model() {
 mig_refused() {
 	echo "not-the-token" >"$T/wrong-token"
 	mig_launch || return 1
-	CICADA_TOKEN_FILE=$T/wrong-token deadline 30 "$B/bin/gpu-migrate" "$CR_PID" --to "$MIG_ADDR_b" \
-		--token-file "$T/wrong-token" --work-dir "$T/mig-work" 2>"$T/mig.refused" && return 1
-	grep -q "wrong token; the application goes on where it was" "$T/mig.refused" || return 1
+	CICADA_TOKEN_FILE=$T/token deadline 30 "$B/bin/gpu-migrate" "$CR_PID" --to "$MIG_ADDR_b" \
+		--migration-token-file "$T/wrong-token" --work-dir "$T/mig-work" 2>"$T/mig.refused" && return 1
+	grep -q "wrong migration token; the application goes on where it was" "$T/mig.refused" || return 1
+	# the tenants' token is no migration token
+	CICADA_TOKEN_FILE=$T/token deadline 30 "$B/bin/gpu-migrate" "$CR_PID" --to "$MIG_ADDR_b" \
+		--migration-token-file "$T/token" --work-dir "$T/mig-work" 2>"$T/mig.refused" && return 1
+	grep -q "wrong migration token; the application goes on where it was" "$T/mig.refused" || return 1
 	migrate "$CR_PID" --to "127.0.0.1:$PORT" && return 1
 	grep -q "does not accept migrations" "$MIG_LOG.err" || return 1
 	migrate "$CR_PID" --to local --gpu 7 && return 1
@@ -218,7 +225,8 @@ mig_killed() {
 	local m
 	mig_launch || return 1
 	# (no timeout wrapper: this kill is what is tested, and it comes at once)
-	CICADA_MIGRATE_FAULT=stall:1000000 CICADA_TOKEN_FILE=$T/token "$B/bin/gpu-migrate" "$CR_PID" \
+	CICADA_MIGRATE_FAULT=stall:1000000 CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken \
+		"$B/bin/gpu-migrate" "$CR_PID" \
 		--to "$MIG_ADDR_b" --no-precopy --work-dir "$T/mig-work-killed" >/dev/null 2>&1 &
 	m=$!
 	for _ in $(seq 100); do

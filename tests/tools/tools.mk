@@ -44,3 +44,19 @@ $(TOOLS_DIR)/iproute/.stamp:
 		ldd /usr/sbin/ip | awk '$$3 ~ /^\// && $$1 !~ /^(libc\.so|ld-linux)/ { print $$3 }' | xargs -r -I{} cp -L {} $(@D)/; fi
 	touch $@
 all: $(TOOLS_DIR)/iproute/.stamp
+
+# The hostile-tenant tests' tools (tests/security): raw-protocol clients
+# (raw.c: their hello), a snapshot forger, and a timed first CUDA call.
+SEC_TOOLS := $(TOOLS_DIR)/shm_race $(TOOLS_DIR)/snap_request $(TOOLS_DIR)/flood
+$(SEC_TOOLS): $(TOOLS_DIR)/%: tests/security/%.c tests/security/raw.c tests/security/raw.h $(WIRE_LIB) $(GEN)/cicada.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Itests/security -o $@ $< tests/security/raw.c $(WIRE_LIB) $(LDLIBS_RPC) \
+		-Wl,-rpath,'$$ORIGIN/../../lib/deps'
+$(TOOLS_DIR)/snap_forge: tests/security/snap_forge.c $(SNAPSHOT_LIB) $(SNAPSHOT_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE $(SNAPSHOT_CFLAGS) -o $@ $< $(SNAPSHOT_LIB) $(SNAPSHOT_LDLIBS) \
+		-Wl,-rpath,'$$ORIGIN/../../lib/deps'
+$(TOOLS_DIR)/first_call: tests/security/first_call.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
+all: $(SEC_TOOLS) $(TOOLS_DIR)/snap_forge $(TOOLS_DIR)/first_call

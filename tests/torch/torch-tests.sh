@@ -9,6 +9,8 @@
 #   two GPUs peer copies, a single-process NCCL all-reduce and a
 #   two-process torchrun DDP run) prints the same digest through Cicada as
 #   natively. A workload that fails natively is named and not counted.
+# torch-tenant: the same over shared memory, run as the user nobody: its
+#   worker runs as nobody (the TCP runs' as the service user).
 # torch-cr: a CNN training run is dumped by criu mid-way, its server is
 #   killed, and the python process is restored into a new server; it ends
 #   with the weights of a run never interrupted, bit for bit.
@@ -38,10 +40,17 @@ TORCH_STEPS=40
 TORCH_STEP_MS=150
 
 # torch_compare TRANSPORT: one verdict per workload, against the native run.
+# TRANSPORT tenant: over shared memory as the user nobody, whose worker
+# runs as nobody (its own server, torchtenant, which nobody may dial).
 torch_compare() {
-	local tr=$1 out=$T/torch.$1 name line
+	local tr=$1 out=$T/torch.$1 name line envs as=()
+	envs=$(cicada_env "$tr")
+	if [ "$tr" = tenant ]; then
+		envs="$(cicada_env shm torchtenant) HOME=$T/home-nobody"
+		as=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+	fi
 	# shellcheck disable=SC2086  # the names
-	deadline 600 env $(cicada_env "$tr") CICADA_LOG=info "$TORCH_PY" "$TORCH_W" ${TORCH_WORKLOADS:-} >"$out" 2>"$out.err"
+	deadline 600 env $envs CICADA_LOG=info "${as[@]}" "$TORCH_PY" "$TORCH_W" ${TORCH_WORKLOADS:-} >"$out" 2>"$out.err"
 	while read -r name line; do
 		[ "$name" = workloads ] && continue
 		case $line in
@@ -111,15 +120,26 @@ torch_gpus() {
 	case $n in '' | *[!0-9]*) echo 0 ;; *) echo "$n" ;; esac
 }
 
+# torch_tenant_ready: a server nobody may dial, and a home for nobody;
+# false (with a note) where there is no setpriv or no user nobody.
+torch_tenant_ready() {
+	command -v setpriv >/dev/null && id nobody >/dev/null 2>&1 ||
+		{ ok "torch-tenant: no setpriv or no user nobody here (skipped)"; return 1; }
+	chmod 711 "$T"
+	mkdir -p "$T/home-nobody" && chown nobody "$T/home-nobody" || return 1
+	start_server torchtenant $((PORT + 81)) || { bad "torch-tenant: its server did not start"; return 1; }
+	chmod 666 "$T/torchtenant.sock"
+}
+
 run_torch_tests() {
 	[ "$MODE" = gpu ] || return
-	{ want torch-shm || want torch-tcp || want torch-cr || want torch-cr-node || want torch-cr-share ||
+	{ want torch-shm || want torch-tcp || want torch-tenant || want torch-cr || want torch-cr-node || want torch-cr-share ||
 		want torch-cr-nccl || want torch-cr-ddp; } || return
 	if ! timeout 120 "$TORCH_PY" -c "import torch, transformers" 2>/dev/null; then
 		echo "skip torch tests: $TORCH_PY cannot import torch and transformers"
 		return
 	fi
-	if want torch-shm || want torch-tcp; then
+	if want torch-shm || want torch-tcp || want torch-tenant; then
 		# shellcheck disable=SC2086
 		deadline 600 env $DRIVER_ENV "$TORCH_PY" "$TORCH_W" ${TORCH_WORKLOADS:-} >"$T/torch.native" 2>"$T/torch.native.err"
 		if ! grep -qx "workloads done" "$T/torch.native"; then
@@ -127,6 +147,7 @@ run_torch_tests() {
 		else
 			want torch-shm && torch_compare shm
 			want torch-tcp && torch_compare tcp
+			want torch-tenant && torch_tenant_ready && torch_compare tenant
 		fi
 	fi
 	want torch-cr-share && torch_cr_share
