@@ -7,7 +7,10 @@
 # the table shows the median time of each mode, and every checksum must
 # equal the native one. With PyTorch (TORCH_PYTHON, default python3) and
 # two GPUs, a single-process NCCL all-reduce is timed the same three ways
-# (1 and 64 MiB a GPU, the median of 20 calls); peer copies between the
+# (1 and 64 MiB a GPU, the median of 20 calls). Run as root, the
+# micro-benchmarks also run over shared memory as the user nobody
+# ("tenant": its worker drops to that user), against shm as root in the
+# same run: what privilege separation costs. Peer copies between the
 # two GPUs come from cicada-bench. Uses prebuilt outputs only (run `make`
 # first).
 # --cpu runs the micro-benchmarks on the CPU stand-in libcuda (a smoke
@@ -66,12 +69,20 @@ start_server() {
 		--cache-dir "$TMP/cache" >"$TMP/server.log" 2>&1 &
 	SERVER_PID=$!
 	wait_for_server "$SERVER_PID" "$TMP/gpu.sock" "$TMP/server.log" bench || exit 1
+	TENANT=""
+	if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+		chmod 711 "$TMP" && chmod 666 "$TMP/gpu.sock" && TENANT=nobody
+	fi
 }
 
 # mode_env MODE: MODE_ENV, the environment of a run natively (native) or
-# through Cicada over shared memory (shm) or TCP loopback (tcp).
+# through Cicada over shared memory (shm), as the user nobody (tenant) or
+# TCP loopback (tcp); RUN_AS, what runs the command as that user.
 mode_env() {
+	RUN_AS=()
 	case $1 in
+	tenant) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="unix:$TMP/gpu.sock")
+		RUN_AS=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups) ;;
 	native) MODE_ENV=(LD_LIBRARY_PATH="$DRIVER_LIBS") ;;
 	shm) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="unix:$TMP/gpu.sock") ;;
 	tcp) MODE_ENV=(LD_LIBRARY_PATH="$ROOT/build/lib" CICADA_SERVER="tcp:127.0.0.1:$PORT"
@@ -91,7 +102,7 @@ run_mode() {
 		# shellcheck disable=SC2086
 		[ "$mode" = tls ] && { [ "$cmd" = init ] || [ "${cmd% *}" = peer ]; } && continue
 		if ! env -u LD_PRELOAD -u CICADA_SERVER -u CICADA_TOKEN_FILE -u CICADA_SHM \
-			CICADA_KERNELS="$KDIR" CUDA_KERNELS="$KDIR" "$@" timeout -k 5 600 "$BIN" $cmd \
+			CICADA_KERNELS="$KDIR" CUDA_KERNELS="$KDIR" "$@" "${RUN_AS[@]}" timeout -k 5 600 "$BIN" $cmd \
 			>"$TMP/out" 2>"$TMP/err"; then
 			echo "bench: $mode: cicada-bench $cmd failed: $(tail -n 1 "$TMP/err")" >&2
 			FAILED=1
@@ -176,7 +187,7 @@ for s in 1 4 rtt; do
 done
 echo "bench: gpu-server pid $SERVER_PID, unix:$TMP/gpu.sock, tcp:127.0.0.1:$PORT$([ $CPU = 1 ] && echo ' (CPU stand-in)')"
 touch "$TMP/raw.txt" "$TMP/metrics" "$TMP/workloads"
-for mode in native shm tcp $([ ${#TLS_ARGS[@]} -gt 0 ] && echo tls); do
+for mode in native shm tcp $([ ${#TLS_ARGS[@]} -gt 0 ] && echo tls) $([ -n "$TENANT" ] && echo tenant); do
 	mode_env $mode
 	run_mode $mode "${MODE_ENV[@]}"
 done
@@ -241,6 +252,18 @@ function sums(name,   ok, fig) {
 	}
 	printf "  %-6s  %-28s %s\n", ok ? "MET" : "MISSED", name " checksums", fig
 }
+# against(TITLE, A, B, NAME_A, NAME_B): the main rows of mode B beside
+# those of mode A, with B / A.
+function against(title, a, b, name_a, name_b,   tl, k, m) {
+	print "\n" title
+	split("h2d_4b_us d2h_4b_us launches_per_s pinned_h2d_gbs pinned_d2h_gbs pageable_h2d_gbs pageable_d2h_gbs", tl, " ")
+	for (k = 1; k <= 7; k++) {
+		m = tl[k]
+		if (val(m, a) != "-" && val(m, b) != "-")
+			printf "  %-18s %s %-12s %s %-12s (%.2fx)\n", m, name_a, val(m, a), name_b, val(m, b),
+				(v[a, m] > 0 ? v[b, m] / v[a, m] : 0)
+	}
+}
 # linkrow(WHAT, NAME): Cicada over TCP against the link on four streams.
 function linkrow(what, name,   c, l, pct) {
 	if (!(("tcp", name) in v) || !("link_tcp_4s_gbs" in link)) { printf "  MISSED  tcp %-24s no figure\n", what; return }
@@ -299,16 +322,11 @@ END {
 				link["link_tcp_rtt_us"], v["tcp", m] - v["native", m] - link["link_tcp_rtt_us"], v["tcp", m] - v["native", m]
 		}
 	}
-	if (("tls", "pinned_h2d_gbs") in v) {
-		print "\nthe cost of TLS (tls: against tcp:, the same server, this run):"
-		split("h2d_4b_us d2h_4b_us launches_per_s pinned_h2d_gbs pinned_d2h_gbs pageable_h2d_gbs pageable_d2h_gbs", tl, " ")
-		for (k = 1; k <= 7; k++) {
-			m = tl[k]
-			if (val(m, "tls") != "-" && val(m, "tcp") != "-")
-				printf "  %-18s tcp %-12s tls %-12s (%.2fx)\n", m, val(m, "tcp"), val(m, "tls"),
-					(v["tcp", m] > 0 ? v["tls", m] / v["tcp", m] : 0)
-		}
-	}
+	if (("tls", "pinned_h2d_gbs") in v)
+		against("the cost of TLS (tls: against tcp:, the same server, this run):", "tcp", "tls", "tcp", "tls")
+	if (("tenant", "h2d_4b_us") in v)
+		against("the cost of a worker that runs as its tenant (shm as the user nobody against shm as root, this run):",
+			"shm", "tenant", "root", "tenant")
 	if (cpu) exit
 	n = split(workloads, names, " ")
 	for (i = 1; i <= n; i++) target(names[i] " local time", names[i] "_s", "slower", 3)
