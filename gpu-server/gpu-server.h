@@ -104,8 +104,9 @@ struct worker {
 	int exiting;
 };
 
-/* Who a request comes from (session.c sets it, restore.c checks owners). */
-enum { REQ_PRIVILEGED, REQ_USER, REQ_REMOTE };
+/* Who a request comes from (session.c sets it, restore.c checks owners;
+ * REQ_UNKNOWN, where nothing set it, restores nothing from a directory). */
+enum { REQ_UNKNOWN, REQ_PRIVILEGED, REQ_USER, REQ_REMOTE };
 
 #define HANDLE_BASE 0x1000u
 #define HANDLE_MAX (1u << 24)               /* ids a restore may bind */

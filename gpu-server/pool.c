@@ -81,7 +81,8 @@ static int spawn_worker(int gated)
 	if (pid == 0) {
 		/* Every worker gets the same address-space layout, so objects the
 		 * driver places itself (module globals) land at the same device
-		 * addresses in a restoring worker as in the original. */
+		 * addresses in a restoring worker as in the original (unless the
+		 * operator asked for --worker-aslr: docs/security.md). */
 		if (!pool.randomize)
 			personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 		close(sv[0]);

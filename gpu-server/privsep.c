@@ -7,7 +7,8 @@
  * groups, a TCP or TLS peer's --user (the service user). Requests of
  * root or the server's user (CRIU's plugin, a migration) leave it as it
  * is, so a restore reads root's image directory; the tenant's own
- * reattach drops it afterwards.
+ * reattach drops it afterwards. A server that is not root cannot drop:
+ * its workers stay its user's, and say so.
  *
  * Before the drop, while it still may, the worker makes what it will
  * need as the tenant: a private scratch directory in the run directory
@@ -182,14 +183,11 @@ int privsep_drop_for(struct worker *w, int fd, char *err)
 		return rc > 0 ? 0 : -1;
 	if (w->dropped)
 		return uid == w->run_uid ? 0 : wire_fail(err, "this session's worker runs as another user");
-	if (getuid() == uid) {
-		w->dropped = 1;
-		w->run_uid = uid;
+	if (geteuid() != 0) {                /* a server of one user's: nothing to drop to */
+		log_warn("the server is not root: the worker of uid %u runs as the server's user (docs/security.md)",
+			 (unsigned)uid);
 		return 0;
 	}
-	if (geteuid() != 0)
-		return wire_fail(err, "the server does not run as root: it cannot serve uid %u as that user "
-				 "(run it as root, or as the tenant)", (unsigned)uid);
 	if (prepare_dirs(w, uid, gid, err))
 		return -1;
 	if (become(uid, gid, err))

@@ -322,6 +322,8 @@ static int owner_check(struct worker *w, struct snap_reader *r, char *err)
 	char who[48];
 	uid_t dir_uid;
 
+	if (w->req_class == REQ_UNKNOWN)
+		return wire_fail(err, "this snapshot belongs to another user");
 	if (w->req_class == REQ_USER)
 		snprintf(who, sizeof(who), "uid %u", (unsigned)w->req_uid);
 	else

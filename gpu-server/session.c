@@ -415,6 +415,7 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		stay = !preload(w, &c, lfd);
 		c.fd = -1;                   /* the preload keeps it */
 	} else if (w->preload && c.h.op == OP_RESTORE && !strcmp(c.h.ticket, w->ticket) && peer_privileged(fd)) {
+		w->req_class = REQ_PRIVILEGED;
 		stay = !restore(w, &c, lfd);     /* into what the pre-copy rounds loaded */
 	} else if ((c.h.op == OP_CONNECT || c.h.op == OP_RESTORE) != fresh ||
 		   (!fresh && strcmp(c.h.ticket, w->ticket))) {
