@@ -94,11 +94,11 @@ static int prev_relative(int dirfd, char *prev, size_t len)
 		return -1;
 	here[n] = 0;
 	if (!(slash = strrchr(here, '/')) || !(base = strrchr(prev, '/')) || slash - here != base - prev ||
-	    strncmp(here, prev, (size_t)(slash - here)))
+	    strncmp(here, prev, (size_t)(slash - here)) || 3 + strlen(base + 1) + 1 > len)
 		return -1;
 	memmove(prev + 3, base + 1, strlen(base + 1) + 1);
 	memcpy(prev, "../", 3);
-	return len > 3 ? 0 : -1;
+	return 0;
 }
 
 /* An incremental GPU snapshot: its parent is the same process's snapshot
