@@ -179,7 +179,10 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 	cuThreadExchangeStreamCaptureMode(&mode);
 	err = cuMemHostRegister(reg->base, a->size, flags);
-	if (!err && (a->flags & CU_MEMHOSTALLOC_DEVICEMAP))
+	/* every such page is the device's: its pointer goes back whatever the
+	 * client asked (cuMemHostGetDevicePointer works on all pinned memory
+	 * under unified addressing) */
+	if (!err)
 		err = cuMemHostGetDevicePointer((CUdeviceptr *)&r->device_ptr, reg->base, 0);
 	cuThreadExchangeStreamCaptureMode(&mode);
 	cuCtxPopCurrent(NULL);

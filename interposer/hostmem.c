@@ -408,7 +408,9 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 	pthread_mutex_lock(&hm_lock);
 	h = find_host(p, 1);
 	if (h) {
-		*pFlags = h->flags;
+		/* memory the device reaches is mapped, whatever was asked: with
+		 * unified addressing the driver says so too */
+		*pFlags = h->flags | (h->device_ptr ? CU_MEMHOSTALLOC_DEVICEMAP : 0);
 		err = CUDA_SUCCESS;
 	}
 	pthread_mutex_unlock(&hm_lock);

@@ -25,7 +25,7 @@ set -u
 
 TESTS="snapshot snapshot-cli
 vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query features tensor_map stream_memops user_objects
-context_ops errors_app zero_copy dlopen_app device_assert
+context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml trace handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
@@ -184,14 +184,14 @@ run_same() {
 
 run_programs() {
 	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app
-		     device_query tensor_map stream_memops user_objects context_ops errors_app zero_copy dlopen_app"
+		     device_query tensor_map stream_memops user_objects context_ops errors_app zero_copy host_devptr dlopen_app"
 	for p in $progs; do
 		want "$p" || continue
 		env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 			{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
 		case $p in
 		dlopen_app) run_same "$p" preload ;;
-		zero_copy) run_same "$p" shm ;;       # mapped memory needs a local server
+		zero_copy | host_devptr) run_same "$p" shm ;;   # mapped memory needs a local server
 		*) for tr in shm unix tcp; do run_same "$p" "$tr"; done ;;
 		esac
 	done

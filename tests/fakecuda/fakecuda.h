@@ -59,6 +59,7 @@ struct fc_range {
 	int usable;
 	struct fc_ctx *ctx;
 	unsigned long long id;
+	unsigned flags;                      /* host memory: as allocated or registered */
 };
 
 /* registry.c */
@@ -67,6 +68,7 @@ FC_HIDDEN int fc_obj_has(const void *p, int kind);
 FC_HIDDEN int fc_obj_del(const void *p, int kind);
 FC_HIDDEN void fc_obj_drop_ctx(struct fc_ctx *ctx);
 FC_HIDDEN int fc_range_add(uintptr_t base, size_t size, int kind, struct fc_ctx *ctx, int usable);
+FC_HIDDEN void fc_range_set_flags(uintptr_t base, unsigned flags);
 FC_HIDDEN int fc_range_find(uintptr_t addr, struct fc_range *out);
 FC_HIDDEN int fc_range_overlaps(uintptr_t base, size_t size);
 FC_HIDDEN CUresult fc_range_check(uintptr_t addr, size_t n);

@@ -72,6 +72,7 @@ CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags)
 		free(p);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
+	fc_range_set_flags((uintptr_t)p, flags);
 	*pp = p;
 	return CUDA_SUCCESS;
 }
@@ -97,6 +98,7 @@ CUresult cuMemHostRegister(void *p, size_t n, unsigned int flags)
 	CHECK_ARG(p && n && !(flags & ~0xfu));
 	CHECK(!fc_range_overlaps((uintptr_t)p, n), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
 	CHECK(!fc_range_add((uintptr_t)p, n, FC_MEM_REGISTERED, ctx, 1), CUDA_ERROR_OUT_OF_MEMORY);
+	fc_range_set_flags((uintptr_t)p, flags & (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
 	return CUDA_SUCCESS;
 }
 
@@ -122,6 +124,18 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int fla
 	CHECK_ARG(pdptr && !flags);
 	CHECK_ARG(fc_range_find((uintptr_t)p, &range) && is_host(range.kind));
 	*pdptr = (CUdeviceptr)p;
+	return CUDA_SUCCESS;
+}
+
+/* With unified addressing (as every GPU here has) all pinned memory is
+ * mapped: its flags say DEVICEMAP whatever was asked, as the driver's do. */
+CUresult cuMemHostGetFlags(unsigned int *pflags, void *p)
+{
+	struct fc_range range;
+
+	TRY(fc_current(NULL));
+	CHECK_ARG(pflags && fc_range_find((uintptr_t)p, &range) && is_host(range.kind));
+	*pflags = range.flags | CU_MEMHOSTALLOC_DEVICEMAP;
 	return CUDA_SUCCESS;
 }
 

@@ -115,11 +115,21 @@ int fc_range_add(uintptr_t base, size_t size, int kind, struct fc_ctx *ctx, int 
 
 	pthread_mutex_lock(&range_lock);
 	if (!grow((void **)&ranges, &cap_ranges, nranges, sizeof(*ranges))) {
-		ranges[nranges++] = (struct fc_range){ base, size, kind, usable, ctx, next_id++ };
+		ranges[nranges++] = (struct fc_range){ base, size, kind, usable, ctx, next_id++, 0 };
 		ret = 0;
 	}
 	pthread_mutex_unlock(&range_lock);
 	return ret;
+}
+
+/* The flags of the range that starts at base (host memory's). */
+void fc_range_set_flags(uintptr_t base, unsigned flags)
+{
+	pthread_mutex_lock(&range_lock);
+	for (size_t i = 0; i < nranges; i++)
+		if (ranges[i].base == base)
+			ranges[i].flags = flags;
+	pthread_mutex_unlock(&range_lock);
 }
 
 static struct fc_range *lookup(uintptr_t addr)
