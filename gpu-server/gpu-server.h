@@ -342,6 +342,7 @@ int ticket_valid(const char *ticket);
 struct sockaddr_un;
 /* A session socket's address (abstract: no file), and its length. */
 unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa);
+unsigned run_socket_addr(const char *run_dir, const char *leaf, struct sockaddr_un *sa);
 int handoff_from_server(int conn);       /* whether conn's peer is the server */
 int handoff_accept(int lfd, struct wire_buf *hello);   /* -2: a stranger, refused */
 #define HANDOFF_TIMEOUT_MS 2000

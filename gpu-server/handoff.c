@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include "gpu-server.h"
 
 int ticket_valid(const char *t)
@@ -31,16 +32,24 @@ int ticket_valid(const char *t)
 	return n == CICADA_TICKET_LEN && !t[n];
 }
 
-unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
+/* The abstract address of a worker's socket named leaf (a ticket, an
+ * IPC owner): no file, so a worker that runs as its tenant can make it.
+ * The run directory enters as a hash, so that two servers on a node
+ * never share a name and a long directory never cuts the leaf short. */
+unsigned run_socket_addr(const char *run_dir, const char *leaf, struct sockaddr_un *sa)
 {
 	int n;
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "cicada%s/%s", run_dir, ticket);
-	if (n < 0 || (size_t)n >= sizeof(sa->sun_path) - 1)
-		n = (int)sizeof(sa->sun_path) - 2;
+	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "cicada.%016llx.%.64s",
+		     (unsigned long long)XXH3_64bits(run_dir, strlen(run_dir)), leaf);
 	return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
+{
+	return run_socket_addr(run_dir, ticket, sa);
 }
 
 /* Whether conn's peer is the gpu-server (root or the server's user):
@@ -48,10 +57,8 @@ unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_u
 int handoff_from_server(int conn)
 {
 	struct ucred cred;
-	socklen_t len = sizeof(cred);
 
-	return !getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &len) && len == sizeof(cred) &&
-	       privsep_is_server(cred.uid);
+	return !peer_cred(conn, &cred) && privsep_is_server(cred.uid);
 }
 
 /* Connects to a session socket without waiting: a full backlog is a busy

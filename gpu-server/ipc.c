@@ -25,7 +25,6 @@
  * driver's objects, and survives a checkpoint: ipc_save.c.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +32,6 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "ipc-internal.h"
@@ -125,9 +123,8 @@ static void serve_one(int c)
 static int same_user(int c)
 {
 	struct ucred cred;
-	socklen_t len = sizeof(cred);
 
-	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred))
+	if (peer_cred(c, &cred))
 		return 0;
 	if (cred.uid == geteuid() || privsep_is_server(cred.uid))
 		return 1;
@@ -137,7 +134,6 @@ static int same_user(int c)
 
 static void *listen_loop(void *arg)
 {
-	struct timeval limit = { 5, 0 };     /* a peer that stalls holds the door no longer */
 	int l = (int)(intptr_t)arg;
 
 	for (;;) {
@@ -148,8 +144,7 @@ static void *listen_loop(void *arg)
 				continue;
 			return NULL;
 		}
-		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-		setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+		wire_set_timeouts(c, 5000);      /* a peer that stalls holds the door no longer */
 		if (same_user(c))
 			serve_one(c);
 		close(c);
@@ -159,15 +154,10 @@ static void *listen_loop(void *arg)
 /* The abstract address of owner's IPC socket, and its length. */
 static unsigned socket_addr(const struct worker *w, uint64_t owner, struct sockaddr_un *sa)
 {
-	int n;
+	char leaf[32];
 
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "cicada%s/ipc-%016llx", w->run_dir,
-		     (unsigned long long)owner);
-	if (n < 0 || (size_t)n >= sizeof(sa->sun_path) - 1)
-		n = (int)sizeof(sa->sun_path) - 2;
-	return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	snprintf(leaf, sizeof(leaf), "ipc-%016llx", (unsigned long long)owner);
+	return run_socket_addr(w->run_dir, leaf, sa);
 }
 
 /* A worker this session was restored from may answer for it still (the
