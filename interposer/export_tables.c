@@ -366,8 +366,14 @@ static const struct known_table tables[] = {
 /* The table for id, or NULL. */
 const void *export_table_find(const CUuuid *id)
 {
+	static const unsigned char compute_cache_id[16] = {
+		0xda, 0x91, 0x51, 0xd3, 0x3a, 0xe6, 0xcc, 0x41, 0xa5, 0xc0, 0x4f, 0x26, 0xd5, 0x33, 0xe3, 0x28
+	};
+
 	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		if (!memcmp(tables[i].id, id->bytes, 16))
 			return tables[i].table;
+	if (!memcmp(compute_cache_id, id->bytes, 16))
+		return compute_cache_table();   /* compute_cache.c */
 	return NULL;
 }

@@ -59,7 +59,7 @@ extern int stats_on;
 uint64_t stats_now(void);
 void stats_sent(unsigned proc);
 void stats_waited(unsigned proc, uint64_t ns);
-void stats_driver_call(unsigned i, const char *name);
+void stats_driver_call(unsigned i, const char *name, uint64_t ns);
 uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
 int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
 CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device);
@@ -140,11 +140,12 @@ CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int as
 CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async);
 CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async);
 
-/* loader.c, proc_address.c, export_tables.c, integrity.c: how the CUDA
- * runtime finds the driver */
+/* loader.c, proc_address.c, export_tables.c, integrity.c, compute_cache.c:
+ * how the CUDA runtime and libraries find the driver */
 void *interposer_self(void);
 void log_missing_once(const char *what, const char *name, int called);
 const void *export_table_find(const CUuuid *id);
+const void *compute_cache_table(void);
 void cls_forget(CUcontext ctx);
 CUresult integrity_digest(uint32_t version, uint64_t seconds, const void *interface_table,
 			  const void *integrity_table, const void *function, uint64_t out[2]);

@@ -7,9 +7,11 @@
  * export is reported missing, never replaced by another ABI. The answer
  * is the exported function, which reports its failures (trace.c).
  */
+#include <execinfo.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include "interposer.h"
 
 struct variant {
@@ -141,10 +143,29 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 	return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
 
+/* The file name of the first caller outside this library ("?" if none
+ * is found): which library asked for what is missing. */
+static const char *asker(void)
+{
+	void *frames[16];
+	int n = backtrace(frames, 16);
+	Dl_info self, info;
+
+	if (!dladdr((void *)asker, &self))
+		return "?";
+	for (int i = 1; i < n; i++)
+		if (dladdr(frames[i], &info) && info.dli_fname && info.dli_fbase != self.dli_fbase) {
+			const char *slash = strrchr(info.dli_fname, '/');
+
+			return slash ? slash + 1 : info.dli_fname;
+		}
+	return "?";
+}
+
 CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
 {
 	const unsigned char *b;
-	char id[40];
+	char id[80];
 
 	if (!ppExportTable || !pExportTableId)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -153,6 +174,7 @@ CUresult CUDAAPI cuGetExportTable(const void **ppExportTable, const CUuuid *pExp
 	b = (const unsigned char *)pExportTableId->bytes;
 	snprintf(id, sizeof(id), "{%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x}",
 		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+	snprintf(id + strlen(id), sizeof(id) - strlen(id), " (asked by %.32s)", asker());
 	log_missing_once("export table", id, 1);
 	return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -3,20 +3,27 @@
  * With CICADA_STATS=1, the process writes at exit, on stderr, one line per
  * procedure it called: how many calls, how many of them waited for a
  * reply, and the time spent waiting (the round trips an application
- * pays), then how many times each driver function was called. Wire
- * counts happen under the client lock; off, it all costs one test.
+ * pays); then each driver function the program called, how often and
+ * the wall time spent inside it (inclusive: the interposer's own work,
+ * the waits, and any driver call it makes itself); then the process's
+ * wall and CPU time against the time inside the driver, so the time a
+ * program spends in its own code (or in a library's fallback path) shows
+ * as what is left. Wire counts happen under the client lock; off, it all
+ * costs one test. docs/profiling.md says how to read it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include "interposer.h"
 
 #define STATS_PROCS 1024
 
 int stats_on;
 static uint64_t sent[STATS_PROCS], waited[STATS_PROCS], wait_ns[STATS_PROCS];
-static _Atomic uint64_t driver_calls[STATS_PROCS];
+static _Atomic uint64_t driver_calls[STATS_PROCS], driver_ns[STATS_PROCS];
+static uint64_t started_ns;
 static const char *driver_names[STATS_PROCS];
 
 uint64_t stats_now(void)
@@ -38,30 +45,51 @@ void stats_waited(unsigned proc, uint64_t ns)
 	wait_ns[proc % STATS_PROCS] += ns;
 }
 
-void stats_driver_call(unsigned i, const char *name)
+void stats_driver_call(unsigned i, const char *name, uint64_t ns)
 {
 	driver_calls[i % STATS_PROCS]++;
+	driver_ns[i % STATS_PROCS] += ns;
 	driver_names[i % STATS_PROCS] = name;
 }
 
-static int by_calls(const void *a, const void *b)
+static int by_time(const void *a, const void *b)
 {
-	uint64_t x = driver_calls[*(const unsigned *)a], y = driver_calls[*(const unsigned *)b];
+	uint64_t x = driver_ns[*(const unsigned *)a], y = driver_ns[*(const unsigned *)b];
 
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static double cpu_seconds(void)
+{
+	struct rusage u;
+
+	if (getrusage(RUSAGE_SELF, &u))
+		return 0;
+	return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/* Driver functions by time spent in them, then where the process's time went. */
 static void stats_print_driver(void)
 {
 	unsigned order[STATS_PROCS], n = 0;
+	uint64_t calls = 0, ns = 0;
 
 	for (unsigned i = 0; i < STATS_PROCS; i++)
-		if (driver_calls[i])
+		if (driver_calls[i]) {
 			order[n++] = i;
-	qsort(order, n, sizeof(*order), by_calls);
-	for (unsigned k = 0; k < n; k++)
-		fprintf(stderr, "cicada stats: driver %-40s %10llu calls\n", driver_names[order[k]],
-			(unsigned long long)driver_calls[order[k]]);
+			calls += driver_calls[i];
+			ns += driver_ns[i];
+		}
+	qsort(order, n, sizeof(*order), by_time);
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = order[k];
+
+		fprintf(stderr, "cicada stats: driver %-40s %10llu calls %10.3f ms %8.2f us/call\n", driver_names[i],
+			(unsigned long long)driver_calls[i], driver_ns[i] / 1e6, driver_ns[i] / 1e3 / driver_calls[i]);
+	}
+	fprintf(stderr, "cicada stats: process %.3f s wall, %.3f s CPU; %llu driver calls took %.3f s "
+		"(summed over threads, nested calls counted twice)\n", (stats_now() - started_ns) / 1e9,
+		cpu_seconds(), (unsigned long long)calls, ns / 1e9);
 }
 
 static int by_wait(const void *a, const void *b)
@@ -103,6 +131,7 @@ __attribute__((constructor)) static void stats_init(void)
 	const char *e = getenv("CICADA_STATS");
 
 	stats_on = e && *e && strcmp(e, "0");
+	started_ns = stats_now();
 	if (stats_on)
 		atexit(stats_print);
 }

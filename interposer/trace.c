@@ -7,7 +7,7 @@
  * error, and every time at debug level; CUDA_ERROR_NOT_READY (a query's
  * ordinary answer) only at debug level. CICADA_TRACE=1 also logs every
  * call's result at info level; a sticky error also stops the client
- * keeping answers (answers.c). CICADA_STATS=1 counts every call (stats.c).
+ * keeping answers (answers.c). CICADA_STATS=1 counts and times every call (stats.c).
  * Successful calls cost one test.
  */
 #include <pthread.h>
@@ -49,7 +49,12 @@ static int seen_before(unsigned i, CUresult r)
 	return found || nseen == SEEN_MAX;
 }
 
-void trace_result(unsigned i, CUresult r)
+uint64_t trace_clock(void)
+{
+	return stats_now();
+}
+
+void trace_result(unsigned i, CUresult r, uint64_t t0)
 {
 	const char *name = i < trace_nfns ? trace_names[i] : "?";
 	const char *err = error_name(r);
@@ -57,7 +62,7 @@ void trace_result(unsigned i, CUresult r)
 	if (r)
 		answers_error(r);
 	if (trace_every & TRACE_COUNT)
-		stats_driver_call(i, name);
+		stats_driver_call(i, name, stats_now() - t0);
 	if (trace_every & TRACE_LOG) {
 		if (r)
 			log_info("%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);

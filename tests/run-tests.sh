@@ -28,7 +28,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep
 cr-shm cr-unix cr-tcp cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -510,6 +510,51 @@ test_trace() {
 		"$(count_in "$e.all" "cuMemFree_v2: CUDA_SUCCESS")" -ge 1
 	env $(cicada_env shm) timeout 60 "$PROGS/errors_app" >/dev/null 2>"$e.none"
 	check "by default no call is traced" test "$(count_in "$e.none" "failed: CUDA_ERROR")" = 0
+	env $(cicada_env shm) CICADA_STATS=1 timeout 60 "$PROGS/launch_1000" >/dev/null 2>"$e.stats"
+	check "CICADA_STATS=1: each driver function's calls and time, and the process's wall and CPU time" sh -c \
+		"grep -Eq 'driver cuLaunchKernel +[0-9]+ calls +[0-9.]+ ms' '$e.stats' &&
+		 grep -Eq 'process [0-9.]+ s wall, [0-9.]+ s CPU; [0-9]+ driver calls took' '$e.stats'"
+}
+
+# The compute cache (interposer/compute_cache.c): nvrtc, reached through
+# Cicada, keeps a compile in the client's cache and the next process,
+# over any transport, skips the compile and gets the same cubin; a
+# damaged entry is a miss, recompiled and rewritten; CUDA_CACHE_DISABLE
+# and CUDA_CACHE_MAXSIZE are obeyed; a directory open to others is not used.
+nvrtc_run() {   # nvrtc_run NAME TRANSPORT DIR [VAR=VALUE...]
+	local name=$1 tr=$2 dir=$3
+	shift 3
+	deadline 120 env $(cicada_env "$tr") CICADA_COMPUTE_CACHE="$dir" "$@" "$PROGS/nvrtc_cache" \
+		>"$T/cc.$name" 2>"$T/cc.$name.err"
+}
+cc_entries() { find "$1" -maxdepth 1 -type f -regex '.*/[0-9a-f]*' 2>/dev/null | grep -c '/[0-9a-f]\{32\}$'; }
+test_compute_cache() {
+	local d=$T/nvrtc-cache hash
+	want compute-cache || return
+	nvrtc_run first shm "$d"
+	[ $? = 2 ] && { echo "skip compute-cache: no libnvrtc.so.13 here"; return; }
+	hash=$(grep cubin "$T/cc.first")
+	check "nvrtc through Cicada: a first compile is a miss and is kept (0700 directory)" sh -c \
+		"grep -q 'cached no' '$T/cc.first' && test $(cc_entries "$d") -ge 1 && test \$(stat -c %a '$d') = 700"
+	nvrtc_run second tcp "$d"
+	check "the next process (over TCP) skips the compile and gets the same cubin" sh -c \
+		"grep -q 'cached yes' '$T/cc.second' && grep -qx '$hash' '$T/cc.second'"
+	for f in $(find "$d" -type f); do printf 'x' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null; done
+	nvrtc_run damaged shm "$d"
+	nvrtc_run rewritten shm "$d"
+	check "a damaged entry is a miss, compiled again, the same cubin, and rewritten" sh -c \
+		"grep -q 'cached no' '$T/cc.damaged' && grep -qx '$hash' '$T/cc.damaged' && grep -q 'cached yes' '$T/cc.rewritten'"
+	nvrtc_run off1 shm "$d.off" CUDA_CACHE_DISABLE=1
+	nvrtc_run off2 shm "$d.off" CUDA_CACHE_DISABLE=1
+	nvrtc_run small shm "$d.small" CUDA_CACHE_MAXSIZE=100
+	check "CUDA_CACHE_DISABLE=1 keeps nothing; CUDA_CACHE_MAXSIZE bounds what is kept" sh -c \
+		"grep -q 'cached no' '$T/cc.off2' && test $(cc_entries "$d.off") = 0 && test $(cc_entries "$d.small") = 0 &&
+		 grep -qx '$hash' '$T/cc.small'"
+	mkdir -p "$d.open" && chmod 777 "$d.open"
+	nvrtc_run open1 shm "$d.open"
+	nvrtc_run open2 shm "$d.open"
+	check "a cache directory open to others is not used" sh -c \
+		"grep -q 'cached no' '$T/cc.open2' && test $(cc_entries "$d.open") = 0 && grep -q 'not used' '$T/cc.open1.err'"
 }
 
 # The token never crosses the wire (a capture of a whole TCP session holds
@@ -773,6 +818,7 @@ start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
 run_nvml
 test_trace
+test_compute_cache
 test_handshake
 test_tls
 test_allow_list

@@ -54,6 +54,11 @@ $(TESTS_CR_BINS:%=%.o) $(TESTS_PDIR)/cr_common.o: tests/programs/cr_common.h
 $(TESTS_PDIR)/dlopen_app: $(TESTS_PDIR)/dlopen_app.o $(TESTS_PDIR)/common.o
 	$(CC) $(CFLAGS) -o $@ $^ -ldl
 
+# nvrtc through dlopen, as cuBLASLt uses it: no libcuda linked either.
+$(TESTS_PDIR)/nvrtc_cache: $(TESTS_PDIR)/nvrtc_cache.o
+	$(CC) $(CFLAGS) -o $@ $^ -ldl
+all: $(TESTS_PDIR)/nvrtc_cache
+
 # NVML through dlopen: it builds without NVML and runs on the real one or
 # on Cicada's replacement.
 $(TESTS_PDIR)/nvml_query: tests/programs/nvml_query.c nvml/nvml-wire.h $(GEN)/cicada.h

@@ -159,8 +159,9 @@ def gen_trace(protos, kinds):
         args = ", ".join(q.name for q in p.params)
         out.append("CUresult impl_%d(%s) __asm__(\"impl_%s\");\n" % (i, decl, n))
         out.append("CUresult CUDAAPI export_%d(%s) __asm__(\"%s\");\n" % (i, decl, n))
-        out.append("CUresult CUDAAPI export_%d(%s)\n{\n\tCUresult r = impl_%d(%s);\n\n"
-                   "\tif (__builtin_expect(r || trace_every, 0))\n\t\ttrace_result(%d, r);\n\treturn r;\n}\n\n"
+        out.append("CUresult CUDAAPI export_%d(%s)\n{\n\tuint64_t t0 = trace_every & TRACE_COUNT ? "
+                   "trace_clock() : 0;\n\tCUresult r = impl_%d(%s);\n\n"
+                   "\tif (__builtin_expect(r || trace_every, 0))\n\t\ttrace_result(%d, r, t0);\n\treturn r;\n}\n\n"
                    % (i, decl, i, args, i))
     out.append("const char *const trace_names[] = {\n")
     for n in served:
