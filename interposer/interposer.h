@@ -52,7 +52,12 @@ void client_add_hooks(const struct client_hooks *h);
 CUresult lanes_copy(char *host, CUdeviceptr dev, size_t n, CUstream stream, int async, int to_device);
 /* answers.c: answers kept for queries marked "cache" in calls.tbl */
 CUresult client_cached_call(unsigned proc, const uint64_t *in, unsigned nin, uint64_t *out, unsigned nout);
+CUresult client_cached_code_call(unsigned proc, const uint64_t *in, unsigned nin, uint64_t *out, unsigned nout);
 void answers_flush(void);
+void answers_flush_code(void);
+enum { SETTING_KERNEL = 2, SETTING_FUNC = 3 };   /* kinds of kept settings (answers.c) */
+int answers_setting_is(unsigned proc, unsigned kind, const uint64_t *in, unsigned nin, uint64_t value);
+void answers_setting_keep(unsigned proc, unsigned kind, const uint64_t *in, unsigned nin, uint64_t value);
 void answers_error(CUresult err);
 /* stats.c: CICADA_STATS=1 counts calls and round trips, printed at exit */
 extern int stats_on;

@@ -92,8 +92,10 @@ class Call:
         self.hand = "hand" in flags
         self.wrap = "wrap" in flags
         self.record = "record" in flags
-        self.cache = "cache" in flags
+        self.code = "cache-code" in flags
+        self.cache = "cache" in flags or self.code
         self.flush = "flush" in flags
+        self.flush_code = "flush-code" in flags
         if self.hand:
             self.args, self.res = [s.strip() for s in self.sig.split("->")]
             self.async_ = self.res == "void"
@@ -217,12 +219,15 @@ def gen_client(calls):
             else:
                 out.append("\tin[%s] = %s;\n" % (off, to_u64(p)))
         if c.cache:
-            out.append("\terr = client_cached_call(%s, in, %s, out, %s);\n" % (c.proc_macro, c.nin, c.nout))
+            out.append("\terr = client_cached%s_call(%s, in, %s, out, %s);\n"
+                       % ("_code" if c.code else "", c.proc_macro, c.nin, c.nout))
         else:
             out.append("\terr = client_scalar_call(%s, %d, in, %s, out, %s);\n"
                        % (c.proc_macro, int(c.async_), c.nin, c.nout))
         if c.flush:
             out.append("\tanswers_flush();\n")
+        if c.flush_code:
+            out.append("\tanswers_flush_code();\n")
         if c.outs:
             out.append("\tif (err != CUDA_SUCCESS)\n\t\treturn err;\n")
             for i, p in zip(c.out_offsets, c.outs):

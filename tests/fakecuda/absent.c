@@ -21,17 +21,7 @@ CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
 	return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-CUresult CUDAAPI cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 CUresult CUDAAPI cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
-{
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
 	return CUDA_ERROR_NOT_SUPPORTED;
 }

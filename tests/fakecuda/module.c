@@ -476,6 +476,20 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attr, int val
 	return CUDA_SUCCESS;
 }
 
+/* A library kernel and the functions it gives share their attributes, as
+ * on the real driver (and on all the stand-in's devices). */
+CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attr, CUkernel kernel, CUdevice dev)
+{
+	CHECK(dev >= 0 && dev < fc_ndev(), CUDA_ERROR_INVALID_DEVICE);
+	return cuFuncGetAttribute(pi, attr, (CUfunction)kernel);
+}
+
+CUresult cuKernelSetAttribute(CUfunction_attribute attr, int value, CUkernel kernel, CUdevice dev)
+{
+	CHECK(dev >= 0 && dev < fc_ndev(), CUDA_ERROR_INVALID_DEVICE);
+	return cuFuncSetAttribute((CUfunction)kernel, attr, value);
+}
+
 CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
 	TRY(fc_func(hfunc, NULL, NULL, NULL));

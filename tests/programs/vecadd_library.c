@@ -2,7 +2,9 @@
  * vecadd_library: loads kernels_a.fatbin with cuLibraryLoadData, gets
  * vec_add as a CUkernel and launches it twice: once passing the CUkernel
  * cast to CUfunction, once through cuKernelGetFunction. Both results are
- * checked against the CPU.
+ * checked against the CPU. Then sets and reads attributes through the
+ * kernel and the function, which name the same code, as a library does
+ * before every launch, and a context limit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,43 @@ static void run(const char *how, CUfunction fn, CUdeviceptr da, CUdeviceptr db,
 	       err == 0 ? "OK" : "BAD");
 	if (err != 0)
 		fail("vec_add via %s differs from CPU", how);
+}
+
+static void show(const char *what, CUkernel kern, CUfunction fn)
+{
+	int k = -1, f = -1;
+
+	CHECK(cuKernelGetAttribute(&k, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, kern, 0));
+	CHECK(cuFuncGetAttribute(&f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn));
+	printf("vecadd_library: after %s: kernel %d function %d\n", what, k, f);
+}
+
+static void attributes(CUkernel kern, CUfunction fn)
+{
+	const CUfunction_attribute dyn = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	int version = 0, v = 0;
+	size_t fifo = 0;
+
+	show("nothing", kern, fn);
+	for (int i = 0; i < 3; i++)
+		CHECK(cuKernelSetAttribute(dyn, 1000, kern, 0));
+	show("kernel set 1000 three times", kern, fn);
+	CHECK(cuFuncSetAttribute(fn, dyn, 2000));
+	show("function set 2000", kern, fn);
+	CHECK(cuKernelSetAttribute(dyn, 1000, kern, 0));
+	show("kernel set 1000 again", kern, fn);
+	printf("vecadd_library: kernel set -5: error %d\n", (int)cuKernelSetAttribute(dyn, -5, kern, 0));
+	for (int i = 0; i < 200; i++) {   /* what a library does per launch */
+		CHECK(cuKernelSetAttribute(dyn, 1000, kern, 0));
+		CHECK(cuDriverGetVersion(&version));
+		CHECK(cuKernelGetAttribute(&v, dyn, kern, 0));
+	}
+	show("200 launches' worth", kern, fn);
+	CHECK(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));
+	CHECK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, fifo * 2));
+	CHECK(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));
+	printf("vecadd_library: printf fifo doubled: %zu\n", fifo);
+	CHECK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, fifo / 2));
 }
 
 int main(void)
@@ -63,6 +102,7 @@ int main(void)
 	run("kernel_as_function", (CUfunction)kern, da, db, dc, n, a, b, c);
 	CHECK(cuKernelGetFunction(&fn, kern));
 	run("cuKernelGetFunction", fn, da, db, dc, n, a, b, c);
+	attributes(kern, fn);
 
 	CHECK(cuMemFree(da));
 	CHECK(cuMemFree(db));

@@ -15,6 +15,9 @@
 #   python3 llm.py serve DTYPE   a cold model server: imports, builds the
 #       model and answers one request; prints "answer HEX" and exits. The
 #       bench times it from launch to exit.
+#   python3 llm.py suite DTYPE...   for each dtype: decode of 32 tokens at
+#       batch 1 and 8, and prefill of 2,048 tokens, in one process (what
+#       `make bench-torch` and the GPU suite run).
 #   python3 llm.py profile DTYPE BATCH NEW   the decode under PyTorch's
 #       profiler: the operators with the most CPU time, on stderr.
 # Small models for the stand-in-free CPU suite are not the point here: this
@@ -66,8 +69,8 @@ def timed(fn, rounds):
     return statistics.median(times), out
 
 
-def decode(dtype, batch, new, rounds=3):
-    m, ids = model(dtype), prompt(batch, 16)
+def decode(dtype, batch, new, rounds=3, m=None):
+    m, ids = m or model(dtype), prompt(batch, 16)
     first, _ = timed(lambda: generate(m, ids, new), 1)  # kernels loaded, compiled, chosen
     ttft, _ = timed(lambda: generate(m, ids, 1), rounds)
     t, out = timed(lambda: generate(m, ids, new), rounds)
@@ -78,8 +81,8 @@ def decode(dtype, batch, new, rounds=3):
     print("digest-%s %s" % (key, digest(out)), flush=True)
 
 
-def prefill(dtype, length, rounds=5):
-    m, ids = model(dtype), prompt(1, length)
+def prefill(dtype, length, rounds=5, m=None):
+    m, ids = m or model(dtype), prompt(1, length)
     with torch.no_grad():
         m(ids)
         t, out = timed(lambda: m(ids).logits.argmax(-1), rounds)
@@ -92,6 +95,16 @@ def serve(dtype):
     out = generate(m, ids, 8)
     print("answer %s" % digest(out))
     print("serve-seconds %.3f" % (time.time() - T0), flush=True)
+
+
+def suite(dtypes):
+    for dtype in dtypes:
+        m = model(dtype)
+        for batch in (1, 8):
+            decode(dtype, batch, 32, 3, m)
+        prefill(dtype, 2048, 5, m)
+        del m
+        torch.cuda.empty_cache()
 
 
 def profile(dtype, batch, new):
@@ -111,12 +124,14 @@ def main(a):
         decode(a[1], int(a[2]), int(a[3]), *map(int, a[4:5]))
     elif a[0] == "prefill":
         prefill(a[1], int(a[2]), *map(int, a[3:4]))
+    elif a[0] == "suite":
+        suite(a[1:])
     elif a[0] == "serve":
         serve(a[1])
     elif a[0] == "profile":
         profile(a[1], int(a[2]), int(a[3]))
     else:
-        sys.exit("usage: llm.py decode|prefill|serve|profile ...")
+        sys.exit("usage: llm.py decode|prefill|suite|serve|profile ...")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 #
 # torch-shm, torch-tcp: every workload of tests/torch/workloads.py (CNN
 #   training with SGD, bf16 and fp16 AMP, a transformers GPT-2 trained a
-#   few steps and greedy-decoding, torch.compile, a captured graph
+#   few steps and greedy-decoding, a GPT-2-medium-sized model decoding
+#   and prefilling in fp16 and in bf16, torch.compile, a captured graph
 #   replayed, events, pinned copies, expandable segments, NVML, and with
 #   two GPUs peer copies, a single-process NCCL all-reduce and a
 #   two-process torchrun DDP run) prints the same digest through Cicada as

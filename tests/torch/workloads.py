@@ -342,9 +342,21 @@ def share(steps=10, ms=0, verbose=False):
     return digest([w])
 
 
+def llm(dtype):
+    # a GPT-2-medium-sized model in half precision (tests/torch/llm.py):
+    # greedy decode at batch 1 and 8, and a 512-token prefill's argmax
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import llm as L
+    m = L.model(dtype)
+    outs = [L.generate(m, L.prompt(b, 16), 16) for b in (1, 8)]
+    with torch.no_grad():
+        outs.append(m(L.prompt(1, 512)).logits.argmax(-1))
+    return hashlib.sha256(b"".join(o.cpu().numpy().tobytes() for o in outs)).hexdigest()[:16]
+
+
 WORKLOADS = {"randn": randn, "cnn": cnn, "amp-bf16": lambda: cnn(20, torch.bfloat16),
              "amp-fp16": lambda: cnn(20, torch.float16), "gpt-decode": gpt_decode, "gpt-train": gpt_train,
-             "compile": compiled, "graphs": graphs, "events": events, "mapped": mapped,
+             "llm-fp16": lambda: llm("fp16"), "llm-bf16": lambda: llm("bf16"), "compile": compiled, "graphs": graphs, "events": events, "mapped": mapped,
              "expandable": expandable, "nvml": nvml, "share": share, "two-gpus": two_gpus, "nccl": nccl,
              "ddp": ddp}
 
