@@ -155,7 +155,9 @@ static int write_file(const char *path, const void *data, size_t size)
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	rc = write(fd, data, size) != (ssize_t)size || fsync(fd) || rename(tmp, path) ? -1 : 0;
+	/* No fsync: an entry a crash tears is a miss (lookups check every
+	 * entry's hashes), and a load waits for this write. */
+	rc = write(fd, data, size) != (ssize_t)size || rename(tmp, path) ? -1 : 0;
 	if (rc)
 		unlink(tmp);
 	close(fd);
@@ -226,11 +228,32 @@ static void evict(const struct worker *w)
 	free(v);
 }
 
+/* Whether hash is indexed and its object is there (lookups check the
+ * rest): a load that sent its image again need not store it again. */
+static int kept(const struct worker *w, const image_hash *hash)
+{
+	char path[4096], *ref;
+	size_t n = 0;
+	int there;
+
+	index_path(w, hash, path, sizeof(path));
+	if (!(ref = read_all(path, SHA_HEX - 1, &n)))
+		return 0;
+	snprintf(path, sizeof(path), "%s/objects/%.*s.img", w->cache_dir, (int)n, ref);
+	free(ref);
+	there = n == SHA_HEX - 1 && !access(path, F_OK);
+	return there;
+}
+
 void modcache_store(const struct worker *w, const image_hash *hash, const void *image, size_t size)
 {
 	char path[4096], sha[SHA_HEX];
 
-	if (!w->cache_dir || sha256_hex(image, size, sha))
+	if (!w->cache_dir)
+		return;
+	if (kept(w, hash))
+		return;
+	if (sha256_hex(image, size, sha))
 		return;
 	snprintf(path, sizeof(path), "%s/objects", w->cache_dir);
 	mkdir(path, 0700);
