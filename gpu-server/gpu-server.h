@@ -276,6 +276,15 @@ CUresult ordered_note_graph_mem(struct worker *w, uint64_t va);
 void hostfn_close(struct worker *w);
 CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data);
 uint64_t hostfn_node_id(CUhostFn fn, void *data);
+CUresult hostfn_copy_node(struct worker *w, const uint64_t *params, unsigned n, void *shared, uint64_t size,
+			  int to_device, CUhostFn *fn, void **data, void **stage);
+const uint64_t *hostfn_copy_params(CUhostFn fn, void *data, unsigned *n);
+
+/* graph_stage.c: graph copy nodes of a client's pageable memory */
+int graph_staged(const graph_params *g);
+CUresult graph_stage_build(struct worker *w, const graph_params *g, CUgraph into);
+const uint64_t *graph_stage_params(CUgraphNode node, unsigned *n);
+CUresult graph_stage_set(struct worker *w, CUgraphExec exec, CUgraphNode node, graph_params *g);
 
 /* array.c: CUDA arrays, texture and surface objects */
 

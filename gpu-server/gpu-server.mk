@@ -4,7 +4,7 @@ SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server
                gpu-server/device.c gpu-server/memory.c gpu-server/module.c gpu-server/modcache.c \
                gpu-server/auth.c gpu-server/primary.c gpu-server/devmem.c gpu-server/replay.c \
                gpu-server/checkpoint.c gpu-server/restore.c gpu-server/snapio.c gpu-server/globals.c \
-               gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/hostfn.c gpu-server/lanes.c gpu-server/ordered.c gpu-server/array.c \
+               gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/graph_stage.c gpu-server/hostfn.c gpu-server/lanes.c gpu-server/ordered.c gpu-server/array.c \
                gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c gpu-server/jit.c gpu-server/link.c gpu-server/vmm.c gpu-server/vmm_place.c gpu-server/objects.c gpu-server/objects_save.c gpu-server/objects_restore.c \
                gpu-server/migrate_in.c gpu-server/precopy.c gpu-server/devhash.c gpu-server/preload.c \
                gpu-server/gpus.c gpu-server/placement.c gpu-server/ipc.c gpu-server/ipc_save.c gpu-server/tensormap.c gpu-server/privsep.c

@@ -21,6 +21,18 @@ CUresult wrap_stream_capture_info(struct worker *w, CUstream stream, CUstreamCap
 	return err;
 }
 
+/* A staged copy of the client's pageable memory is a copy node to it
+ * (graph_stage.c), whatever the driver holds. */
+CUresult wrap_cuGraphNodeGetType(struct worker *w, CUgraphNode node, CUgraphNodeType *type)
+{
+	unsigned n;
+	CUresult err = cuGraphNodeGetType(node, type);
+
+	if (!err && *type == CU_GRAPH_NODE_TYPE_GRAPH && graph_stage_params(node, &n))
+		*type = CU_GRAPH_NODE_TYPE_MEMCPY;
+	return err;
+}
+
 CUresult wrap_graph_node_count(struct worker *w, CUgraph graph, size_t *count)
 {
 	return cuGraphGetNodes(graph, NULL, count);

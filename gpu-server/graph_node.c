@@ -6,7 +6,9 @@
  * ids become handles, a kernel's packed values become kernelParams (by
  * the function's own layout), a host node runs the application's
  * function through the host function channel (hostfn.c), and a copy names
- * device memory, arrays, or host memory the client shares with the worker.
+ * device memory, arrays, or host memory the client shares with the worker;
+ * one of the client's pageable memory is a child graph of a host node and
+ * a copy (graph_stage.c). A conditional node's body graphs become handles.
  * The getters turn the driver's parameters back into graph_params.
  */
 #include <stdio.h>
@@ -98,6 +100,24 @@ static CUresult ctx_of(struct worker *w, uint64_t id, CUcontext *ctx)
 	return id ? handle_get(w, H_CTX, id, (void **)ctx) : cuCtxGetCurrent(ctx);
 }
 
+/* A staged copy: a child graph node, its graph made here (the caller
+ * destroys it once the driver has copied it). */
+static CUresult staged_in(struct worker *w, graph_params *g, CUgraphNodeParams *p)
+{
+	CUgraph child;
+	CUresult err = cuGraphCreate(&child, 0);
+
+	if (err)
+		return err;
+	if ((err = graph_stage_build(w, g, child))) {
+		cuGraphDestroy(child);
+		return err;
+	}
+	p->type = CU_GRAPH_NODE_TYPE_GRAPH;
+	p->graph.graph = child;
+	return CUDA_SUCCESS;
+}
+
 /* graph_params -> the driver's parameters; buf holds what they point at. */
 CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs)
 {
@@ -131,6 +151,8 @@ CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p
 		return ctx_of(w, v[GS_CTX], &p->memset.ctx);
 	case CU_GRAPH_NODE_TYPE_MEMCPY: {
 		CUDA_MEMCPY3D *c = &p->memcpy.copyParams;
+		if (graph_staged(g))
+			return staged_in(w, g, p);
 		if (n != GM_N)
 			return CUDA_ERROR_INVALID_VALUE;
 		if ((err = copy_side_in(w, v, &c->srcMemoryType, &c->srcHost, &c->srcDevice, &c->srcArray,
@@ -174,6 +196,13 @@ CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p
 			return CUDA_ERROR_INVALID_VALUE;
 		p->free.dptr = v[GF_DPTR];
 		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		if (n != GD_N)
+			return CUDA_ERROR_INVALID_VALUE;
+		p->conditional.handle = v[GD_HANDLE];
+		p->conditional.type = (CUgraphConditionalNodeType)v[GD_TYPE];
+		p->conditional.size = (unsigned)v[GD_SIZE];
+		return ctx_of(w, v[GD_CTX], &p->conditional.ctx);
 	default:
 		log_warn("client %s: graph nodes of type %u are not supported", w->peer, g->type);
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -334,6 +363,14 @@ CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g)
 	}
 	case CU_GRAPH_NODE_TYPE_GRAPH: {
 		CUgraph child;
+		const uint64_t *staged;
+		unsigned n;
+		if ((staged = graph_stage_params(node, &n))) {
+			if ((err = params_alloc(g, CU_GRAPH_NODE_TYPE_MEMCPY, n)))
+				return err;
+			memcpy(g->v.v_val, staged, n * sizeof(*staged));
+			return CUDA_SUCCESS;
+		}
 		if ((err = cuGraphChildGraphNodeGetGraph(node, &child)) || (err = params_alloc(g, type, GC_N)))
 			return err;
 		g->v.v_val[GC_GRAPH] = id_of(w, H_GRAPH, child);
@@ -390,6 +427,28 @@ static CUresult edges_in(const char *data, unsigned len, unsigned n, const CUgra
 	return CUDA_SUCCESS;
 }
 
+/* A conditional node's body graphs, which the driver made: handles, their
+ * ids in data. */
+static CUresult bodies_out(struct worker *w, const CUDA_CONDITIONAL_NODE_PARAMS *c, graph_params *g)
+{
+	uint64_t *ids;
+	CUresult err;
+
+	if (!c->phGraph_out || c->size > CICADA_PARAMS_MAX / sizeof(*ids))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = params_alloc(g, CU_GRAPH_NODE_TYPE_CONDITIONAL, GD_N)))
+		return err;
+	if (!(ids = calloc(c->size + 1, sizeof(*ids))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	g->data.data_val = (char *)ids;
+	g->data.data_len = c->size * sizeof(*ids);
+	g->v.v_val[GD_HANDLE] = c->handle, g->v.v_val[GD_TYPE] = c->type, g->v.v_val[GD_SIZE] = c->size;
+	for (unsigned i = 0; i < c->size; i++)
+		if (!(ids[i] = handle_put(w, H_GRAPH, c->phGraph_out[i])))
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
 CUresult hand_graph_add_node(struct worker *w, void *args, void *res)
 {
 	graph_node_args *a = args;
@@ -403,15 +462,22 @@ CUresult hand_graph_add_node(struct worker *w, void *args, void *res)
 
 	if ((err = handle_get(w, H_GRAPH, a->graph, (void **)&graph)) ||
 	    (err = edges_in(a->edges.edges_val, a->edges.edges_len, a->deps.deps_len, &edges)) ||
-	    (err = graph_params_in(w, &a->params, &p, ptrs)) ||
 	    (err = nodes_in(w, a->deps.deps_val, a->deps.deps_len, &deps)))
 		return err;
+	if ((err = graph_params_in(w, &a->params, &p, ptrs))) {
+		free(deps);
+		return err;
+	}
 	err = cuGraphAddNode_v2(&node, graph, deps, edges, a->deps.deps_len, &p);
 	free(deps);
+	if (graph_staged(&a->params))
+		cuGraphDestroy(p.graph.graph);       /* the node holds its own copy */
 	if (err)
 		return err;
 	if (!(r->node = handle_put(w, H_GRAPH_NODE, node)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (p.type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+		return bodies_out(w, &p.conditional, &r->params);
 	if (p.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
 		if ((err = params_alloc(&r->params, p.type, GA_N)))
 			return err;
@@ -446,9 +512,14 @@ CUresult hand_graph_node_set(struct worker *w, void *args, void *res)
 	CUgraphExec exec = NULL;
 	CUgraphNode node;
 	CUresult err;
+	unsigned n;
 
 	if ((a->graph && (err = handle_get(w, H_GRAPH_EXEC, a->graph, (void **)&exec))) ||
-	    (err = handle_get(w, H_GRAPH_NODE, a->node, (void **)&node)) || (err = graph_params_in(w, &a->params, &p, ptrs)))
+	    (err = handle_get(w, H_GRAPH_NODE, a->node, (void **)&node)))
+		return err;
+	if (a->params.type == CU_GRAPH_NODE_TYPE_MEMCPY && (graph_staged(&a->params) || graph_stage_params(node, &n)))
+		return graph_stage_set(w, exec, node, &a->params);
+	if ((err = graph_params_in(w, &a->params, &p, ptrs)))
 		return err;
 	if (!exec)
 		return cuGraphNodeSetParams(node, &p);

@@ -18,7 +18,10 @@
  * copy node between it and the device, and a host node whose call
  * carries the bytes, to the client after a copy from the device, from it
  * before a copy to the device; so they move at every launch, from or to
- * the program's memory as it is then.
+ * the program's memory as it is then. A graph's copy node of pageable
+ * memory (graph_stage.c) is staged the same way, or, for a local client,
+ * in the client's shared stage, which the client's own function fills or
+ * empties when its host node calls it.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -36,6 +39,8 @@ struct host_call {
 	uint64_t flags;                      /* a staged copy: HOSTFN_DATA or HOSTFN_WANT */
 	void *stage;                         /* its pinned buffer */
 	uint64_t size;
+	uint64_t *params;                    /* a copy node's, as the client set them */
+	unsigned nparams;
 };
 
 static pthread_mutex_t channel_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -169,6 +174,53 @@ CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data)
 	*fn = run_host_func;
 	*data = c;
 	return CUDA_SUCCESS;
+}
+
+/* A graph copy node of the client's pageable memory: the host node that
+ * moves its bytes (id: the client's side of it). shared: a local client's
+ * stage; else the worker pins one and the bytes cross the channel. *stage
+ * is where the copy node finds them. */
+CUresult hostfn_copy_node(struct worker *w, const uint64_t *params, unsigned n, void *shared, uint64_t size,
+			  int to_device, CUhostFn *fn, void **data, void **stage)
+{
+	struct host_call *c;
+
+	if (w->callback_fd < 0)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!params[GM_STAGE_ID] || !size || size > STAGE_MAX)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(c = calloc(1, sizeof(*c))) || !(c->params = malloc(n * sizeof(*params)))) {
+		free(c);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	memcpy(c->params, params, n * sizeof(*params));
+	c->nparams = n, c->w = w, c->id = params[GM_STAGE_ID], c->persistent = 1;
+	if (!shared) {
+		c->flags = to_device ? HOSTFN_WANT : HOSTFN_DATA;
+		c->size = size;
+		if (!(shared = c->stage = stage_buffer(w, size))) {
+			free(c->params);
+			free(c);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	}
+	/* (c lives as long as the worker: executables may share it) */
+	*stage = shared;
+	*fn = run_host_func;
+	*data = c;
+	return CUDA_SUCCESS;
+}
+
+/* A copy node's parameters as the client set them, if this host node
+ * moves a copy's bytes (NULL: it does not). */
+const uint64_t *hostfn_copy_params(CUhostFn fn, void *data, unsigned *n)
+{
+	struct host_call *c = data;
+
+	if (fn != run_host_func || !c || !c->params)
+		return NULL;
+	*n = c->nparams;
+	return c->params;
 }
 
 /* The client's id behind a host node's function, or 0. */

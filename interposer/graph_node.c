@@ -6,9 +6,12 @@
  * slots); the typed calls of the driver API are thin forms of it. Node
  * handles are ids, like the worker's other handles. A host node's function
  * stays here, under a persistent id (hostfn.c); a copy names device memory,
- * an array, or host memory shared with the worker. Lists of nodes (the
- * nodes, roots, edges and dependencies) come back in one reply and are
- * kept per thread until the next list, as the driver's own arrays are.
+ * an array, or host memory shared with the worker; a side in the program's
+ * pageable memory is staged (graph_stage.c). A conditional node's body
+ * graphs, made by the worker's driver, come back as graph ids. Lists of
+ * nodes (the nodes, roots, edges and dependencies) come back in one reply
+ * and are kept per thread until the next list, as the driver's own arrays
+ * are.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -57,6 +60,19 @@ static CUresult params_alloc(graph_params *g, unsigned type, unsigned n, uint64_
 
 /* --- CUgraphNodeParams -> graph_params (v has CICADA_GRAPH_SCALARS) --- */
 
+/* Whether a side of a copy is the program's pageable memory, which the
+ * worker cannot reach (a unified address: neither shared, nor the
+ * device's, nor managed; as copy.c tells them). */
+static int side_pageable(CUmemorytype type, const void *host, CUdeviceptr dev, size_t span)
+{
+	struct host_range r;
+
+	if (type == CU_MEMORYTYPE_UNIFIED)
+		return dev && !hostmem_find((const void *)(uintptr_t)dev, 1, &r) && !hostmem_is_device(dev) &&
+		       !managed_contains((const void *)(uintptr_t)dev, 1);
+	return type == CU_MEMORYTYPE_HOST && host && !hostmem_find(host, span ? span : 1, &r);
+}
+
 /* One side of a copy; host memory must lie in a region shared with the
  * worker (span: the bytes the copy may reach, from the side's start). */
 static CUresult copy_side_pack(uint64_t *v, CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array,
@@ -74,11 +90,8 @@ static CUresult copy_side_pack(uint64_t *v, CUmemorytype type, const void *host,
 	} else if (type == CU_MEMORYTYPE_ARRAY) {
 		v[GM_ARRAY] = handle_id(array);
 	} else if (type == CU_MEMORYTYPE_HOST) {
-		if (!host || !hostmem_find(host, span ? span : 1, &r)) {
-			log_missing_once("graph copies of host memory not shared with the gpu-server (pinned memory"
-					 " of a local server is)", "cuGraphAddMemcpyNode", 1);
-			return CUDA_ERROR_NOT_SUPPORTED;
-		}
+		if (!host || !hostmem_find(host, span ? span : 1, &r))
+			return CUDA_ERROR_INVALID_VALUE;
 		v[GM_REGION] = r.region;
 		v[GM_DEVICE] = r.offset;
 	} else {
@@ -87,24 +100,51 @@ static CUresult copy_side_pack(uint64_t *v, CUmemorytype type, const void *host,
 	return CUDA_SUCCESS;
 }
 
+/* The side of c in pageable memory (the source's if src), staged. */
+static CUresult pack_staged(const CUDA_MEMCPY3D *c, int src, uint64_t *v)
+{
+	struct stage_shape s = { .width = c->WidthInBytes, .rows = c->Height, .depth = c->Depth };
+	CUmemorytype type = src ? c->srcMemoryType : c->dstMemoryType;
+	unsigned side = src ? 0 : GM_SIDE;
+
+	if (src)
+		s.base = (char *)(type == CU_MEMORYTYPE_UNIFIED ? (const void *)(uintptr_t)c->srcDevice : c->srcHost),
+		s.x = c->srcXInBytes, s.y = c->srcY, s.z = c->srcZ, s.pitch = c->srcPitch, s.height = c->srcHeight;
+	else
+		s.base = type == CU_MEMORYTYPE_UNIFIED ? (char *)(uintptr_t)c->dstDevice : (char *)c->dstHost,
+		s.x = c->dstXInBytes, s.y = c->dstY, s.z = c->dstZ, s.pitch = c->dstPitch, s.height = c->dstHeight;
+	v[side + GM_TYPE] = type;
+	return graph_stage_pack(v, side, &s, src);
+}
+
 static CUresult pack_copy(const CUDA_MEMCPY3D *c, CUcontext ctx, graph_params *g, uint64_t *v)
 {
-	size_t rows, depth;
+	size_t rows, depth, sspan, dspan;
+	int src_pg, dst_pg;
 	CUresult err;
 
 	if (!c)
 		return CUDA_ERROR_INVALID_VALUE;
 	rows = c->Height ? c->Height : 1, depth = c->Depth ? c->Depth : 1;
-	if ((err = copy_side_pack(v, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
-				  c->srcZ, c->srcPitch, c->srcHeight,
-				  (c->srcPitch ? c->srcPitch : c->WidthInBytes) * rows * depth)) ||
-	    (err = copy_side_pack(v + GM_SIDE, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
-				  c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight,
-				  (c->dstPitch ? c->dstPitch : c->WidthInBytes) * rows * depth)))
+	sspan = (c->srcPitch ? c->srcPitch : c->WidthInBytes) * rows * depth;
+	dspan = (c->dstPitch ? c->dstPitch : c->WidthInBytes) * rows * depth;
+	src_pg = side_pageable(c->srcMemoryType, c->srcHost, c->srcDevice, sspan);
+	dst_pg = side_pageable(c->dstMemoryType, c->dstHost, c->dstDevice, dspan);
+	if (src_pg && dst_pg) {
+		log_missing_once("graph copies from pageable host memory to pageable host memory",
+				 "cuGraphAddMemcpyNode", 1);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	if ((!src_pg && (err = copy_side_pack(v, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray,
+					      c->srcXInBytes, c->srcY, c->srcZ, c->srcPitch, c->srcHeight, sspan))) ||
+	    (!dst_pg && (err = copy_side_pack(v + GM_SIDE, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray,
+					      c->dstXInBytes, c->dstY, c->dstZ, c->dstPitch, c->dstHeight, dspan))))
 		return err;
 	v[GM_WIDTH] = c->WidthInBytes, v[GM_ROWS] = c->Height, v[GM_DEPTH] = c->Depth;
 	v[GM_CTX] = handle_id(ctx);
-	return params_alloc(g, CU_GRAPH_NODE_TYPE_MEMCPY, GM_N, v);
+	if ((src_pg || dst_pg) && (err = pack_staged(c, src_pg, v)))
+		return err;
+	return params_alloc(g, CU_GRAPH_NODE_TYPE_MEMCPY, src_pg || dst_pg ? GM_STAGED_N : GM_N, v);
 }
 
 static CUresult pack(const CUgraphNodeParams *p, graph_params *g, uint64_t *v, char *buf)
@@ -167,6 +207,10 @@ static CUresult pack(const CUgraphNodeParams *p, graph_params *g, uint64_t *v, c
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 		v[GF_DPTR] = p->free.dptr;
 		return params_alloc(g, p->type, GF_N, v);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		v[GD_HANDLE] = p->conditional.handle, v[GD_TYPE] = p->conditional.type;
+		v[GD_SIZE] = p->conditional.size, v[GD_CTX] = handle_id(p->conditional.ctx);
+		return params_alloc(g, p->type, GD_N, v);
 	default:
 		log_missing_once("graph node type", "cuGraphAddNode", 1);
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -174,6 +218,23 @@ static CUresult pack(const CUgraphNodeParams *p, graph_params *g, uint64_t *v, c
 }
 
 /* --- adding --- */
+
+/* A conditional node's body graphs, as ids, in an array that lives as
+ * long as the process (the driver's lives as long as the node). */
+static CUresult bodies_in(CUDA_CONDITIONAL_NODE_PARAMS *c, const graph_params *g)
+{
+	const uint64_t *ids = (const uint64_t *)g->data.data_val;
+	CUgraph *out;
+
+	if (g->data.data_len != c->size * sizeof(*ids))
+		return client_lost("malformed conditional node");
+	if (!(out = calloc(c->size + 1, sizeof(*out))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned i = 0; i < c->size; i++)
+		out[i] = (CUgraph)(uintptr_t)ids[i];
+	c->phGraph_out = out;
+	return CUDA_SUCCESS;
+}
 
 static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,
 		    size_t n, CUgraphNodeParams *p)
@@ -208,6 +269,8 @@ static CUresult add(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, co
 			p->alloc.dptr = r.params.v.v_val[GA_DPTR];
 			devmem_note_alloc(p->alloc.dptr, p->alloc.bytesize);
 		}
+		if (p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+			err = bodies_in(&p->conditional, &r.params);
 	}
 	xdr_free((xdrproc_t)xdr_graph_node_res, (char *)&r);
 	return err;
@@ -382,6 +445,8 @@ static CUresult get(CUgraphNode node, unsigned type, unsigned n, graph_node_res 
 
 	memset(r, 0, sizeof(*r));
 	err = rpc_graph_node_get(&a, r);
+	if (!err && type == CU_GRAPH_NODE_TYPE_MEMCPY && r->params.v.v_len == GM_STAGED_N)
+		n = GM_STAGED_N;                     /* a copy of pageable memory */
 	if (!err && (r->params.type != type || r->params.v.v_len != n))
 		err = r->params.type != type ? CUDA_ERROR_INVALID_VALUE : client_lost("malformed graph node");
 	return err;
@@ -507,7 +572,9 @@ static void side_out(const uint64_t *v, CUmemorytype *type, const void **host, C
 	*x = v[GM_X], *y = v[GM_Y], *z = v[GM_Z], *pitch = v[GM_PITCH], *height = v[GM_HEIGHT];
 	*dev = v[GM_DEVICE];
 	*array = (CUarray)(uintptr_t)v[GM_ARRAY];
-	*host = *type == CU_MEMORYTYPE_HOST ? hostmem_region_ptr((unsigned)v[GM_REGION], v[GM_DEVICE]) : NULL;
+	*host = *type != CU_MEMORYTYPE_HOST ? NULL :
+		v[GM_REGION] ? hostmem_region_ptr((unsigned)v[GM_REGION], v[GM_DEVICE]) :
+			       (const void *)(uintptr_t)v[GM_DEVICE];     /* pageable memory, staged */
 	if (*type == CU_MEMORYTYPE_HOST)
 		*dev = 0;
 }
@@ -651,9 +718,16 @@ static CUresult set(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *p)
 	static __thread char buf[CICADA_PARAMS_MAX];
 	uint64_t v[CICADA_GRAPH_SCALARS];
 	graph_node_args a = { .graph = handle_id(exec), .node = handle_id(node) };
+	static int told;
 	CUresult err = pack(p, &a.params, v, buf);
 
-	return err ? err : call(P_graph_node_set, (xdrproc_t)xdr_graph_node_args, &a, NULL, 0);
+	if (!err)
+		err = call(P_graph_node_set, (xdrproc_t)xdr_graph_node_args, &a, NULL, 0);
+	if (err == CUDA_ERROR_NOT_SUPPORTED && p->type == CU_GRAPH_NODE_TYPE_MEMCPY &&
+	    !__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL))
+		log_warn("a graph copy node cannot change between pageable host memory and memory the gpu-server "
+			 "reaches (CUDA_ERROR_NOT_SUPPORTED)");
+	return err;
 }
 
 CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)

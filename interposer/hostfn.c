@@ -9,7 +9,10 @@
  * session opens one at once if it had one (to whichever worker holds it
  * then), else the next launch does. A host
  * function launched while a capture is under way, or a graph's host node,
- * may run many times: its id is persistent.
+ * may run many times: its id is persistent. A staged copy's bytes (a
+ * captured copy, a graph's copy node of pageable memory, graph_stage.c)
+ * cross the channel within the call, straight from or into the program's
+ * memory, row by row or through a bounded buffer.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -21,7 +24,8 @@ struct host_call {
 	uint64_t id;
 	CUhostFn fn;                         /* cuLaunchHostFunc, or */
 	CUstreamCallback callback;           /* cuStreamAddCallback, or */
-	void *stage;                         /* a staged copy's memory (remote) */
+	struct stage_shape stage;            /* a staged copy's memory (remote) */
+	int staged;
 	size_t stage_size;
 	int stage_in;                        /* its bytes go to the device */
 	CUstream stream;
@@ -74,6 +78,38 @@ static int calls_take(uint64_t id, struct host_call *out, int last)
 	return found;
 }
 
+#define BOUNCE_MAX (1u << 20)
+
+/* A staged copy's rows, out (send) or in, packed on the wire: one span if
+ * they lie back to back, else each wide row by itself and narrow ones
+ * through a buffer of at most BOUNCE_MAX. */
+static int rows_move(struct wire_stream *st, const struct stage_shape *s, int send)
+{
+	size_t n = stage_shape_rows(s), w = s->width, per = BOUNCE_MAX / w, k;
+	char *buf;
+	int bad = 0;
+
+	if (stage_shape_flat(s))
+		return send ? wire_write(st, stage_shape_row(s, 0), w * n) : wire_read(st, stage_shape_row(s, 0), w * n);
+	if (per < 4) {
+		for (size_t i = 0; i < n && !bad; i++)
+			bad = send ? wire_write(st, stage_shape_row(s, i), w) : wire_read(st, stage_shape_row(s, i), w);
+		return bad;
+	}
+	if (!(buf = malloc(per * w)))
+		return -1;
+	for (size_t i = 0; i < n && !bad; i += k) {
+		k = n - i < per ? n - i : per;
+		for (size_t j = 0; send && j < k; j++)
+			memcpy(buf + j * w, stage_shape_row(s, i + j), w);
+		bad = send ? wire_write(st, buf, k * w) : wire_read(st, buf, k * w);
+		for (size_t j = 0; !send && !bad && j < k; j++)
+			memcpy(stage_shape_row(s, i + j), buf + j * w, w);
+	}
+	free(buf);
+	return bad;
+}
+
 /* A staged copy's part of one call: its bytes arrive into the program's
  * memory (HOSTFN_DATA), or go from it after the id (HOSTFN_WANT); only
  * for a staged copy of this size (the server names no other memory). */
@@ -83,12 +119,12 @@ static int stage_move(struct wire_stream *st, const struct host_call *c, const u
 	int in = (msg[1] & HOSTFN_WANT) != 0;
 
 	if (!(msg[1] & (HOSTFN_DATA | HOSTFN_WANT)))
-		return c->stage ? -1 : 0;
-	if (wire_read(st, &len, 8) || !c->stage || len != c->stage_size || in != c->stage_in)
+		return c->staged ? -1 : 0;
+	if (wire_read(st, &len, 8) || !c->staged || len != c->stage_size || in != c->stage_in)
 		return -1;
-	if (!in && wire_read(st, c->stage, len))
+	if (!in && rows_move(st, &c->stage, 0))
 		return -1;
-	return wire_write(st, &msg[0], 8) || (in && wire_write(st, c->stage, len)) ? -1 : 1;
+	return wire_write(st, &msg[0], 8) || (in && rows_move(st, &c->stage, 1)) ? -1 : 1;
 }
 
 /* The channel's thread: one id in, the function runs, the id goes back.
@@ -203,7 +239,7 @@ struct send {
 
 static CUresult send_call(const struct host_call *c, uint64_t id, const struct send *s)
 {
-	if (c->stage)
+	if (c->staged)
 		return rpc_capture_host_copy(s->stream, s->dev, c->stage_size, (unsigned)c->stage_in, id);
 	return rpc_host_func_launch(s->stream, id, (c->callback != NULL) | (c->persistent ? 2 : 0));
 }
@@ -258,10 +294,29 @@ uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err)
  * cross this channel at every launch of the graph. */
 CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device)
 {
-	struct host_call c = { .stage = host, .stage_size = n, .stage_in = to_device, .persistent = 1 };
+	struct host_call c = { .stage = { .base = host, .width = n }, .staged = 1, .stage_size = n,
+			       .stage_in = to_device, .persistent = 1 };
 	struct send s = { .stream = stream, .dev = dev };
 
 	return register_and_send(c, &s);
+}
+
+/* A graph copy node's side in pageable memory of a remote client: the
+ * worker's host node for it calls this id with the bytes, or for them
+ * (0: failed, in *err). */
+uint64_t hostfn_stage_node(const struct stage_shape *s, int to_device, CUresult *err)
+{
+	struct host_call c = { .stage = *s, .staged = 1, .stage_size = s->width * stage_shape_rows(s),
+			       .stage_in = to_device, .persistent = 1 };
+	uint64_t id = 0;
+
+	if ((*err = client_connect()))
+		return 0;
+	client_lock();
+	if (!(*err = channel_ready()) && !(id = calls_add(c)))
+		*err = CUDA_ERROR_OUT_OF_MEMORY;
+	client_unlock();
+	return id;
 }
 
 /* The function and data behind a persistent id. */

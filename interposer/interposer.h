@@ -68,6 +68,18 @@ void stats_driver_call(unsigned i, const char *name, uint64_t ns);
 uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
 int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
 CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device);
+/* graph_stage.c: one host side of a copy in the program's pageable
+ * memory, shaped as CUDA_MEMCPY3D's (pitch, height 0: width, rows) */
+struct stage_shape {
+	char *base;
+	size_t x, y, z, pitch, height;
+	size_t width, rows, depth;
+};
+size_t stage_shape_rows(const struct stage_shape *s);
+char *stage_shape_row(const struct stage_shape *s, size_t i);
+int stage_shape_flat(const struct stage_shape *s);
+CUresult graph_stage_pack(uint64_t *v, unsigned side, const struct stage_shape *s, int to_device);
+uint64_t hostfn_stage_node(const struct stage_shape *s, int to_device, CUresult *err);
 int graph_capturing(void);                  /* graph.c: a capture is under way */
 void graph_capture_begun(void);
 CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);

@@ -24,7 +24,7 @@
 set -u
 
 TESTS="snapshot snapshot-cli
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app device_query features tensor_map stream_memops user_objects
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes graph_pageable graph_conditional vmm_app device_query features tensor_map stream_memops user_objects
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
@@ -183,7 +183,7 @@ run_same() {
 }
 
 run_programs() {
-	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes vmm_app
+	local progs="vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes graph_pageable graph_conditional vmm_app
 		     device_query tensor_map stream_memops user_objects context_ops errors_app zero_copy host_devptr dlopen_app"
 	for p in $progs; do
 		want "$p" || continue

@@ -207,11 +207,19 @@ enum { GS_DST, GS_PITCH, GS_VALUE, GS_ELEMENT, GS_WIDTH, GS_HEIGHT, GS_CTX, GS_N
 /* a memcpy: each side is GM_SIDE scalars, the source's first */
 enum { GM_TYPE, GM_DEVICE, GM_ARRAY, GM_X, GM_Y, GM_Z, GM_PITCH, GM_HEIGHT, GM_REGION, GM_SIDE };
 enum { GM_WIDTH = 2 * GM_SIDE, GM_ROWS, GM_DEPTH, GM_CTX, GM_N };
+/* a copy of the client's pageable memory (its side: GM_REGION 0, GM_DEVICE
+ * the program's address) adds the client's host function id that moves
+ * its bytes, and the shared stage of a local client (region 0: none, the
+ * worker stages it and the bytes cross the host function channel) */
+enum { GM_STAGE_ID = GM_N, GM_STAGE_REGION, GM_STAGE_OFF, GM_STAGED_N };
 enum { GH_ID, GH_N };                        /* host: the client's function id */
 enum { GE_EVENT, GE_N };                     /* event record, event wait */
 enum { GC_GRAPH, GC_N };                     /* child graph */
 enum { GA_BYTES, GA_DEVICE, GA_DPTR, GA_N }; /* memory alloc (GA_DPTR: out) */
 enum { GF_DPTR, GF_N };                      /* memory free */
+/* conditional: the handle, its type and number of bodies; the bodies'
+ * graph ids come back in graph_params.data (8 bytes each) */
+enum { GD_HANDLE, GD_TYPE, GD_SIZE, GD_CTX, GD_N };
 /* graph_query ops */
 enum { GQ_NODES, GQ_ROOTS, GQ_DEPS, GQ_DEPENDENTS, GQ_EDGES, GQ_CAPTURE_DEPS };
 

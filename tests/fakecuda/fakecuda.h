@@ -125,6 +125,7 @@ FC_HIDDEN void fc_userobj_gone(const void *owner);
 /* graph.c, stream.c: stream capture */
 struct fc_graph;
 FC_HIDDEN struct fc_graph **fc_stream_capture(CUstream s);
+FC_HIDDEN void fc_cond_set(CUgraphConditionalHandle h, unsigned value);   /* cudaGraphSetConditional */
 FC_HIDDEN int fc_capture_copy(CUstream s, uintptr_t dst, int host_dst, uintptr_t src, int host_src, size_t n,
 			      CUresult *err);
 FC_HIDDEN CUresult fc_capture_launch(struct fc_graph *g, CUfunction f, const struct fc_kernel *k, struct fc_dim grid,

@@ -6,7 +6,9 @@
  * of their parameter values) as a chain of kernel nodes; other work on a
  * capturing stream fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.  A
  * host function or stream callback runs before its call returns, like all
- * work of the stand-in.
+ * work of the stand-in. A conditional node owns its body graphs and runs
+ * them by its handle's value, which a kernel sets (fc_cond_set, as device
+ * code calls cudaGraphSetConditional).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +34,8 @@ struct node {
 	CUDA_HOST_NODE_PARAMS host;
 	CUevent event;
 	struct fc_graph *child;
+	struct fc_graph **bodies;            /* a conditional's */
+	CUDA_CONDITIONAL_NODE_PARAMS cond;
 	CUdeviceptr dptr;
 	size_t bytes;
 	struct node *origin;                 /* a clone's: the node it copies */
@@ -42,14 +46,37 @@ struct fc_graph {
 	unsigned n, cap;
 	unsigned long long id;
 	struct node *last;                   /* a capture's: its latest node */
+	struct fc_graph *origin;             /* an executable's: its graph */
 };
 
+/* A conditional handle: its value, and what a launch of its graph resets
+ * it to (CU_GRAPH_COND_ASSIGN_DEFAULT). */
+struct fc_cond {
+	struct fc_graph *g;
+	unsigned value, dflt, flags;
+	struct fc_cond *next;
+};
+static struct fc_cond *conds;
+
 static unsigned long long next_capture_id = 1;
+
+static void graph_free(void *p);
+
+static void bodies_free(struct node *n)
+{
+	for (unsigned i = 0; n->bodies && i < n->cond.size; i++) {
+		fc_obj_del(n->bodies[i], FC_GRAPH);
+		graph_free(n->bodies[i]);
+	}
+	free(n->bodies);
+	n->bodies = NULL;
+}
 
 static void node_free(struct node *n)
 {
 	if (!n)
 		return;
+	bodies_free(n);
 	fc_obj_del(n, FC_NODE);
 	free(n->values);
 	free(n->deps);
@@ -275,8 +302,33 @@ static struct node *find_copy(struct fc_graph *g, const struct node *origin)
 
 static CUresult graph_copy(struct fc_graph *g, struct fc_graph **out, int kind);
 
+static struct fc_graph *graph_new(void);
+
+/* A conditional node: its handle must exist; its bodies are made here and
+ * handed out through phGraph_out, as the driver does. */
+static CUresult cond_in(CUgraphNodeParams *p, struct node *n)
+{
+	CUDA_CONDITIONAL_NODE_PARAMS *c = &p->conditional;
+	struct fc_cond *h = conds;
+
+	while (h && (CUgraphConditionalHandle)(uintptr_t)h != c->handle)
+		h = h->next;
+	CHECK_ARG(h && c->size && c->type <= CU_GRAPH_COND_TYPE_SWITCH);
+	CHECK_ARG(c->type == CU_GRAPH_COND_TYPE_SWITCH || c->size <= (c->type == CU_GRAPH_COND_TYPE_IF ? 2u : 1u));
+	CHECK(n->bodies = calloc(c->size, sizeof(*n->bodies)), CUDA_ERROR_OUT_OF_MEMORY);
+	n->cond = *c;
+	for (unsigned i = 0; i < c->size; i++)
+		if (!(n->bodies[i] = graph_new())) {
+			n->cond.size = i;
+			bodies_free(n);
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		}
+	n->cond.phGraph_out = c->phGraph_out = (CUgraph *)n->bodies;
+	return CUDA_SUCCESS;
+}
+
 /* Node params -> a node (children are copied, as the driver does). */
-static CUresult node_in(const CUgraphNodeParams *p, struct node *n, char *values)
+static CUresult node_in(CUgraphNodeParams *p, struct node *n, char *values)
 {
 	const struct fc_kernel *k;
 
@@ -326,6 +378,8 @@ static CUresult node_in(const CUgraphNodeParams *p, struct node *n, char *values
 	case CU_GRAPH_NODE_TYPE_MEM_FREE:
 		n->dptr = p->free.dptr;
 		return CUDA_SUCCESS;
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return cond_in(p, n);
 	default:
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
@@ -350,6 +404,15 @@ CUresult cuGraphAddNode_v2(CUgraphNode *out, CUgraph graph, const CUgraphNode *d
 			 (struct node **)out);
 }
 
+static CUresult bodies_copy(const struct node *o, struct node *made)
+{
+	CHECK(made->bodies = calloc(o->cond.size, sizeof(*made->bodies)), CUDA_ERROR_OUT_OF_MEMORY);
+	for (unsigned i = 0; i < o->cond.size; i++)
+		TRY(graph_copy(o->bodies[i], &made->bodies[i], FC_GRAPH));
+	made->cond.phGraph_out = (CUgraph *)made->bodies;
+	return CUDA_SUCCESS;
+}
+
 /* A copy of g as kind (a clone, or an executable); nodes remember their
  * origin, for cuGraphNodeFindInClone and the executable's setters. */
 static CUresult graph_copy(struct fc_graph *g, struct fc_graph **out, int kind)
@@ -371,7 +434,10 @@ static CUresult graph_copy(struct fc_graph *g, struct fc_graph **out, int kind)
 		made->enabled = o->enabled;
 		if (o->child)
 			TRY(graph_copy(o->child, &made->child, FC_GRAPH));
+		if (o->bodies)
+			TRY(bodies_copy(o, made));
 	}
+	c->origin = g;
 	fc_userobj_copy(g, c);
 	*out = c;
 	return CUDA_SUCCESS;
@@ -404,6 +470,53 @@ CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode origin, CUgraph cl
 
 static CUresult run_graph(struct fc_graph *g, CUstream s);
 
+void fc_cond_set(CUgraphConditionalHandle h, unsigned value)
+{
+	for (struct fc_cond *c = conds; c; c = c->next)
+		if ((CUgraphConditionalHandle)(uintptr_t)c == h)
+			c->value = value;
+}
+
+static CUresult run_conditional(struct node *n, CUstream s)
+{
+	struct fc_cond *c = (struct fc_cond *)(uintptr_t)n->cond.handle;
+
+	switch (n->cond.type) {
+	case CU_GRAPH_COND_TYPE_IF:
+		if (c->value || n->cond.size == 2)
+			return run_graph(n->bodies[c->value ? 0 : 1], s);
+		return CUDA_SUCCESS;
+	case CU_GRAPH_COND_TYPE_WHILE:
+		while (c->value)
+			TRY(run_graph(n->bodies[0], s));
+		return CUDA_SUCCESS;
+	default:
+		return c->value < n->cond.size ? run_graph(n->bodies[c->value], s) : CUDA_SUCCESS;
+	}
+}
+
+/* A launch gives the handles of its graph that ask for it their default. */
+static void conds_reset(struct fc_graph *g)
+{
+	for (struct fc_cond *c = conds; c; c = c->next)
+		if (c->g == g && (c->flags & CU_GRAPH_COND_ASSIGN_DEFAULT))
+			c->value = c->dflt;
+}
+
+CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *out, CUgraph graph, CUcontext ctx,
+					unsigned int dflt, unsigned int flags)
+{
+	struct fc_cond *c;
+
+	TRY(check_graph(graph, FC_GRAPH));
+	CHECK_ARG(out && !(flags & ~CU_GRAPH_COND_ASSIGN_DEFAULT));
+	CHECK(c = calloc(1, sizeof(*c)), CUDA_ERROR_OUT_OF_MEMORY);
+	*c = (struct fc_cond){ (struct fc_graph *)graph, dflt, dflt, flags, conds };
+	conds = c;
+	*out = (CUgraphConditionalHandle)(uintptr_t)c;
+	return CUDA_SUCCESS;
+}
+
 static CUresult run_node(struct node *n, CUstream s)
 {
 	void *params[FC_MAX_PARAMS];
@@ -434,6 +547,8 @@ static CUresult run_node(struct node *n, CUstream s)
 		return cuEventRecord(n->event, s);
 	case CU_GRAPH_NODE_TYPE_GRAPH:
 		return run_graph(n->child, s);
+	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+		return run_conditional(n, s);
 	default:
 		return CUDA_SUCCESS;
 	}
@@ -471,6 +586,7 @@ CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
 	TRY(check_graph(e, FC_GRAPH_EXEC));
 	TRY(fc_check_stream(s));
+	conds_reset(((struct fc_graph *)e)->origin);
 	return run_graph((struct fc_graph *)e, s);
 }
 
@@ -836,8 +952,8 @@ static CUresult reset(struct node *n, CUgraphNodeParams *p)
 	size_t bytes;
 
 	CHECK_ARG(p && p->type == n->type);
-	CHECK(p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC && p->type != CU_GRAPH_NODE_TYPE_MEM_FREE,
-	      CUDA_ERROR_NOT_SUPPORTED);
+	CHECK(p->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC && p->type != CU_GRAPH_NODE_TYPE_MEM_FREE &&
+	      p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL, CUDA_ERROR_NOT_SUPPORTED);
 	TRY(node_in(p, &fresh, values));
 	bytes = p->type == CU_GRAPH_NODE_TYPE_KERNEL ? kernel_bytes(&fresh) : 0;
 	if (bytes) {
@@ -872,7 +988,31 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec x, CUgraphNode node, CUgraphNodePa
 	return reset(n, p);
 }
 
-/* An update takes the graph's parameters when its shape matches. */
+/* Whether e (an executable's graph, or a child of one) has g's shape, its
+ * children's included. */
+static int update_fits(struct fc_graph *e, struct fc_graph *g, CUgraphExecUpdateResultInfo *info)
+{
+	if (e->n != g->n) {
+		info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+		return 0;
+	}
+	for (unsigned i = 0; i < g->n; i++) {
+		struct node *n = e->nodes[i], *o = g->nodes[i];
+		if (n->type != o->type || n->ndeps != o->ndeps || (!n->child != !o->child) ||
+		    (n->child && !update_fits(n->child, o->child, info))) {
+			info->result = n->type != o->type ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED :
+							    CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+			info->errorNode = (CUgraphNode)o;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static CUresult update_apply(struct fc_graph *e, struct fc_graph *g);
+
+/* An update takes the graph's parameters when its shape matches (child
+ * graphs' nodes too, as the driver's does). */
 CUresult cuGraphExecUpdate_v2(CUgraphExec x, CUgraph graph, CUgraphExecUpdateResultInfo *info)
 {
 	struct fc_graph *e = (struct fc_graph *)x, *g = (struct fc_graph *)graph;
@@ -881,19 +1021,15 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec x, CUgraph graph, CUgraphExecUpdateRes
 	TRY(check_graph(graph, FC_GRAPH));
 	CHECK_ARG(info);
 	memset(info, 0, sizeof(*info));
-	if (e->n != g->n) {
-		info->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+	if (!update_fits(e, g, info))
 		return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-	}
-	for (unsigned i = 0; i < g->n; i++) {
-		struct node *n = e->nodes[i], *o = g->nodes[i];
-		if (n->type != o->type || n->ndeps != o->ndeps) {
-			info->result = n->type != o->type ? CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED :
-							    CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
-			info->errorNode = (CUgraphNode)o;
-			return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
-		}
-	}
+	TRY(update_apply(e, g));
+	info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+	return CUDA_SUCCESS;
+}
+
+static CUresult update_apply(struct fc_graph *e, struct fc_graph *g)
+{
 	for (unsigned i = 0; i < g->n; i++) {
 		struct node *n = e->nodes[i], *o = g->nodes[i];
 		size_t bytes = kernel_bytes(o);
@@ -906,8 +1042,9 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec x, CUgraph graph, CUgraphExecUpdateRes
 		memcpy(n->offs, o->offs, sizeof(n->offs));
 		n->values = v, n->ms = o->ms, n->mc = o->mc, n->host = o->host, n->event = o->event;
 		n->origin = o;
+		if (n->child)
+			TRY(update_apply(n->child, o->child));
 	}
-	info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
 	return CUDA_SUCCESS;
 }
 
@@ -1172,4 +1309,31 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode *out, CUgraph g, const CUgraphNode *d
 	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .free.dptr = d };
 
 	return add_typed(out, g, deps, n, &p);
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec x, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *k)
+{
+	CUgraphNodeParams p;
+
+	CHECK_ARG(k);
+	kernel_params(&p, k);
+	return cuGraphExecNodeSetParams(x, node, &p);
+}
+
+CUresult cuGraphMemcpyNodeSetParams(CUgraphNode node, const CUDA_MEMCPY3D *c)
+{
+	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEMCPY };
+
+	CHECK_ARG(c);
+	p.memcpy.copyParams = *c;
+	return cuGraphNodeSetParams(node, &p);
+}
+
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec x, CUgraphNode node, const CUDA_MEMCPY3D *c, CUcontext ctx)
+{
+	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEMCPY };
+
+	CHECK_ARG(c);
+	p.memcpy.copyParams = *c;
+	return cuGraphExecNodeSetParams(x, node, &p);
 }

@@ -401,7 +401,27 @@ static void check_positive(const struct fc_launch *l)
 	fflush(stderr);
 }
 
+/* Conditional nodes' kernels (kernels_graph.cu): device code sets the
+ * handle's value with cudaGraphSetConditional; here the stand-in's. */
+static void cond_set(const struct fc_launch *l)
+{
+	fc_cond_set(ARG(l, 0, CUgraphConditionalHandle), ARG(l, 1, unsigned));
+}
+
+/* One step of a counted loop: the counter down by one (not below 0), the
+ * condition whether it is still above 0. */
+static void cond_countdown(const struct fc_launch *l)
+{
+	unsigned *counter = ARG(l, 0, unsigned *);
+
+	if (*counter)
+		--*counter;
+	fc_cond_set(ARG(l, 1, CUgraphConditionalHandle), *counter != 0);
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "cond_set", 2, { 8, sizeof(unsigned) }, cond_set },
+	{ "cond_countdown", 2, { PTR, 8 }, cond_countdown },
 	{ "check_positive", 2, { PTR, sizeof(int) }, check_positive },
 	{ "cicada_devhash", 3, { PTR, PTR, sizeof(unsigned) }, cicada_devhash },
 	{ "rt_mapped_fill", 3, { PTR, sizeof(int), sizeof(int) }, rt_mapped_fill },
