@@ -615,13 +615,34 @@ static CUresult read_reply(void)
 	}
 }
 
-static void (*device_work_hook)(unsigned proc);
+#define MAX_WORK_HOOKS 4
+static void (*device_work_hooks[MAX_WORK_HOOKS])(unsigned proc);
+static void (*synced_hook)(unsigned proc);
 
 /* hook runs before every call, under the client lock, and may make calls
- * of its own (managed.c keeps managed memory coherent with it). */
+ * of its own (managed.c keeps managed memory coherent with it, mapped.c
+ * mapped host memory). Each hook is added once. */
 void client_set_device_work_hook(void (*hook)(unsigned proc))
 {
-	device_work_hook = hook;
+	for (unsigned i = 0; i < MAX_WORK_HOOKS; i++)
+		if (!device_work_hooks[i] || device_work_hooks[i] == hook) {
+			device_work_hooks[i] = hook;
+			return;
+		}
+}
+
+/* hook runs after every call that client_call made and the server
+ * answered with success (synchronisations among them), under the client
+ * lock, and may make calls of its own (mapped.c). */
+void client_set_synced_hook(void (*hook)(unsigned proc))
+{
+	synced_hook = hook;
+}
+
+static void run_work_hooks(unsigned proc)
+{
+	for (unsigned i = 0; i < MAX_WORK_HOOKS && device_work_hooks[i]; i++)
+		device_work_hooks[i](proc);
 }
 
 /* Sends a call; its reply, if it has one, is read by client_reply_locked,
@@ -634,8 +655,8 @@ CUresult client_send_locked(unsigned proc, xdrproc_t xargs, void *args, int firs
 
 	if (cl.state != ST_CONNECTED)
 		return cl.fail_err;
-	if (first && device_work_hook)
-		device_work_hook(proc);
+	if (first)
+		run_work_hooks(proc);
 	if (first && (rc = sync_context(proc)))
 		return rc;
 	*xid = ++cl.xid;
@@ -683,6 +704,8 @@ CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres,
 		return rc;
 	client_lock();
 	rc = client_call_locked(proc, xargs, args, xres, res);
+	if (rc == CUDA_SUCCESS && xres && synced_hook)
+		synced_hook(proc);
 	client_unlock();
 	return rc;
 }

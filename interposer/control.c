@@ -117,6 +117,7 @@ static void serve_one(int fd)
 	}
 	client_lock();
 	managed_flush();                     /* the snapshot takes the device copy */
+	mapped_flush();
 	rc = client_pause(at.ticket, sizeof(at.ticket), at.server, sizeof(at.server), err);
 	if (rc > 0) {
 		wire_ctl_send(fd, WIRE_CTL_IDLE);

@@ -272,6 +272,7 @@ static CUresult captured_copy(CUdeviceptr dev, void *host, size_t n, CUstream st
 
 CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
 {
+	mapped_before_copy(src, n, async);      /* kernels' writes to mapped memory first */
 	if (managed_contains(src, n))            /* its data is on the device */
 		return async ? rpc_cuMemcpyDtoDAsync_v2(dst, (CUdeviceptr)(uintptr_t)src, n, stream) :
 			       rpc_cuMemcpyDtoD_v2(dst, (CUdeviceptr)(uintptr_t)src, n);
@@ -312,6 +313,7 @@ CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n)
 
 CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
 {
+	mapped_before_copy(dst, n, async);
 	if (managed_contains(dst, n))
 		return async ? rpc_cuMemcpyDtoDAsync_v2((CUdeviceptr)(uintptr_t)dst, src, n, stream) :
 			       rpc_cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)dst, src, n);

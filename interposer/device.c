@@ -122,7 +122,7 @@ CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 	return err ? err : rpc_cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
 }
 
-CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+static CUresult pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr, int map)
 {
 	pointer_attr_args a = { ptr, (unsigned)attribute };
 	bytes_res r = { 0 };
@@ -130,7 +130,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 
 	if (!data)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (hostmem_attribute(ptr, attribute, data, &err))
+	if (hostmem_attribute(ptr, attribute, data, &err, map))
 		return err;
 	err = rpc_pointer_get_attribute(&a, &r);
 	if (!err && (r.data.data_len == 0 || r.data.data_len > 8))
@@ -141,12 +141,17 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 	return err;
 }
 
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+	return pointer_attribute(data, attribute, ptr, 1);
+}
+
 CUresult CUDAAPI cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr)
 {
 	if (!attrs || !data)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned i = 0; i < n; i++) {
-		CUresult err = data[i] ? cuPointerGetAttribute(data[i], attrs[i], ptr) : CUDA_SUCCESS;
+		CUresult err = data[i] ? pointer_attribute(data[i], attrs[i], ptr, 0) : CUDA_SUCCESS;
 		if (err == CUDA_ERROR_INVALID_VALUE)          /* not a CUDA pointer: zero */
 			memset(data[i], 0, wire_pointer_attr_size(attrs[i]));
 		else if (err)

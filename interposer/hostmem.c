@@ -3,8 +3,11 @@
  * allocations of a local client are memfd regions shared with the worker,
  * which registers them with the driver, so copies from them are direct
  * DMA and mapped ones are true zero-copy. A remote client's pinned memory
- * is ordinary memory here. Device allocations are remembered too, so that
- * cuMemcpy can tell device pointers from host pointers.
+ * is ordinary memory here (mapped allocations are managed memory), and so
+ * are registered pages a local worker cannot share: once their device
+ * pointer is asked for, the device sees a mirror (mapped.c). Device
+ * allocations are remembered too, so that cuMemcpy can tell device
+ * pointers from host pointers.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,6 +26,7 @@ struct host_alloc {
 	size_t user_size;
 	CUdeviceptr device_ptr;
 	int coherent;                        /* remote mapped: managed memory (managed.c) */
+	int mirrored;                        /* device_ptr is a mirror (mapped.c) */
 	int same_at;                         /* at the worker's address too (alloc_shared) */
 };
 
@@ -373,6 +377,8 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (h.coherent)
 		return cuMemFree_v2(h.device_ptr);   /* its host pages go with it */
+	if (h.mirrored)
+		mapped_remove(h.base, 0);
 	/* (unmapped here first: once the worker lets go, its place may be
 	 * named at once for another thread's pinned memory) */
 	munmap(h.base, h.size);
@@ -381,21 +387,70 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 	return err;
 }
 
-CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+/* Host memory the worker cannot reach gets a device mirror (mapped.c)
+ * when its device pointer is first asked for: with unified addressing all
+ * pinned and registered memory is mapped, whatever its flags. */
+static CUresult map_mirror(const char *base)
 {
-	struct host_alloc *h;
-	CUresult err = CUDA_ERROR_INVALID_VALUE;
+	struct host_alloc *h, copy = { 0 };
+	CUdeviceptr d = 0;
+	CUresult err = CUDA_SUCCESS;
 
-	if (!pdptr || flags)
-		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&register_lock);
 	pthread_mutex_lock(&hm_lock);
-	h = find_host(p, 1);
-	if (h && h->device_ptr) {
-		*pdptr = h->device_ptr + (CUdeviceptr)((char *)p - h->base);
-		err = CUDA_SUCCESS;
+	if ((h = find_host(base, 1)) && h->base == base)
+		copy = *h;
+	pthread_mutex_unlock(&hm_lock);
+	if (!copy.base)
+		err = CUDA_ERROR_INVALID_VALUE;
+	else if (!copy.device_ptr)
+		err = mapped_add(copy.base, copy.size, copy.registered && (copy.flags & CU_MEMHOSTREGISTER_READ_ONLY),
+				 &d);
+	pthread_mutex_lock(&hm_lock);
+	if (d && (h = find_host(base, 1)) && h->base == base && !h->device_ptr) {
+		h->device_ptr = d;
+		h->mirrored = 1;
+		d = 0;
 	}
 	pthread_mutex_unlock(&hm_lock);
+	if (d)                                   /* freed meanwhile */
+		mapped_remove(copy.base, 0);
+	pthread_mutex_unlock(&register_lock);
+	if (!copy.device_ptr && !err)
+		log_info("host memory at %p (%zu bytes) is mapped through a device mirror: kernels see the host's "
+			 "writes made before their launch, the host theirs after a synchronisation", copy.base,
+			 copy.size);
 	return err;
+}
+
+/* p's device pointer, mapping it first if need be. */
+static CUresult device_pointer(const void *p, CUdeviceptr *out)
+{
+	struct host_alloc *h;
+	char *base = NULL;
+	CUresult err;
+
+	pthread_mutex_lock(&hm_lock);
+	h = find_host(p, 1);
+	if (h && h->device_ptr)
+		*out = h->device_ptr + (CUdeviceptr)((const char *)p - h->base);
+	else if (h)
+		base = h->base;
+	pthread_mutex_unlock(&hm_lock);
+	if (!h)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!base)
+		return CUDA_SUCCESS;
+	if ((err = map_mirror(base)))
+		return err;
+	return device_pointer(p, out);
+}
+
+CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+	if (!pdptr || flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	return device_pointer(p, pdptr);
 }
 
 CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
@@ -408,9 +463,10 @@ CUresult CUDAAPI cuMemHostGetFlags(unsigned int *pFlags, void *p)
 	pthread_mutex_lock(&hm_lock);
 	h = find_host(p, 1);
 	if (h) {
-		/* memory the device reaches is mapped, whatever was asked: with
-		 * unified addressing the driver says so too */
-		*pFlags = h->flags | (h->device_ptr ? CU_MEMHOSTALLOC_DEVICEMAP : 0);
+		/* all of it is mapped, whatever was asked (a mirror where the
+		 * worker cannot reach it): with unified addressing the driver
+		 * says so too */
+		*pFlags = h->flags | CU_MEMHOSTALLOC_DEVICEMAP;
 		err = CUDA_SUCCESS;
 	}
 	pthread_mutex_unlock(&hm_lock);
@@ -456,11 +512,12 @@ static int overlaps(const char *base, size_t size)
 
 /* With a local server the registered pages (private anonymous memory
  * only) become a shared region, as if allocated pinned: copies are direct
- * and DEVICEMAP gives a device pointer. The pages stay shared after
+ * and the device reaches the pages. The pages stay shared after
  * unregistering (a fork() child would share them). Pages another
  * registration holds, other kinds of memory, read-only registrations and
  * remote servers keep the application's memory as it is (copies take the
- * pageable path; mapping it is refused). */
+ * pageable path), and the device sees a mirror (mapped.c), made at once
+ * for DEVICEMAP, else when the device pointer is first asked for. */
 static CUresult register_shared(struct host_alloc *h)
 {
 	CUresult err;
@@ -473,6 +530,28 @@ static CUresult register_shared(struct host_alloc *h)
 	if (!err && add_host(h))
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 	return err;
+}
+
+/* Registered memory as it is; DEVICEMAP mirrors it on the device now
+ * (so that the registration fails, not a later call, where it cannot). */
+static CUresult register_mirrored(void *p, size_t bytesize, unsigned flags)
+{
+	struct host_alloc h = { .base = p, .size = bytesize, .flags = flags, .registered = 1, .user = p,
+				.user_size = bytesize };
+	CUresult err;
+
+	if (!host_range_valid(p, bytesize))
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((flags & CU_MEMHOSTREGISTER_DEVICEMAP) &&
+	    (err = mapped_add(p, bytesize, (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0, &h.device_ptr)))
+		return err;
+	h.mirrored = h.device_ptr != 0;
+	if (add_host(&h)) {
+		if (h.mirrored)
+			mapped_remove(p, 0);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
@@ -493,15 +572,8 @@ CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int fla
 	else if (client_shm() && !(flags & CU_MEMHOSTREGISTER_READ_ONLY) && !overlaps(h.base, h.size) &&
 		 anonymous_private(start, end))
 		err = register_shared(&h);
-	else if (flags & CU_MEMHOSTREGISTER_DEVICEMAP) {
-		log_error("cuMemHostRegister with CU_MEMHOSTREGISTER_DEVICEMAP needs a local gpu-server and "
-			  "anonymous pages of its own; use cuMemHostAlloc");
-		err = CUDA_ERROR_NOT_SUPPORTED;
-	} else {
-		h = (struct host_alloc){ .base = p, .size = bytesize, .flags = flags, .registered = 1, .user = p,
-					 .user_size = bytesize };
-		err = add_host(&h) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
-	}
+	else
+		err = register_mirrored(p, bytesize, flags);
 	pthread_mutex_unlock(&register_lock);
 	return err;
 }
@@ -513,6 +585,8 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
 
 	if (take_host(p, 1, &h))
 		return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+	if (h.mirrored)
+		mapped_remove(h.base, 1);
 	return h.region ? unshare_region(h.region) : CUDA_SUCCESS;
 }
 
@@ -584,7 +658,7 @@ static CUresult host_attribute(const struct host_alloc *h, uint64_t off, CUpoint
 	case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = ctx_current(); break;
 	case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(int *)data = 0; break;     /* managed memory is device memory here */
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *(int *)data = 0; break;
-	case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = h->device_ptr != 0; break;
+	case CU_POINTER_ATTRIBUTE_MAPPED: *(int *)data = 1; break;      /* all of it (map_mirror) */
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
 		*(CUdeviceptr *)data = (CUdeviceptr)(h->user ? h->user : h->base);
 		break;
@@ -596,14 +670,22 @@ static CUresult host_attribute(const struct host_alloc *h, uint64_t off, CUpoint
 
 /* Pointer attributes of the application's pinned or registered memory
  * are answered here: the server knows it under other addresses. Returns
- * 0 if ptr is none of it (the server answers for device memory). */
-int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err)
+ * 0 if ptr is none of it (the server answers for device memory). map:
+ * the device pointer asked for is made if need be (map_mirror); else
+ * memory not mapped yet has none (cuPointerGetAttributes, which the
+ * runtime asks of every pinned pointer, so leaves it unmapped). */
+int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err, int map)
 {
 	struct host_alloc *h;
 	uint64_t off = 0;
 
 	pthread_mutex_lock(&hm_lock);
 	h = find_either(ptr, &off);
+	if (h && map && attr == CU_POINTER_ATTRIBUTE_DEVICE_POINTER && !h->device_ptr) {
+		pthread_mutex_unlock(&hm_lock);
+		*err = device_pointer((const void *)(uintptr_t)ptr, (CUdeviceptr *)data);
+		return 1;
+	}
 	if (h)
 		*err = host_attribute(h, off, attr, data);
 	pthread_mutex_unlock(&hm_lock);

@@ -132,6 +132,14 @@ int managed_attribute(CUdevice_attribute attr, int *value);
 CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n);
 CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n);
 void client_set_device_work_hook(void (*hook)(unsigned proc));
+void client_set_synced_hook(void (*hook)(unsigned proc));
+int device_work_writes(unsigned proc);      /* -1: no device work; 0: reads only; 1: may write */
+
+/* mapped.c: mapped host memory the worker cannot reach, mirrored on the device */
+CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev);
+void mapped_remove(const char *host, int read_back);
+void mapped_before_copy(const void *host, size_t n, int async);
+void mapped_flush(void);
 
 /* Whether [p, p + n) can be application memory at all: not NULL, no
  * wrap-around, below the top of user space. Garbage a program passes as
@@ -143,7 +151,7 @@ static inline int host_range_valid(const void *p, size_t n)
 	return p && a < top && n <= top - a;
 }
 int hostmem_is_device(CUdeviceptr ptr);
-int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err);
+int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err, int map);
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);
 void devmem_note_free(CUdeviceptr ptr);
 void devmem_note_unmap(CUdeviceptr ptr, size_t size);

@@ -6,7 +6,8 @@ INTERPOSER_SRCS := interposer/client.c interposer/context.c interposer/hostmem.c
                    interposer/control.c interposer/proc_address.c interposer/export_tables.c interposer/compute_cache.c interposer/attributes.c \
                    interposer/integrity.c interposer/ids.c interposer/stream.c \
                    interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c \
-                   interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/graph_node.c interposer/graph_stage.c interposer/vmm.c \
+                   interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/mapped.c interposer/graph_node.c interposer/graph_stage.c \
+                   interposer/vmm.c \
                    interposer/trace.c interposer/stats.c interposer/answers.c interposer/lanes.c interposer/ipc.c \
                    interposer/tensormap.c interposer/userobj.c
 INTERPOSER_BASE := $(INTERPOSER_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/client_calls.o $(BUILD)/gen/error_names.o

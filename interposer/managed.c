@@ -29,6 +29,7 @@
 
 #define BLOCK (64u << 10)
 #define MAX_MANAGED 4096
+#define PLACE_TRIES 4                         /* alloc_placed */
 
 enum { B_INVALID, B_CLEAN, B_DIRTY };
 
@@ -149,15 +150,15 @@ static void before_device_work(int writes)
 	pthread_mutex_unlock(&m_lock);
 }
 
-/* The hook client.c calls before a call that reaches device memory. */
-static void device_work_hook(unsigned proc)
+/* What a call does to device memory: -1 nothing, 0 it reads it (a copy
+ * out), 1 it may write it (launches, copies in, memsets). */
+int device_work_writes(unsigned proc)
 {
 	switch (proc) {
 	case P_memcpy_dtoh:
+		return 0;
 	case P_cuMemcpyDtoD_v2:
 	case P_cuMemcpyDtoDAsync_v2:
-		before_device_work(proc != P_memcpy_dtoh);
-		break;
 	case P_launch_kernel:
 	case P_cuGraphLaunch:
 	case P_memcpy_htod:
@@ -178,9 +179,19 @@ static void device_work_hook(unsigned proc)
 	case P_cuMemsetD2D8Async:
 	case P_cuMemsetD2D16Async:
 	case P_cuMemsetD2D32Async:
-		before_device_work(1);
-		break;
+		return 1;
+	default:
+		return -1;
 	}
+}
+
+/* The hook client.c calls before a call that reaches device memory. */
+static void device_work_hook(unsigned proc)
+{
+	int writes = device_work_writes(proc);
+
+	if (writes >= 0)
+		before_device_work(writes);
 }
 
 static int install_handler(void)
@@ -208,19 +219,47 @@ static CUresult alloc_aligned(size_t size, CUdeviceptr *raw, CUdeviceptr *d)
 	return err;
 }
 
+/* Device memory whose address is free in this process too, mapped there
+ * (inaccessible): where the worker's address is taken here (a mapping
+ * the program made where freed managed memory was), the worker is asked
+ * for another while it keeps the first, a few times. */
+static CUresult alloc_placed(size_t size, CUdeviceptr *raw, CUdeviceptr *d, void **p)
+{
+	CUdeviceptr held[PLACE_TRIES];
+	unsigned nheld = 0;
+	CUresult err;
+
+	for (;;) {
+		if ((err = alloc_aligned(size, raw, d)))
+			break;
+		*p = mmap((void *)(uintptr_t)*d, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			  -1, 0);
+		if (*p == (void *)(uintptr_t)*d)
+			break;
+		if (*p != MAP_FAILED)
+			munmap(*p, size);
+		*p = MAP_FAILED;
+		if (errno != EEXIST || nheld == PLACE_TRIES)
+			break;
+		held[nheld++] = *raw;
+	}
+	for (unsigned i = 0; i < nheld; i++)
+		cuMemFree_v2(held[i]);
+	return err;
+}
+
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
 	size_t size = (bytesize + BLOCK - 1) / BLOCK * BLOCK;
 	struct managed m = { 0 };
 	CUdeviceptr d;
 	CUresult err;
-	void *p;
+	void *p = MAP_FAILED;
 
 	if (!dptr || !bytesize || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = alloc_aligned(size, &m.raw, &d)))
+	if ((err = alloc_placed(size, &m.raw, &d, &p)))
 		return err;
-	p = mmap((void *)(uintptr_t)d, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	m.state = calloc(size / BLOCK, 1);
 	if (p != (void *)(uintptr_t)d || !m.state || (err = cuMemsetD8_v2(d, 0, size))) {
 		log_warn("managed memory: cannot map %zu bytes at 0x%llx in this process", size,

@@ -32,7 +32,7 @@ nvml trace compute-cache handshake tls allow-list session-owner server-dirs modu
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep
 cr-shm cr-unix cr-tcp cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
-cr-hostfn cr-managed cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
+cr-hostfn cr-managed cr-mapped cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-tenant torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
 migrate-whole migrate-gpu-only migrate-chain migrate-link-cut migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-ipc migrate-big"
@@ -191,7 +191,6 @@ run_programs() {
 			{ bad "$p natively (exit $?)"; tail -3 "$T/$p.native.err"; continue; }
 		case $p in
 		dlopen_app) run_same "$p" preload ;;
-		zero_copy | host_devptr) run_same "$p" shm ;;   # mapped memory needs a local server
 		*) for tr in shm unix tcp; do run_same "$p" "$tr"; done ;;
 		esac
 	done
@@ -285,12 +284,12 @@ run_runtime_programs() {
 	[ "$MODE" = gpu ] && run_library_programs
 }
 
-# rt_mapped: zero-copy needs memory shared with the worker, so a local
-# server; over a remote link, mapped pinned memory is managed memory
-# (kernels' writes seen after a synchronisation, as natively), and only
-# registering the program's own pages mapped is refused (one clear line).
+# rt_mapped: zero-copy with memory shared with a local worker; over a
+# remote link, mapped pinned memory is managed memory and registered
+# memory a device mirror (kernels' writes seen after a synchronisation,
+# as natively).
 run_mapped_program() {
-	local p=rt_mapped err
+	local p=rt_mapped
 	if [ "$MODE" = gpu ]; then
 		env $DRIVER_ENV timeout 120 "$PROGS/$p" >"$T/$p.native" 2>"$T/$p.native.err" ||
 			{ bad "$p natively (exit $?)"; return; }
@@ -300,11 +299,8 @@ run_mapped_program() {
 	fi
 	run_same "$p" shm
 	run_same "$p" preload
-	err=$(env $(cicada_env tcp) timeout 120 "$PROGS/$p" 2>&1 >"$T/$p.tcp")
-	check "$p over tcp: cudaHostAlloc mapped works as natively" \
-		test "$(head -n 2 "$T/$p.tcp")" = "$(head -n 2 "$T/$p.native")"
-	check "$p over tcp: registering the program's pages mapped is refused with one clear line" \
-		test "$(grep -c "CU_MEMHOSTREGISTER_DEVICEMAP needs a local gpu-server" <<<"$err")" = 1
+	run_same "$p" unix
+	run_same "$p" tcp
 }
 
 # rt_graph_copy: pageable copies captured into a graph move at each launch,

@@ -299,6 +299,19 @@ cr_runtime_program() {
 	cr_finished
 }
 
+# Registered mapped memory of a TCP client (a device mirror), written by
+# the host and by kernels each step, checkpointed mid-run: the snapshot
+# takes the mirror, CRIU the pages, and the two agree after the restore.
+cr_mapped_tcp() {
+	local dir=$T/ckpt.runtime.mapped
+	CR_REF=$T/rt_steps.mapped.ref
+	rt_steps_reference mapped || return 1
+	cr_launch tcp main "$PROGS/rt_steps" 10 150 mapped || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" || return 1
+	cr_finished
+}
+
 # The objects mode checkpointed twice: the restored session, whose replay
 # log numbers its records anew, is dumped and restored again.
 cr_objects_twice() {
@@ -514,6 +527,8 @@ run_cr_tests() {
 		"$T/ckpt.runtime.hostfn" cr_runtime_program hostfn
 	want cr-managed && cr_case "managed memory written on both sides goes on after a restore: output identical" \
 		"$T/ckpt.runtime.managed" cr_runtime_program managed
+	want cr-mapped && cr_case "registered mapped memory of a TCP client written on both sides goes on after a restore: output identical" \
+		"$T/ckpt.runtime.mapped" cr_mapped_tcp
 	want cr-graph && cr_case "a captured CUDA graph launched each step goes on after a restore: output identical" \
 		"$T/ckpt.runtime.graph" cr_runtime_program graph
 	want cr-objects && cr_case "a graph built node by node and updated, an array read through a texture and VMM memory: restored, then dumped and restored again, output identical" \

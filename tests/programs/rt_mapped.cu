@@ -3,8 +3,8 @@
  * allocated mapped (cudaHostAlloc) and malloc'd memory registered mapped
  * (cudaHostRegister), written by kernels through their device pointers
  * and read by the host with no copy, plus what unified addressing says of
- * those pointers. Through Cicada this needs a local server (the memory is
- * shared with the worker).
+ * those pointers. Through Cicada the memory is shared with a local
+ * worker; over a remote link the device sees managed memory or a mirror.
  */
 #include <cstdlib>
 #include "rt_common.h"

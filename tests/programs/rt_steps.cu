@@ -14,6 +14,9 @@
  * must refuse it, and the run go on); "managed"
  * also writes managed memory on the host, updates it in a kernel and
  * reads it back each step (it must come back whole after a restore);
+ * "mapped" does the same with malloc'd memory registered mapped
+ * (cudaHostRegisterMapped, through its device pointer: a remote client's
+ * device sees a mirror of it);
  * "objects" holds what a checkpoint carries by description: a graph built
  * node by node (a kernel, a child graph, an event record) whose exec gets
  * new kernel parameters every other step, a CUDA array read through a
@@ -57,7 +60,7 @@ __global__ void rt_step(unsigned *p, int n, unsigned step)
 }
 
 static unsigned long long host_steps;
-static unsigned *managed;
+static unsigned *managed, *mapped_dev;       /* mapped: registered memory and its device pointer */
 static const int managed_n = 1 << 16;
 
 static void CUDART_CB count_step(void *p)
@@ -276,11 +279,11 @@ static int extra(const char *mode, unsigned *d, int n, unsigned step, cudaStream
 		return cudaGraphLaunch(exec, s) != cudaSuccess;
 	if (!strcmp(mode, "objects"))
 		return objects_step(d, step, s);
-	if (!strcmp(mode, "managed")) {
+	if (!strcmp(mode, "managed") || !strcmp(mode, "mapped")) {
 		cudaStreamSynchronize(s);             /* no host access while kernels run */
 		managed[step * 4099 % managed_n] += 7;
 		managed[step * 257 % managed_n] = step;
-		rt_managed<<<managed_n / 256, 256, 0, s>>>(managed, managed_n, step);
+		rt_managed<<<managed_n / 256, 256, 0, s>>>(mapped_dev ? mapped_dev : managed, managed_n, step);
 		return cudaGetLastError() != cudaSuccess;
 	}
 	if (strcmp(mode, "hostfn"))
@@ -315,6 +318,13 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "managed") && cudaMallocManaged(&managed, managed_n * sizeof(unsigned))) {
 		printf("managed allocation failed\n");
+		return 1;
+	}
+	if (!strcmp(mode, "mapped") &&
+	    (!(managed = (unsigned *)calloc(managed_n, sizeof(unsigned))) ||
+	     cudaHostRegister(managed, managed_n * sizeof(unsigned), cudaHostRegisterMapped) ||
+	     cudaHostGetDevicePointer((void **)&mapped_dev, managed, 0))) {
+		printf("mapped registration failed: %s\n", cudaGetErrorString(cudaGetLastError()));
 		return 1;
 	}
 	if (!strcmp(mode, "objects") && objects_setup(s)) {

@@ -1,7 +1,7 @@
 /*
  * zero_copy: kernels write and read mapped pinned host memory directly
- * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP). Through Cicada this
- * needs a local gpu-server (shared memory), so it runs only there. With
+ * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP): true zero-copy with a
+ * local gpu-server (shared memory), managed memory over a remote link. With
  * unified addressing the host pointer is the device pointer too, and a
  * kernel given the host pointer itself (as NCCL gives its work queues)
  * reaches the memory; so also where the place the worker names first is
