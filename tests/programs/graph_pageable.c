@@ -4,8 +4,8 @@
  * it runs. A graph copies its input in, steps it with kernels, records an
  * event and copies it out (a pitched copy, whose gaps must stay as they
  * were), launched several times with new input each time; then the copy
- * nodes are pointed at other buffers in the executable, in the graph
- * (and the executable updated from it) and in a clone; then the same
+ * in is pointed at other buffers in the executable and in the graph (and
+ * the executable updated from it), and a clone runs; then the same
  * through stream capture. Every result is printed, so a run through
  * Cicada must print what a native run prints.
  */
@@ -114,7 +114,8 @@ int main(void)
 	CUgraphNode in_node, k1, k2, er, out_node, found;
 	CUgraphNodeType type;
 	CUgraphExecUpdateResultInfo info;
-	unsigned *in = xmalloc(N * 4), *in2 = xmalloc(N * 4), *out = output(), *out2 = output(), *out3 = output();
+	CUresult captured;
+	unsigned *in = xmalloc(N * 4), *in2 = xmalloc(N * 4), *in3 = xmalloc(N * 4), *out = output(), *out2 = output();
 	void *args[] = { &d, &n };
 
 	start("graph_pageable");
@@ -155,46 +156,49 @@ int main(void)
 	for (unsigned i = 1; i <= 3; i++)
 		launch(x, s, ev, "launch", in, i, out);
 
-	/* The executable's copy out now writes out2; the graph's still out. */
-	co = copy_out(d, out2);
-	CHECK(cuGraphExecMemcpyNodeSetParams(x, out_node, &co, ctx));
-	memset(out, 0, 4);
-	launch(x, s, ev, "exec set to out2", in, 4, out2);
-	printf("graph_pageable: out untouched by it: %s\n", out[0] == 0 ? "yes" : "no");
-	CHECK(cuGraphMemcpyNodeGetParams(out_node, &got));
-	printf("graph_pageable: the graph's node still names out: %s\n", got.dstHost == out ? "yes" : "no");
+	/* The executable's copy in now reads in2; the graph's still in. The
+	 * driver changes only one-dimensional copies in an executable. */
+	ci = copy_in(in2, d);
+	CHECK(cuGraphExecMemcpyNodeSetParams(x, in_node, &ci, ctx));
+	input(in, 99);
+	launch(x, s, ev, "exec set to in2", in2, 4, out);
+	CHECK(cuGraphMemcpyNodeGetParams(in_node, &got));
+	printf("graph_pageable: the graph's node still names in: %s\n", got.srcHost == in ? "yes" : "no");
 
-	/* The graph's copy in reads in2, its copy out writes out3; the
-	 * executable takes both by an update. */
-	ci = copy_in(in2, d), co = copy_out(d, out3);
+	/* The graph's copy in reads in3; the executable takes it by an update. */
+	ci = copy_in(in3, d);
 	CHECK(cuGraphMemcpyNodeSetParams(in_node, &ci));
-	CHECK(cuGraphMemcpyNodeSetParams(out_node, &co));
 	CHECK(cuGraphExecUpdate(x, g, &info));
 	printf("graph_pageable: update result %d\n", (int)info.result);
 	for (unsigned i = 5; i <= 6; i++)
-		launch(x, s, ev, "updated", in2, i, out3);
+		launch(x, s, ev, "updated", in3, i, out);
 	CHECK(cuGraphMemcpyNodeGetParams(in_node, &got));
-	printf("graph_pageable: the graph's node now reads in2: %s\n", got.srcHost == in2 ? "yes" : "no");
+	printf("graph_pageable: the graph's node now reads in3: %s\n", got.srcHost == in3 ? "yes" : "no");
 
 	/* A clone copies the same memory. */
 	CHECK(cuGraphClone(&clone, g));
 	CHECK(cuGraphNodeFindInClone(&found, out_node, clone));
 	CHECK(cuGraphNodeGetType(found, &type));
 	CHECK(cuGraphMemcpyNodeGetParams(found, &got));
-	printf("graph_pageable: the clone's copy out: type %d, writes out3: %s\n", (int)type,
-	       got.dstHost == out3 ? "yes" : "no");
+	printf("graph_pageable: the clone's copy out: type %d, writes out: %s\n", (int)type,
+	       got.dstHost == out ? "yes" : "no");
 	CHECK(cuGraphInstantiate(&cx, clone, 0));
-	launch(cx, s, ev, "clone", in2, 7, out3);
+	launch(cx, s, ev, "clone", in3, 7, out);
 
-	/* Stream capture: pageable copies on a capturing stream. */
+	/* Stream capture: pageable copies on a capturing stream (whatever
+	 * the driver says of them is printed). */
 	CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-	CHECK(cuMemcpyHtoDAsync(d, in, N * 4, s));
-	CHECK(cuLaunchKernel(inc, GRID(N), 1, 1, BLOCK, 1, 1, 0, s, args, NULL));
-	CHECK(cuLaunchKernel(inc, GRID(N), 1, 1, BLOCK, 1, 1, 0, s, args, NULL));
-	CHECK(cuMemcpyDtoHAsync(out2, d, N * 4, s));
-	CHECK(cuStreamEndCapture(s, &cap));
-	CHECK(cuGraphInstantiate(&kx, cap, 0));
-	for (unsigned i = 8; i <= 10; i++) {
+	printf("graph_pageable: captured copy in: %d\n", (int)cuMemcpyHtoDAsync(d, in, N * 4, s));
+	printf("graph_pageable: captured kernel: %d\n",
+	       (int)cuLaunchKernel(inc, GRID(N), 1, 1, BLOCK, 1, 1, 0, s, args, NULL));
+	printf("graph_pageable: captured kernel: %d\n",
+	       (int)cuLaunchKernel(inc, GRID(N), 1, 1, BLOCK, 1, 1, 0, s, args, NULL));
+	printf("graph_pageable: captured copy out: %d\n", (int)cuMemcpyDtoHAsync(out2, d, N * 4, s));
+	captured = cuStreamEndCapture(s, &cap);
+	printf("graph_pageable: end of capture: %d\n", (int)captured);
+	if (!captured)
+		captured = cuGraphInstantiate(&kx, cap, 0);
+	for (unsigned i = 8; i <= 10 && !captured; i++) {
 		int right = 1;
 		input(in, i);
 		CHECK(cuGraphLaunch(kx, s));
@@ -204,11 +208,12 @@ int main(void)
 		printf("graph_pageable: captured, input %u: output %s, checksum %08x\n", i, right ? "right" : "WRONG",
 		       sum(out2, N));
 	}
-
-	CHECK(cuGraphExecDestroy(kx));
+	if (!captured) {
+		CHECK(cuGraphExecDestroy(kx));
+		CHECK(cuGraphDestroy(cap));
+	}
 	CHECK(cuGraphExecDestroy(cx));
 	CHECK(cuGraphExecDestroy(x));
-	CHECK(cuGraphDestroy(cap));
 	CHECK(cuGraphDestroy(clone));
 	CHECK(cuGraphDestroy(g));
 	printf("graph_pageable: done\n");
