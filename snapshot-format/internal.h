@@ -91,6 +91,19 @@ const char *snap_size_str(char *buf, size_t len, uint64_t n);
 int snap_write_all(int fd, const void *buf, size_t len);
 int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);
+
+/* tree_pack.c: a compressible file of an image stream (tree.c), its
+ * chunks packed by several threads and handed to put in order, each a
+ * u32 word (its stored length, TREE_ZCHUNK_FLAG if a zstd frame) and its
+ * bytes; logical (if not NULL) counts the file's bytes sent. */
+#define TREE_ZCHUNK_FLAG 0x80000000u
+struct tree_pack_out {
+	int (*put)(void *ctx, const void *p, size_t len);
+	void *ctx;
+	uint64_t *logical;
+};
+int tree_pack_send(int fd, uint64_t size, size_t chunk, const struct tree_pack_out *out, const char *name,
+		   char *err);
 int snap_openat(int dirfd, const char *path, int flags, mode_t mode);
 const char *snap_open_why(int e);
 int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *len, char *err);

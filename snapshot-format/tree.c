@@ -8,7 +8,8 @@
  * "dir/sub/a"), a u64 size and a mode byte, then the bytes: as they are
  * (mode 0), or (mode 1, CRIU's page images, where zstd pays) in chunks
  * of at most 4 MiB, each a u32 of its stored length (the top bit set if
- * it is a zstd frame) and its bytes. The stream ends with a zero name
+ * it is a zstd frame) and its bytes, packed by several threads
+ * (tree_pack.c). The stream ends with a zero name
  * length and the XXH3-64 of everything before it (little endian). Several
  * such streams may carry one directory at once (snap_send_trees), its
  * files shared out among them by size. The receiver accepts only plain
@@ -34,7 +35,6 @@
 
 #define TREE_MAGIC "CICADAIM"
 #define TREE_VERSION 2
-#define ZCHUNK_FLAG 0x80000000u
 #define TREE_CHUNK (4u << 20)
 #define TREE_NAME_MAX 256
 #define TREE_FILES_MAX 100000u
@@ -148,17 +148,9 @@ static int compressible(const char *name)
 	return !strncmp(base, "pages-", 6);
 }
 
-/* One chunk of a mode-1 file: a zstd frame if it is smaller, else raw. */
-static int put_chunk(struct tree *t, size_t n)
+static int put_for_pack(void *ctx, const void *p, size_t len)
 {
-	size_t z = ZSTD_compress(t->z, t->zcap, t->buf, n, 1);
-	uint8_t word[4];
-	int packed = !ZSTD_isError(z) && z < n / 10 * 9;
-
-	snap_put_le(word, packed ? (uint32_t)z | ZCHUNK_FLAG : (uint32_t)n, 4);
-	if (tree_put(t, word, 4))
-		return -1;
-	return tree_put(t, packed ? t->z : t->buf, packed ? z : n);
+	return tree_put(ctx, p, len);
 }
 
 static int send_one(struct tree *t, int dirfd, const char *name)
@@ -181,12 +173,18 @@ static int send_one(struct tree *t, int dirfd, const char *name)
 	snap_put_le(hdr + 4 + nlen, (uint64_t)st.st_size, 8);
 	hdr[12 + nlen] = (uint8_t)mode;
 	rc = tree_put(t, hdr, 13 + nlen);
+	if (!rc && mode) {
+		struct tree_pack_out out = { put_for_pack, t, t->progress ? &t->progress->logical : NULL };
+
+		rc = tree_pack_send(fd, (uint64_t)st.st_size, TREE_CHUNK, &out, name, t->err);
+		goto out;
+	}
 	for (uint64_t off = 0, n; !rc && off < (uint64_t)st.st_size; off += n) {
 		n = (uint64_t)st.st_size - off < TREE_CHUNK ? (uint64_t)st.st_size - off : TREE_CHUNK;
 		if (snap_pread_full(fd, t->buf, n, off) != (ssize_t)n)
 			rc = snap_fail(t->err, "%s: changed while sent", name);
 		else
-			rc = mode ? put_chunk(t, n) : tree_put(t, t->buf, n);
+			rc = tree_put(t, t->buf, n);
 		if (!rc && t->progress)
 			t->progress->logical += n;
 	}
@@ -497,8 +495,8 @@ static int get_chunk(struct tree *t, size_t n)
 	if (tree_get(t, word, 4))
 		return -1;
 	w = (uint32_t)snap_get_le(word, 4);
-	len = w & ~ZCHUNK_FLAG;
-	if (!(w & ZCHUNK_FLAG))
+	len = w & ~TREE_ZCHUNK_FLAG;
+	if (!(w & TREE_ZCHUNK_FLAG))
 		return len == n ? tree_get(t, t->buf, n) : snap_fail(t->err, "the image stream is malformed");
 	if (len > t->zcap || tree_get(t, t->z, len))
 		return len > t->zcap ? snap_fail(t->err, "the image stream is malformed") : -1;
