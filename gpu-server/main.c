@@ -79,6 +79,7 @@ static void usage(void)
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
 		"                  [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
 		"                  [--migration-token-file FILE] [--max-requests N] [--max-requests-per-client N]\n"
+		"                  [--max-staged SIZE]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
 		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
@@ -163,20 +164,22 @@ static int migrate_setup(struct server *s, char *err)
 	return 0;
 }
 
-/* --cache-quota SIZE (bytes, or with K, M or G): for the workers, which
- * evict module images beyond it. */
-static int cache_quota(const char *text, char *err)
+/* --cache-quota SIZE and --max-staged SIZE (bytes, or with K, M or G):
+ * for the workers, through the environment (CICADA_CACHE_QUOTA: module
+ * images beyond it are evicted; CICADA_STAGED_MAX: the pinned memory a
+ * worker holds to stage its client's pageable copies). */
+static int size_option(const char *text, const char *option, const char *var, char *err)
 {
 	char *end, buf[32];
 	unsigned long long v = strtoull(text, &end, 10);
 	int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
 
 	if (end == text || (*end && (!shift || end[1])) || v > (1ull << 50) >> shift) {
-		wire_fail(err, "--cache-quota takes a size: bytes, or a number with K, M or G");
+		wire_fail(err, "%s takes a size: bytes, or a number with K, M or G", option);
 		return -1;
 	}
 	snprintf(buf, sizeof(buf), "%llu", v << shift);
-	return setenv("CICADA_CACHE_QUOTA", buf, 1);
+	return setenv(var, buf, 1);
 }
 
 static int parse_option(struct server *s, int c, const char *arg, int *worker_fd, char *err)
@@ -202,7 +205,8 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'L': snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s", arg); return 0;
 	case 'm': return number(arg, "--migrate-timeout", 1, 3600, &s->migrate.timeout_s, err);
 	case 'K': s->key_file = arg; return snap_key_load(arg, err);
-	case 'q': return cache_quota(arg, err);
+	case 'q': return size_option(arg, "--cache-quota", "CICADA_CACHE_QUOTA", err);
+	case 'Z': return size_option(arg, "--max-staged", "CICADA_STAGED_MAX", err);
 	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
@@ -239,7 +243,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "gpus-per-client", required_argument, 0, 'n' }, { "user", required_argument, 0, 'u' },
 		{ "worker-aslr", no_argument, 0, 'a' }, { "migration-token-file", required_argument, 0, 'k' },
 		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
-		{ 0 } };
+		{ "max-staged", required_argument, 0, 'Z' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 

@@ -610,6 +610,26 @@ test_sec_migrate_token() {
 	sec_stop migtok
 }
 
+# ---- sec-staged ------------------------------------------------------------
+# A remote tenant's graph copies of pageable memory are staged in memory
+# its worker pins: past --max-staged (64 MiB here) the next one is refused
+# as out of memory, with one line in the log, and the server serves on.
+test_sec_staged() {
+	local port=$((PORT + 77)) out=$T/sec/staged tcp
+	want sec-staged || return
+	mkdir -p "$T/sec"
+	sec_server staged $port --max-staged 64M || { bad "staged copies: no server"; return; }
+	tcp="CICADA_SERVER=tcp:127.0.0.1:$port CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib"
+	# shellcheck disable=SC2086
+	deadline 120 env $tcp "$PROGS/stage_flood" >"$out" 2>"$out.err"
+	# shellcheck disable=SC2086
+	check "a remote tenant's staged copies stop at --max-staged: out of memory, one line, the server serves on" \
+		sh -c "grep -qx 'staged 4' '$out' && grep -qx 'refused 2' '$out' &&
+		       grep -q 'would pass --max-staged' '$T/staged.log' &&
+		       env $tcp timeout 60 '$PROGS/vecadd_cubin' >/dev/null 2>&1"
+	sec_stop staged
+}
+
 run_security_tests() {
 	chmod 711 "$T"
 	test_sec_shm_race
@@ -622,6 +642,7 @@ run_security_tests() {
 	test_sec_jam_tcp
 	test_sec_flood
 	test_sec_migrate_token
-	for s in sec jamu jamt flood mignone migtok; do sec_stop $s; done
+	test_sec_staged
+	for s in sec jamu jamt flood mignone migtok staged; do sec_stop $s; done
 	chmod 700 "$T"
 }
