@@ -96,20 +96,16 @@ void answers_flush(void)
 	pthread_mutex_unlock(&lock);
 }
 
-/* A device error that poisons the context, or a lost server: from now on
- * every query goes to the server, which reports it. */
-static void flush_scope(unsigned scope)
+/* Drops the code answers alone (a new epoch of their scope). */
+void answers_flush_code(void)
 {
 	pthread_mutex_lock(&lock);
-	epochs[scope % SCOPE_NSCOPES]++;
+	epochs[SCOPE_CODE]++;
 	pthread_mutex_unlock(&lock);
 }
 
-void answers_flush_code(void)
-{
-	flush_scope(SCOPE_CODE);
-}
-
+/* A device error that poisons the context, or a lost server: from now on
+ * every query goes to the server, which reports it. */
 void answers_error(CUresult err)
 {
 	switch (err) {
