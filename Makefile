@@ -6,8 +6,13 @@ CUDA     ?= /usr/local/cuda
 NVCC     ?= $(CUDA)/bin/nvcc
 CC       ?= cc
 CFLAGS   ?= -O2 -g
+# -MMD -MP: each compile writes the headers it read into a .d file beside
+# its output, included below, so editing any header rebuilds what reads
+# it. Rules name only generated headers, order-only (they must exist
+# before the first compile).
+DEPFLAGS := -MMD -MP
 CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
-            -I$(CUDA)/include -I/usr/include/tirpc -I$(BUILD)/gen -Iwire
+            -I$(CUDA)/include -I/usr/include/tirpc -I$(BUILD)/gen -Iwire $(DEPFLAGS)
 LDLIBS_RPC := -ltirpc -lssl -lcrypto
 CUDA_STUBS := $(CUDA)/lib64/stubs
 # Kernels for the tests: sm_90 for the H100, PTX for JIT on anything else.
@@ -32,6 +37,13 @@ include tests/fuzz/fuzz.mk
 include tests/tools/tools.mk
 include bench/bench.mk
 include tests/snapshot/snapshot-tests.mk
+
+# The header dependencies the compiler wrote at the last build (-MMD).
+# They are only read: the empty rule keeps make from looking for a way
+# to make them (built-in rules would chain into the generators).
+DEPFILES := $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(DEPFILES)
+$(DEPFILES): ;
 
 deps:
 	bash scripts/install-deps.sh

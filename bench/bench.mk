@@ -8,7 +8,7 @@ BENCH_BIN := $(BUILD)/bench/cicada-bench
 
 all: $(BENCH_BIN)
 
-$(BUILD)/bench/%.o: bench/%.c bench/bench.h
+$(BUILD)/bench/%.o: bench/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -7,8 +7,7 @@ PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/%.o)
 PLUGIN_SO   := $(BUILD)/lib/criu/cicada.so
 CRIU_INCLUDE ?= /usr/local/include
 
-$(BUILD)/criu-plugin/%.o: criu-plugin/%.c criu-plugin/cicada-criu.h wire/wire.h $(GEN)/cicada.h \
-		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
+$(BUILD)/criu-plugin/%.o: criu-plugin/%.c | $(GEN)/cicada.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -I$(CRIU_INCLUDE) $(SNAPSHOT_CFLAGS) -c $< -o $@
 

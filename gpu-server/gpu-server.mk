@@ -15,13 +15,10 @@ SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o)
                $(BUILD)/gen/devhash_image.o
 SERVER_BIN := $(BUILD)/bin/gpu-server
 
-$(BUILD)/gpu-server/%.o: gpu-server/%.c gpu-server/gpu-server.h gpu-server/objects-internal.h wire/wire.h $(GEN)/cicada.h $(GEN)/server_calls.h \
-		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
+$(BUILD)/gpu-server/%.o: gpu-server/%.c | $(GEN)/cicada.h $(GEN)/server_calls.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml -Icriu-plugin $(SNAPSHOT_CFLAGS) -c $< -o $@
-$(BUILD)/gpu-server/migrate_in.o: criu-plugin/cicada-criu.h
-$(BUILD)/gpu-server/nvml.o $(BUILD)/gpu-server/nvml_real.o $(BUILD)/gpu-server/nvml_cuda.o: nvml/nvml-wire.h
-$(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c $(GEN)/server_calls.h gpu-server/gpu-server.h $(GEN)/cicada.h
+$(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c | $(GEN)/server_calls.h $(GEN)/cicada.h $(GEN)/manifest.pb-c.h
 	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Igpu-server -c $< -o $@
 
 # The device hashing kernel (devhash.cu): SASS for Hopper, PTX that any

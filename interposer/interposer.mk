@@ -22,7 +22,7 @@ GEN_DRIVER_IN := $(CC) $(CUDA)/include $(CUDA_STUBS)/libcuda.so
 $(GEN)/driver_%.c: wire/gen-driver.py wire/cuda_h.py $(INTERPOSER_BASE)
 	@mkdir -p $(@D)
 	$(GEN_DRIVER) $* $(GEN_DRIVER_IN) $(INTERPOSER_BASE) > $@.tmp && mv $@.tmp $@
-$(BUILD)/gen/driver_%.o: $(GEN)/driver_%.c interposer/trace.h
+$(BUILD)/gen/driver_%.o: $(GEN)/driver_%.c
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 
 # The hand-written objects as one, each served cuX renamed impl_cuX (its
@@ -38,11 +38,10 @@ $(GEN)/error_names.c: interposer/gen-errors.sh
 	@mkdir -p $(@D)
 	sh $< $(CUDA)/include/cuda.h > $@
 
-$(BUILD)/interposer/%.o: interposer/%.c interposer/interposer.h wire/wire.h $(GEN)/cicada.h $(GEN)/client_calls.h
+$(BUILD)/interposer/%.o: interposer/%.c | $(GEN)/cicada.h $(GEN)/client_calls.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -Invml -c $< -o $@
-$(BUILD)/interposer/nvml_bridge.o: nvml/nvml-wire.h
-$(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c $(GEN)/client_calls.h interposer/interposer.h wire/wire.h $(GEN)/cicada.h
+$(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c | $(GEN)/client_calls.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 $(BUILD)/gen/error_names.o: $(GEN)/error_names.c
 	$(CC) $(CFLAGS) -c $< -o $@
@@ -55,3 +54,7 @@ $(INTERPOSER_LIB): $(INTERPOSER_OBJS) $(WIRE_LIB) interposer/exports.map
 	ln -sf libcicada.so $(BUILD)/lib/libcuda.so.1
 
 all: $(INTERPOSER_LIB)
+
+# The generated driver sources are kept (make would delete them as
+# intermediates, and their .d files would then ask for them again).
+.SECONDARY: $(GEN)/driver_ptds.c $(GEN)/driver_missing.c $(GEN)/driver_trace.c

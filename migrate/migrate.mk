@@ -9,8 +9,7 @@ MIGRATE_OBJS := $(MIGRATE_SRCS:%.c=$(BUILD)/%.o)
 MIGRATE_SHARED := $(BUILD)/criu-plugin/pause.o $(BUILD)/criu-plugin/request.o $(BUILD)/criu-plugin/session_file.o
 MIGRATE_BIN := $(BUILD)/bin/gpu-migrate
 
-$(BUILD)/migrate/%.o: migrate/%.c migrate/migrate.h criu-plugin/cicada-criu.h wire/wire.h $(GEN)/cicada.h \
-		snapshot-format/snapshot.h $(GEN)/manifest.pb-c.h
+$(BUILD)/migrate/%.o: migrate/%.c | $(GEN)/cicada.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Icriu-plugin $(SNAPSHOT_CFLAGS) -c $< -o $@
 

@@ -7,7 +7,7 @@ NVML_SRCS := nvml/init.c nvml/handles.c nvml/system.c nvml/device.c nvml/status.
 NVML_OBJS := $(NVML_SRCS:%.c=$(BUILD)/%.o)
 NVML_LIB  := $(BUILD)/lib/libnvidia-ml.so.1
 
-$(BUILD)/nvml/%.o: nvml/%.c nvml/nvml-wire.h nvml/nvml-lib.h wire/wire.h $(GEN)/cicada.h
+$(BUILD)/nvml/%.o: nvml/%.c | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -c $< -o $@
 

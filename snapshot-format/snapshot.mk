@@ -23,7 +23,7 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: snapshot-format/%.proto
 $(BUILD)/gen/manifest.pb-c.o: $(GEN)/manifest.pb-c.c $(GEN)/manifest.pb-c.h
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/snapshot-format/%.o: snapshot-format/%.c $(SNAPSHOT_HDRS)
+$(BUILD)/snapshot-format/%.o: snapshot-format/%.c | $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE $(SNAPSHOT_CFLAGS) -c $< -o $@
 

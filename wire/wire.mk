@@ -33,7 +33,7 @@ $(GEN)/server_calls.h: wire/calls.tbl wire/gen-calls.py wire/cuda_h.py
 $(BUILD)/gen/cicada_xdr.o: $(GEN)/cicada_xdr.c
 	$(CC) $(CFLAGS) -Wno-unused-variable -c $< -o $@
 
-$(BUILD)/wire/%.o: wire/%.c wire/wire.h $(GEN)/cicada.h
+$(BUILD)/wire/%.o: wire/%.c | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -c $< -o $@
 

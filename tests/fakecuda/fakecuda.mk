@@ -13,7 +13,7 @@ FAKECUDA_JIT  := $(BUILD)/tests/fakecuda/libnvidia-ptxjitcompiler.so.1
 
 all: $(FAKECUDA_LIB) $(FAKECUDA_JIT)
 
-$(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c $(FAKECUDA_DIR)/fakecuda.h snapshot-format/devhash.h
+$(BUILD)/$(FAKECUDA_DIR)/%.o: $(FAKECUDA_DIR)/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(FAKECUDA_CFLAGS) -c -o $@ $<
 

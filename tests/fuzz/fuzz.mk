@@ -18,17 +18,18 @@ FUZZ_CORPUS  := $(FUZZ_DIR)/corpus
 FUZZ_LOG     := $(FUZZ_DIR)/fuzz.log
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Invml -Icriu-plugin -Isnapshot-format
+                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Invml -Icriu-plugin -Isnapshot-format \
+                $(DEPFLAGS)
 
 FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/main.c,$(SERVER_SRCS)) $(SERVER_SHARED)
 FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_OBJDIR)/%.o) \
              $(FUZZ_OBJDIR)/gen/server_calls.o $(FUZZ_OBJDIR)/gen/cicada_xdr.o $(FUZZ_OBJDIR)/gen/devhash_image.o
-FUZZ_HDRS := wire/wire.h gpu-server/gpu-server.h $(GEN)/cicada.h $(GEN)/server_calls.h $(GEN)/manifest.pb-c.h
+FUZZ_GEN_HDRS := $(GEN)/cicada.h $(GEN)/server_calls.h $(GEN)/manifest.pb-c.h
 
-$(FUZZ_OBJDIR)/%.o: %.c $(FUZZ_HDRS)
+$(FUZZ_OBJDIR)/%.o: %.c | $(FUZZ_GEN_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
-$(FUZZ_OBJDIR)/gen/%.o: $(GEN)/%.c $(FUZZ_HDRS)
+$(FUZZ_OBJDIR)/gen/%.o: $(GEN)/%.c | $(FUZZ_GEN_HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Wno-unused-variable -c $< -o $@
 
@@ -36,7 +37,7 @@ $(FUZZ_BIN): $(FUZZ_OBJS) $(FAKECUDA_LIB) $(SNAPSHOT_LIB)
 	$(FUZZ_CC) $(FUZZ_SAN) -pthread -o $@ $(FUZZ_OBJS) $(SNAPSHOT_LIB) -L$(CUDA_STUBS) -lcuda \
 		-Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) $(LDLIBS_RPC) $(SNAPSHOT_LDLIBS)
 
-$(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB) nvml/nvml-wire.h
+$(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB) | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC)
 
@@ -71,19 +72,19 @@ FUZZ_SHM_LOG    := $(FUZZ_DIR)/fuzz-shm.log
 FUZZ_SHM_SRCS   := tests/fuzz/fuzz_shm.c $(WIRE_SRCS)
 FUZZ_SHM_OBJS   := $(FUZZ_SHM_SRCS:%.c=$(FUZZ_SHM_OBJDIR)/%.o) $(FUZZ_SHM_OBJDIR)/gen/cicada_xdr.o
 FUZZ_SHM_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-                   $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire
+                   $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire $(DEPFLAGS)
 
-$(FUZZ_SHM_OBJDIR)/%.o: %.c wire/wire.h $(GEN)/cicada.h
+$(FUZZ_SHM_OBJDIR)/%.o: %.c | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_SHM_CFLAGS) -c $< -o $@
-$(FUZZ_SHM_OBJDIR)/gen/%.o: $(GEN)/%.c $(GEN)/cicada.h
+$(FUZZ_SHM_OBJDIR)/gen/%.o: $(GEN)/%.c | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_SHM_CFLAGS) -Wno-unused-variable -c $< -o $@
 
 $(FUZZ_SHM_BIN): $(FUZZ_SHM_OBJS)
 	$(FUZZ_CC) $(FUZZ_SAN) -pthread -o $@ $(FUZZ_SHM_OBJS) $(LDLIBS_RPC)
 
-$(FUZZ_SHM_SEEDGEN): tests/fuzz/make_shm_seeds.c $(WIRE_LIB)
+$(FUZZ_SHM_SEEDGEN): tests/fuzz/make_shm_seeds.c $(WIRE_LIB) | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC)
 

@@ -12,7 +12,7 @@ SNAPTEST_SEEDS := $(SNAPTEST_DIR)/manifest_seeds
 SNAPTEST_CFLAGS := $(CFLAGS) -D_GNU_SOURCE $(SNAPSHOT_CFLAGS)
 SNAPTEST_LINK  := $(SNAPSHOT_LIB) $(SNAPSHOT_LDLIBS) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
 
-$(SNAPTEST_DIR)/%: tests/snapshot/%.c $(SNAPSHOT_LIB) $(SNAPSHOT_HDRS)
+$(SNAPTEST_DIR)/%: tests/snapshot/%.c $(SNAPSHOT_LIB) | $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(SNAPTEST_CFLAGS) -o $@ $< $(SNAPTEST_LINK)
 

@@ -6,7 +6,7 @@ $(TOOLS_DIR)/fault_client: tests/tools/fault_client.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
 
-$(TOOLS_DIR)/wire_abuse: tests/tools/wire_abuse.c $(WIRE_LIB) $(GEN)/cicada.h nvml/nvml-wire.h
+$(TOOLS_DIR)/wire_abuse: tests/tools/wire_abuse.c $(WIRE_LIB) | $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
 
@@ -52,7 +52,7 @@ $(SEC_TOOLS): $(TOOLS_DIR)/%: tests/security/%.c tests/security/raw.c tests/secu
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Itests/security -o $@ $< tests/security/raw.c $(WIRE_LIB) $(LDLIBS_RPC) \
 		-Wl,-rpath,'$$ORIGIN/../../lib/deps'
-$(TOOLS_DIR)/snap_forge: tests/security/snap_forge.c $(SNAPSHOT_LIB) $(SNAPSHOT_HDRS)
+$(TOOLS_DIR)/snap_forge: tests/security/snap_forge.c $(SNAPSHOT_LIB) | $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE $(SNAPSHOT_CFLAGS) -o $@ $< $(SNAPSHOT_LIB) $(SNAPSHOT_LDLIBS) \
 		-Wl,-rpath,'$$ORIGIN/../../lib/deps'
