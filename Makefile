@@ -21,7 +21,10 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
 # A rule that fails leaves no half-written output behind.
 .DELETE_ON_ERROR:
 
-.PHONY: all deps test test-gpu demo bench bench-cr bench-migrate bench-torch fuzz clean gpu-bundle conformance
+.PHONY: default all bundle deps test test-gpu demo bench bench-cr bench-migrate bench-torch fuzz clean conformance
+# `make` alone builds and bundles (what a GPU node needs); `make all` only
+# builds, from this tree, system headers and libraries, and $(CUDA).
+default: all bundle
 all:
 
 include wire/wire.mk
@@ -48,10 +51,11 @@ $(DEPFILES): ;
 deps:
 	bash scripts/install-deps.sh
 
-# 'make test' works on a fresh machine: dependencies, build, then the suite.
+# 'make test' works on a fresh machine: dependencies (only what is
+# missing is installed), build, then the suite.
 test:
 	bash scripts/install-deps.sh
-	$(MAKE) all
+	$(MAKE) all bundle
 	bash tests/run-tests.sh
 
 # On a GPU node, from prebuilt outputs (never rebuilds).
@@ -74,11 +78,15 @@ clean:
 	rm -rf $(BUILD)
 
 # Libraries a GPU node may lack, next to the binaries (found by rpath).
+# Copies of this machine's system libraries.
 $(BUILD)/lib/deps/.stamp: scripts/bundle-deps.sh
 	bash scripts/bundle-deps.sh $(BUILD)/lib/deps && touch $@
 all: $(BUILD)/lib/deps/.stamp
 
-# CRIU and its libraries, for GPU nodes that have none (bin/criu wraps it).
-$(BUILD)/bin/criu: scripts/bundle-criu.sh $(wildcard /usr/local/share/cicada/criu-patches.sha256)
+# bundle: CRIU (the one `make deps` built with scripts/criu-patches) and
+# its libraries, for GPU nodes that have none (bin/criu wraps it). It
+# reads this machine's installed criu, so it is not part of `all`; the
+# tests, the demo and the benchmarks run it through `make` or `make test`.
+$(BUILD)/bin/criu: scripts/bundle-criu.sh $(wildcard scripts/criu-patches/*.patch)
 	bash scripts/bundle-criu.sh $(BUILD)
-all: $(BUILD)/bin/criu
+bundle: $(BUILD)/bin/criu

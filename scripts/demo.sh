@@ -42,7 +42,7 @@ tools_missing() {
 build() {
 	local log
 	log=$(mktemp /tmp/cicada-demo-build.XXXXXX)
-	if ! make -j2 all >"$log" 2>&1; then
+	if ! make -j2 all bundle >"$log" 2>&1; then
 		echo "demo: the build failed:" >&2
 		grep -E 'error|Error|\*\*\*' "$log" | tail -n 30 >&2 || tail -n 30 "$log" >&2
 		rm -f "$log"

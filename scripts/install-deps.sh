@@ -17,10 +17,14 @@ CRIU_STAMP=/usr/local/share/cicada/criu-patches.sha256   # (the Makefile re-bund
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 
+# missing_pkgs: those of APT_PKGS not installed, from one dpkg-query.
 missing_pkgs() {
-	local p out=""
+	local have p out=""
+	# shellcheck disable=SC2086
+	have=" $(dpkg-query -W -f='${db:Status-Abbrev}${Package}\n' $APT_PKGS 2>/dev/null |
+		awk '/^ii/ { print substr($0, 4) }' | tr '\n' ' ')"
 	for p in $APT_PKGS; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || out="$out $p"
+		case $have in *" $p "*) ;; *) out="$out $p" ;; esac
 	done
 	echo "$out"
 }

@@ -43,7 +43,7 @@ $(TOOLS_DIR)/iproute/.stamp:
 	if [ -x /usr/sbin/ip ]; then cp -L /usr/sbin/ip $(@D)/ip.bin && \
 		ldd /usr/sbin/ip | awk '$$3 ~ /^\// && $$1 !~ /^(libc\.so|ld-linux)/ { print $$3 }' | xargs -r -I{} cp -L {} $(@D)/; fi
 	touch $@
-all: $(TOOLS_DIR)/iproute/.stamp
+bundle: $(TOOLS_DIR)/iproute/.stamp
 
 # The hostile-tenant tests' tools (tests/security): raw-protocol clients
 # (raw.c: their hello), a snapshot forger, and a timed first CUDA call.
