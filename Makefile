@@ -40,6 +40,7 @@ include tests/fuzz/fuzz.mk
 include tests/tools/tools.mk
 include bench/bench.mk
 include tests/snapshot/snapshot-tests.mk
+include packaging/packaging.mk
 
 # The header dependencies the compiler wrote at the last build (-MMD).
 # They are only read: the empty rule keeps make from looking for a way
@@ -75,7 +76,7 @@ conformance:
 	bash tests/conformance/run.sh $(CORPUS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(DEB_DIR)
 
 # Libraries a GPU node may lack, next to the binaries (found by rpath).
 # Copies of this machine's system libraries.
