@@ -187,8 +187,12 @@ uint64_t handle_put(struct worker *w, enum handle_kind kind, void *real)
 			slot = i;
 	}
 	if (w->replay_id) {
+		/* (the id is a snapshot's word: past HANDLE_MAX it would grow the
+		 * table without bound, or wrap to another slot) */
+		if (w->replay_id < HANDLE_BASE || w->replay_id - HANDLE_BASE >= HANDLE_MAX)
+			return 0;
 		slot = (unsigned)(w->replay_id - HANDLE_BASE);
-		if (w->replay_id < HANDLE_BASE || handle_reserve(w, slot) || w->handles[slot].kind != H_FREE)
+		if (handle_reserve(w, slot) || w->handles[slot].kind != H_FREE)
 			return 0;
 		w->replay_id = 0;
 	} else if (handle_reserve(w, slot)) {
