@@ -23,7 +23,7 @@
 # that says so, and servers are bounded by SERVER_DEADLINE.
 set -u
 
-TESTS="snapshot snapshot-cli
+TESTS="snapshot snapshot-cli unit
 vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes graph_pageable graph_conditional vmm_app device_query features tensor_map stream_memops user_objects
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
@@ -816,6 +816,8 @@ want snapshot && check "snapshot-format library: round trips, corruption, atomic
 	deadline 300 sh -c "'$B/tests/snapshot/test_snapshot' >'$T/snapshot.log' 2>&1"
 want snapshot-cli && check "gpu-snapshot inspect/verify" \
 	deadline 300 sh -c "bash tests/snapshot/test_cli.sh '$B' >'$T/snapshot-cli.log' 2>&1"
+want unit && check "unit tests (cmocka): handles, replay log, VMM placement, shm ring, call tables" \
+	deadline 600 sh -c "bash tests/unit/run-unit.sh '$B' >'$T/unit.log' 2>&1 || { grep -E '^(FAIL|\\[  (ERROR|LINE|FAILED))' '$T/unit.log' | head -20; tail -n 1 '$T/unit.log'; exit 1; }"
 start_server main $PORT || { echo "0 passed, 1 failed"; exit 1; }
 run_programs
 run_nvml
