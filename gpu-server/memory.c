@@ -138,29 +138,42 @@ CUresult hand_memcpy_shm_async(struct worker *w, void *args, void *res)
 	return shm_copy(w, args);
 }
 
+/* The worker's side of a region: the client's memory file, or with
+ * CICADA_REGION_OWN anonymous memory of its own (the client keeps it
+ * coherent with its pages as a mirror: interposer/mapped.c). */
+static void *region_map(const host_region_args *a, int fd)
+{
+	struct stat st;
+
+	if (a->flags & CICADA_REGION_OWN)
+		return hostarea_map_at(a->at, a->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+				       -1, 0);
+	/* sealed: a client that shrank it under the mapping would fault us */
+	if (fstat(fd, &st) || (uint64_t)st.st_size < a->size || !shm_fd_sealed(fd))
+		return NULL;
+	return hostarea_map_at(a->at, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+}
+
 CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 {
 	host_region_args *a = args;
 	host_region_res *r = res;
 	struct host_region *reg;
 	unsigned flags = CU_MEMHOSTREGISTER_PORTABLE;
-	struct stat st;
 	CUresult err = CUDA_ERROR_INVALID_VALUE;
-	int fd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS);
+	int fd = -1;
 
-	if (fd < 0) {
+	if (!(a->flags & CICADA_REGION_OWN) && (fd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS)) < 0) {
 		w->exiting = 1;
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
-	/* sealed: a client that shrank it under the mapping would fault us */
-	if (!a->region || a->region >= MAX_HOST_REGIONS || w->regions[a->region].base || !a->size ||
-	    fstat(fd, &st) || (uint64_t)st.st_size < a->size || !shm_fd_sealed(fd))
+	if (!a->region || a->region >= MAX_HOST_REGIONS || w->regions[a->region].base || !a->size)
 		goto out;
 	reg = &w->regions[a->region];
-	reg->base = hostarea_map_at(a->at, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (reg->base == MAP_FAILED) {
+	reg->base = region_map(a, fd);
+	if (!reg->base || reg->base == MAP_FAILED) {
+		err = reg->base ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
 		reg->base = NULL;
-		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
 	reg->size = a->size;
@@ -191,7 +204,8 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 		reg->base = NULL;
 	}
 out:
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return err;
 }
 

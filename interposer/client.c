@@ -449,7 +449,10 @@ int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out
 	return rc ? -1 : 0;
 }
 
-/* Reattaches a paused session, through server, to the worker of ticket. */
+/* Reattaches a paused session, through server, to the worker of ticket.
+ * If it cannot (the server unreachable or refusing, a hook failing), the
+ * connection made is closed and the session stays paused, so that it can
+ * resume on the worker it came from, which still holds it. */
 int client_resume(const char *server, const char *ticket, char *err)
 {
 	int regions_lost = 0;
@@ -458,11 +461,14 @@ int client_resume(const char *server, const char *ticket, char *err)
 		return 0;
 	if (dial_locked(server, OP_REATTACH, ticket, &regions_lost)) {
 		wire_fail(err, "cannot reattach the GPU session at %s", server);
+		cl.state = ST_PAUSED;
 		return -1;
 	}
 	for (unsigned i = 0; i < nhooks; i++)
 		if (hooks[i]->resume && hooks[i]->resume(regions_lost)) {
 			wire_fail(err, "cannot share pinned memory with the restored worker");
+			close_link();
+			cl.state = ST_PAUSED;
 			return -1;
 		}
 	return 0;

@@ -8,6 +8,13 @@
  * pointer is asked for, the device sees a mirror (mapped.c). Device
  * allocations are remembered too, so that cuMemcpy can tell device
  * pointers from host pointers.
+ *
+ * A session that moves to a worker that cannot share the pages (another
+ * node: the client is remote from then on) carries its shared regions:
+ * each becomes ordinary memory here, as a remote client's is, and the new
+ * worker holds a pinned copy of it at the device address the region had,
+ * kept coherent with the program's pages as a mirror (mapped.c). A move
+ * that fails leaves every region as it was, shared with the old worker.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -28,6 +35,9 @@ struct host_alloc {
 	int coherent;                        /* remote mapped: managed memory (managed.c) */
 	int mirrored;                        /* device_ptr is a mirror (mapped.c) */
 	int same_at;                         /* at the worker's address too (alloc_shared) */
+	int carried;                         /* the worker holds a copy, mirrored (share_again) */
+	int stale;                           /* remapped for a worker the session did not stay on */
+	CUcontext ctx;                       /* current when made (a carry's thread has none) */
 };
 
 #define SAME_AT_TRIES 4                      /* alloc_shared */
@@ -37,7 +47,7 @@ struct dev_alloc {
 	size_t size;
 };
 
-static pthread_mutex_t hm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t hm_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;   /* (a carry copies under it) */
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_alloc *hosts;
 static unsigned nhosts, cap_hosts;
@@ -76,7 +86,7 @@ int hostmem_find(const void *ptr, size_t size, struct host_range *out)
 
 	pthread_mutex_lock(&hm_lock);
 	h = find_host(ptr, size);
-	if (h && h->region) {
+	if (h && h->region && !h->carried) {
 		out->region = h->region;
 		out->offset = (uint64_t)((const char *)ptr - h->base);
 		found = 1;
@@ -92,7 +102,7 @@ void *hostmem_region_ptr(unsigned region, uint64_t offset)
 
 	pthread_mutex_lock(&hm_lock);
 	for (unsigned i = 0; i < nhosts && !p; i++)
-		if (region && hosts[i].region == region && offset <= hosts[i].size)
+		if (region && hosts[i].region == region && !hosts[i].carried && offset <= hosts[i].size)
 			p = hosts[i].base + offset;
 	pthread_mutex_unlock(&hm_lock);
 	return p;
@@ -260,38 +270,126 @@ static int remap_shared(struct host_alloc *h)
 	return fd;
 }
 
-/* A restored worker has none of our pinned regions: each is remapped and
- * shared again under its old id. */
+/* Shares h again, its pages remapped onto a new memory file, under its
+ * old id with a worker that has none of it. */
+static int share_remapped(struct host_alloc *h)
+{
+	CUdeviceptr old = h->device_ptr;
+	uint64_t at = 0;
+	CUresult err;
+	int fd = remap_shared(h);
+
+	if (fd < 0)
+		return -1;
+	h->stale = 1;
+	err = share_region_id(h, fd, &at);
+	close(fd);
+	if (err) {
+		log_error("pinned memory at %p: the worker refused it (error %d)", h->base, (int)err);
+		return -1;
+	}
+	if (old && h->device_ptr != old)
+		log_warn("mapped pinned memory at %p has a new device address after the restore", h->base);
+	else if (h->same_at && at != (uint64_t)(uintptr_t)h->base)
+		log_warn("pinned memory at %p is elsewhere in the restored worker: a kernel given its host "
+			 "pointer no longer reaches it", h->base);
+	return 0;
+}
+
+/* Has a worker that cannot share h's pages hold a pinned copy of them at
+ * h's device address; h itself changes only once the whole session
+ * resumed (carry_commit). */
+static int carry(struct host_alloc *h)
+{
+	host_region_args a = { .region = h->region, .size = h->size, .flags = h->flags | CICADA_REGION_OWN,
+			       .at = h->device_ptr };
+	host_region_res r = { 0 };
+	CUresult err = h->device_ptr ? rpc_host_region_map_locked(&a, &r) : CUDA_ERROR_INVALID_VALUE;
+
+	if (!err && r.device_ptr != h->device_ptr) {
+		log_error("pinned memory at %p (%zu bytes): the new worker cannot map it at its device address "
+			  "0x%llx", h->base, h->size, (unsigned long long)h->device_ptr);
+		return -1;
+	}
+	if (!err) {
+		int pushed = !ctx_current() && h->ctx && !cuCtxPushCurrent_v2(h->ctx);
+
+		err = copy_htod_device(h->device_ptr, h->base, h->size);
+		if (pushed)
+			cuCtxPopCurrent_v2(NULL);
+	}
+	if (err)
+		log_error("pinned memory at %p (%zu bytes): the new worker cannot hold it (error %d)", h->base,
+			  h->size, (int)err);
+	return err ? -1 : 0;
+}
+
+/* The regions carried become mirrored ordinary memory. */
+static int carry_commit(void)
+{
+	for (unsigned i = 0; i < nhosts; i++) {
+		struct host_alloc *h = &hosts[i];
+
+		h->stale = 0;
+		if (!h->region || (!h->carried && client_shm()))
+			continue;
+		if (mapped_adopt(h->base, h->size, h->device_ptr, h->ctx)) {
+			log_error("pinned memory at %p: out of memory for its mirror", h->base);
+			return -1;
+		}
+		if (!h->carried)
+			log_info("pinned memory at %p (%zu bytes) is mirrored by the new worker from now on",
+				 h->base, h->size);
+		h->carried = h->mirrored = 1;
+	}
+	return 0;
+}
+
+/* Back on a worker that kept the regions, after a resume elsewhere
+ * failed: those remapped for that one are shared with it again. */
+static int share_stale(void)
+{
+	for (unsigned i = 0; i < nhosts; i++) {
+		struct host_alloc *h = &hosts[i];
+		uint64_t v = h->region;
+		scalars a = { { 1, &v } };
+		scalar_res r = { 0 };
+
+		if (!h->stale)
+			continue;
+		rpc_host_region_unmap_locked(&a, &r);
+		xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+		if (share_remapped(h))
+			return -1;
+		h->stale = 0;
+	}
+	return 0;
+}
+
+/* A restored worker has none of our pinned regions: a local one shares
+ * them again under their old ids (their pages remapped), one that cannot
+ * share this process's pages gets a copy of each (carry). Nothing of the
+ * regions changes until all are done: a resume that fails goes back to
+ * the old worker, which still has them (share_stale). This is the last
+ * of the resume hooks that can fail (the order of the objects). */
 static int share_again(int regions_lost)
 {
 	int rc = 0;
 
-	if (!regions_lost)
-		return 0;
 	pthread_mutex_lock(&hm_lock);
+	if (!regions_lost) {
+		rc = share_stale();
+		pthread_mutex_unlock(&hm_lock);
+		return rc;
+	}
 	for (unsigned i = 0; i < nhosts && !rc; i++) {
 		struct host_alloc *h = &hosts[i];
-		CUdeviceptr old = h->device_ptr;
-		uint64_t at = 0;
-		CUresult err;
-		int fd;
 
-		if (!h->region)
-			continue;
-		rc = -1;
-		if ((fd = remap_shared(h)) < 0)
-			continue;
-		if ((err = share_region_id(h, fd, &at)))
-			log_error("pinned memory at %p: the worker refused it (error %d)", h->base, (int)err);
-		else
-			rc = 0;
-		close(fd);
-		if (!rc && old && h->device_ptr != old)
-			log_warn("mapped pinned memory at %p has a new device address after the restore", h->base);
-		else if (!rc && h->same_at && at != (uint64_t)(uintptr_t)h->base)
-			log_warn("pinned memory at %p is elsewhere in the restored worker: a kernel given its host "
-				 "pointer no longer reaches it", h->base);
+		if (h->region)
+			rc = h->carried || !client_shm() ? carry(h) : share_remapped(h);
 	}
+	if (!rc)
+		rc = carry_commit();
 	pthread_mutex_unlock(&hm_lock);
 	return rc;
 }
@@ -326,7 +424,7 @@ static CUresult alloc_coherent(struct host_alloc *h)
 
 CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
 {
-	struct host_alloc h = { .flags = flags };
+	struct host_alloc h = { .flags = flags, .ctx = ctx_current() };
 	long page = sysconf(_SC_PAGESIZE);
 	CUresult err;
 
@@ -559,7 +657,7 @@ CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int fla
 	long page = sysconf(_SC_PAGESIZE);
 	uintptr_t start = (uintptr_t)p / page * page, end = ((uintptr_t)p + bytesize + page - 1) / page * page;
 	struct host_alloc h = { .base = (char *)start, .size = end - start, .flags = flags, .registered = 1,
-				.user = p, .user_size = bytesize };
+				.user = p, .user_size = bytesize, .ctx = ctx_current() };
 	CUresult err;
 
 	if (!p || !bytesize)

@@ -138,6 +138,7 @@ int device_work_writes(unsigned proc);      /* -1: no device work; 0: reads only
 /* mapped.c: mapped host memory the worker cannot reach, mirrored on the device */
 CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev);
 void mapped_remove(const char *host, int read_back);
+CUresult mapped_adopt(char *host, size_t size, CUdeviceptr dev, CUcontext ctx);
 void mapped_before_copy(const void *host, size_t n, int async);
 void mapped_flush(void);
 

@@ -22,6 +22,11 @@
  * without concurrent access: the host must not touch it while kernels
  * that use it run, as with managed memory (managed.c). The program's
  * pages are never protected, so system calls may read and write them.
+ *
+ * A pinned region of a local client that moves to a worker that cannot
+ * share its pages (a --gpu-only move to another node) is mirrored too:
+ * there the device memory is the worker's own pinned copy, at the device
+ * address the region had (mapped_adopt).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,6 +42,8 @@ struct mirror {
 	CUdeviceptr dev;
 	uint64_t *agreed;                    /* one hash per block */
 	int read_only;                       /* never written back (CU_MEMHOSTREGISTER_READ_ONLY) */
+	int borrowed;                        /* dev is a carried region's (hostmem.c), not freed here */
+	CUcontext ctx;                       /* current where it was made (mapped_flush's thread has none) */
 };
 
 static struct mirror *mirrors;
@@ -199,10 +206,19 @@ static int add_mirror(const struct mirror *m)
 	return 0;
 }
 
+static void start_hooks(void)
+{
+	if (any)
+		return;
+	client_set_device_work_hook(device_work_hook);
+	client_set_synced_hook(synced_hook);
+	any = 1;
+}
+
 /* Gives [host, host + size) a device mirror holding its bytes now. */
 CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev)
 {
-	struct mirror m = { .host = host, .size = size, .read_only = read_only };
+	struct mirror m = { .host = host, .size = size, .read_only = read_only, .ctx = ctx_current() };
 	CUresult err;
 
 	if (!host_range_valid(host, size) || !size)
@@ -222,11 +238,8 @@ CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev)
 	in_hook = 0;
 	if (!err && add_mirror(&m))
 		err = CUDA_ERROR_OUT_OF_MEMORY;
-	if (!err && !any) {
-		client_set_device_work_hook(device_work_hook);
-		client_set_synced_hook(synced_hook);
-		any = 1;
-	}
+	if (!err)
+		start_hooks();
 	pthread_mutex_unlock(&mr_lock);
 	client_unlock();
 	if (err) {
@@ -236,6 +249,32 @@ CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev)
 	}
 	*dev = m.dev;
 	return CUDA_SUCCESS;
+}
+
+/* Makes dev, the worker's copy of a carried pinned region that already
+ * holds the host's bytes, the mirror of [host, host + size), in place of
+ * any mirror it had. The caller holds the client lock. */
+CUresult mapped_adopt(char *host, size_t size, CUdeviceptr dev, CUcontext ctx)
+{
+	struct mirror m = { .host = host, .size = size, .dev = dev, .borrowed = 1, .ctx = ctx }, *old;
+	CUresult err = CUDA_SUCCESS;
+
+	if (!(m.agreed = malloc(blocks_of(size) * sizeof(*m.agreed))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (size_t b = 0; b < blocks_of(size); b++)
+		m.agreed[b] = XXH3_64bits(host + b * MBLOCK, block_len(&m, b));
+	pthread_mutex_lock(&mr_lock);
+	if ((old = mirror_of(host, size)) && old->host == host) {
+		free(old->agreed);
+		*old = m;
+	} else if (add_mirror(&m)) {
+		free(m.agreed);
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if (!err)
+		start_hooks();
+	pthread_mutex_unlock(&mr_lock);
+	return err;
 }
 
 /* Drops host's mirror; read_back: kernels' writes are read back first
@@ -258,24 +297,33 @@ void mapped_remove(const char *host, int read_back_first)
 		}
 	pthread_mutex_unlock(&mr_lock);
 	client_unlock();
-	if (m.dev)
+	if (m.dev && !m.borrowed)
 		cuMemFree_v2(m.dev);
 	free(m.agreed);
 }
 
 /* Before a checkpoint: the device's copy must be whole, and the host's
  * must hold what kernels wrote (the snapshot takes the one, CRIU the
- * other). The caller holds the client lock. */
+ * other). The caller holds the client lock; its thread (the control
+ * socket's) has no context: each mirror's own is used. */
 void mapped_flush(void)
 {
 	if (!any)
 		return;
-	read_back(1);
 	pthread_mutex_lock(&mr_lock);
 	in_hook = 1;
-	for (unsigned i = 0; i < nmirrors; i++)
-		if (push(&mirrors[i]))
-			log_error("mapped memory at %p: writing it to the device failed", mirrors[i].host);
+	for (unsigned i = 0; i < nmirrors; i++) {
+		struct mirror *m = &mirrors[i];
+		int pushed = !ctx_current() && m->ctx && !cuCtxPushCurrent_v2(m->ctx);
+
+		if (pending && pull(m))
+			log_error("mapped memory at %p: reading back the device's copy failed", m->host);
+		if (push(m))
+			log_error("mapped memory at %p: writing it to the device failed", m->host);
+		if (pushed)
+			cuCtxPopCurrent_v2(NULL);
+	}
+	pending = 0;
 	in_hook = 0;
 	pthread_mutex_unlock(&mr_lock);
 }

@@ -9,18 +9,46 @@
  * so that only what changed since moves while the session is paused.
  * Until that RESUME is answered the source session is intact: any failure
  * closes the control connection and the application resumes on the
- * source; a target session already made is ended. After the move the
- * source session is ended.
+ * source; a target session already made is ended. A RESUME the process
+ * could not follow (the target gone, its pinned memory refused there)
+ * leaves it on the source too, as it answers. After the move the source
+ * session is ended.
+ *
+ * Fault hooks for the tests (CICADA_MIGRATE_FAULT, see progress.c too):
+ * cutfrozen breaks the link to the target once the session is paused,
+ * cutrestore once the final part is sent (the target restores it), and
+ * hold waits, before the RESUME, until the file CICADA_MIGRATE_HOLD names
+ * exists (at most 60 s), having made that name with ".held" added.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "migrate.h"
 #include "snapshot.h"
 
-/* Tells the paused process to resume on the target; 0 once it has. */
+/* A fault hook: the test does something (kills the target's worker, or
+ * gpu-migrate) while the session is paused and restored on the target. */
+static void fault_hold(void)
+{
+	const char *path = getenv("CICADA_MIGRATE_HOLD");
+	char held[1100];
+	struct stat sb;
+
+	if (!migrate_fault_is("hold") || !path)
+		return;
+	snprintf(held, sizeof(held), "%s.held", path);
+	close(open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	for (int i = 0; i < 600 && stat(path, &sb); i++)
+		usleep(100000);
+}
+
+/* Tells the paused process to resume on the target; 0 once it has, -1 if
+ * it answered that it could not (it went on on the source), -2 without an
+ * answer (where it runs is not known: neither session may be ended). */
 static int resume_on(struct gpu_session *src, const struct gpu_session *dst, char *err)
 {
 	char line[WIRE_CTL_LINE_MAX];
@@ -29,9 +57,14 @@ static int resume_on(struct gpu_session *src, const struct gpu_session *dst, cha
 	snprintf(to.ticket, sizeof(to.ticket), "%s", dst->ticket);
 	snprintf(to.server, sizeof(to.server), "%s", dst->server);
 	snprintf(to.token_hex, sizeof(to.token_hex), "%s", dst->token_hex);
-	if (wire_ctl_send_resume(src->ctl, &to) || wire_read_line(src->ctl, line, sizeof(line))) {
-		wire_fail(err, "process %d did not answer the resume", src->pid);
+	if (wire_ctl_send_resume(src->ctl, &to)) {
+		wire_fail(err, "process %d did not take the resume", src->pid);
 		return -1;
+	}
+	if (wire_read_line(src->ctl, line, sizeof(line))) {
+		wire_fail(err, "process %d did not answer the resume: it runs on either server, and both "
+			  "sessions are kept (the one it left ends once unclaimed)", src->pid);
+		return -2;
 	}
 	if (strcmp(line, WIRE_CTL_RESUMED)) {
 		wire_fail(err, "process %d could not reattach on %.150s (%.150s)", src->pid, dst->server,
@@ -98,7 +131,7 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 		return -1;
 	fds[0] = fd;
 	snapshot_name(o->pid, name, sizeof(name));
-	if (streams_open(o, key, fds, r, err) || staging_make(o->work_dir, &st, err) ||
+	if (streams_open(o, key, fds, r, err) || staging_make(o->work_dir, &st, err) || guard_start(0, &st, err) ||
 	    precopy(o, &st, fds, r, last, err))
 		goto out;
 	*frozen = migrate_now();
@@ -116,9 +149,11 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 	if (server_request(src, OP_CHECKPOINT, st.fd, NULL, err) || shares_memory(o, st.fd, name, err))
 		goto out;
 	r->dump_s = migrate_now() - *frozen;
+	migrate_fault_cut("cutfrozen", fds);
 	if (send_part(&st, fds, NULL, "precopy-", 'f', NULL, r, &r->final_bytes, err))
 		goto out;
 	r->send_s = migrate_now() - *frozen - r->dump_s;
+	migrate_fault_cut("cutrestore", fds);
 	if (target_answer(fd, o->timeout_s + 30, o->target, &res, err))
 		goto out;
 	snprintf(dst->ticket, sizeof(dst->ticket), "%s", res.message ? res.message : "");
@@ -127,6 +162,7 @@ static int move_precopy(const struct migrate_opts *o, struct gpu_session *src, s
 out:
 	streams_close(fds, SNAP_STREAMS_MAX);
 	staging_remove(&st);
+	guard_disarm();
 	return rc;
 }
 
@@ -157,7 +193,8 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 		target_session(o, &src, &dst);
 		snprintf(r->target, sizeof(r->target), "%s", dst.server);
 		snapshot_name(o->pid, name, sizeof(name));
-		if (staging_make(o->work_dir, &st, err) || server_request(&src, OP_CHECKPOINT, st.fd, NULL, err) ||
+		if (staging_make(o->work_dir, &st, err) || guard_start(0, &st, err) ||
+		    server_request(&src, OP_CHECKPOINT, st.fd, NULL, err) ||
 		    shares_memory(o, st.fd, name, err))
 			goto out;
 		snapshot_sizes(st.fd, name, &device, &stored);
@@ -167,8 +204,13 @@ int migrate_gpu_only(const struct migrate_opts *o, struct migrate_result *r, cha
 			goto out;
 		made = 1;
 	}
-	if (resume_on(&src, &dst, err))
+	fault_hold();
+	if ((rc = resume_on(&src, &dst, err))) {
+		if (rc == -2)
+			made = 0, r->in_doubt = 1;
+		rc = -1;
 		goto out;
+	}
 	made = 0;
 	r->downtime_s = migrate_now() - frozen;
 	if (r->dump_s > 0)
@@ -181,6 +223,7 @@ out:
 		release_target(&dst);
 	if (src.ctl >= 0)
 		close(src.ctl);              /* if still paused, it resumes on the source */
+	guard_disarm();
 	staging_remove(&st);
 	r->total_s = migrate_now() - t0;
 	return rc;

@@ -6,7 +6,9 @@
  * no criu holds the process any more and sends its tree SIGCONT: the
  * application goes on where it was, and its GPU session resumes on the
  * source; then it removes gpu-migrate's staging directory, so that no
- * image stays behind.
+ * image stays behind. A --gpu-only move stops no process (pid 0): its
+ * guard only removes the staging directory (the process's session
+ * resumes on its own once gpu-migrate's control connection closes).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -81,7 +83,8 @@ int guard_start(int pid, struct staging *st, char *err)
 		if (fork() > 0)
 			_exit(0);
 		if (read(p[0], &c, 1) != 1) {
-			resume_when_free(pid);
+			if (pid > 0)
+				resume_when_free(pid);
 			st->fd = -1;         /* (closed above) */
 			staging_remove(st);
 		}

@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 	if (rc) {
 		if (o.json)
 			printf("{\"ok\":false,\"pid\":%d,\"error\":\"%s\"}\n", o.pid, err);
-		fprintf(stderr, "gpu-migrate: %s; the application goes on where it was\n", err);
+		fprintf(stderr, "gpu-migrate: %s%s\n", err, r.in_doubt ? "" : "; the application goes on where it was");
 		return 1;
 	}
 	report(&o, &r);

@@ -43,6 +43,7 @@ struct migrate_result {
 	int streams;                         /* connections that carried the images */
 	int new_pid;                         /* whole: the pid on the target */
 	char target[300];
+	int in_doubt;                        /* failed, but where it runs is not known: err says what to do */
 };
 
 /* whole.c, gpu_only.c */
@@ -55,6 +56,8 @@ double migrate_now(void);
 void progress_start(uint64_t expected);
 int progress_update(void *ctx, uint64_t bytes);  /* a snap_progress callback */
 void progress_end(void);
+int migrate_fault_is(const char *what);
+void migrate_fault_cut(const char *what, const int *fds);
 uint64_t dir_bytes(int dirfd, int depth);
 void snapshot_sizes(int dirfd, const char *name, uint64_t *device, uint64_t *stored);
 

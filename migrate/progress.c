@@ -3,13 +3,16 @@
  * bytes, rate and round, on a terminal only), the sizes it reports, and
  * the fault hooks the tests use: CICADA_MIGRATE_FAULT=cut:N breaks the
  * link after N bytes, stall:N stops sending after N bytes (until killed),
- * and nogo (whole.c) dies after the target restored, before the go.
+ * and nogo (whole.c) dies after the target restored, before the go;
+ * cutrestore (both kinds of move) and cutfrozen (gpu_only.c) break it at
+ * those points.
  */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -123,4 +126,21 @@ void snapshot_sizes(int dirfd, const char *name, uint64_t *device, uint64_t *sto
 	}
 	if (r)
 		snap_reader_close(r);
+}
+
+int migrate_fault_is(const char *what)
+{
+	const char *f = getenv("CICADA_MIGRATE_FAULT");
+
+	return f && !strcmp(f, what);
+}
+
+/* A fault hook: the link to the target breaks here. */
+void migrate_fault_cut(const char *what, const int *fds)
+{
+	if (!migrate_fault_is(what))
+		return;
+	for (int k = 0; k < SNAP_STREAMS_MAX; k++)
+		if (fds[k] >= 0)
+			shutdown(fds[k], SHUT_RDWR);
 }

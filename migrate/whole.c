@@ -365,6 +365,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	rc = send_part(&st, fds, NULL, skip, 'f', gpu_sent ? "-" : NULL, r, &part, err);
 	r->final_bytes += part;
 	r->send_s = migrate_now() - frozen - r->dump_s;
+	migrate_fault_cut("cutrestore", fds);
 	if (rc || target_answer(fd, o->timeout_s + 30, o->target, &res, err)) {
 		rc = -1;
 		goto out;
@@ -376,6 +377,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	if (go(fd, o)) {
 		guard_disarm();
 		stopped = 0;                 /* in doubt: neither runs until someone looks */
+		r->in_doubt = 1;
 		wire_fail(err, "the target did not confirm the go: process %d is left stopped here; "
 			 "if it runs on %s, kill -9 it, else kill -CONT it", o->pid, o->target);
 		rc = -1;

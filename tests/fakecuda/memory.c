@@ -90,12 +90,22 @@ CUresult cuMemFreeHost(void *p)
 	return CUDA_SUCCESS;
 }
 
+/* FAKECUDA_MAPPED_MAX_MIB=N: a mapped (DEVICEMAP) registration of more
+ * than N MiB fails, as where the driver cannot pin that much. */
+static int mapped_too_big(size_t n, unsigned flags)
+{
+	const char *e = getenv("FAKECUDA_MAPPED_MAX_MIB");
+
+	return e && (flags & CU_MEMHOSTREGISTER_DEVICEMAP) && n > (size_t)atol(e) << 20;
+}
+
 CUresult cuMemHostRegister(void *p, size_t n, unsigned int flags)
 {
 	struct fc_ctx *ctx;
 
 	TRY(fc_current(&ctx));
 	CHECK_ARG(p && n && !(flags & ~0xfu));
+	CHECK(!mapped_too_big(n, flags), CUDA_ERROR_OUT_OF_MEMORY);
 	CHECK(!fc_range_overlaps((uintptr_t)p, n), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
 	CHECK(!fc_range_add((uintptr_t)p, n, FC_MEM_REGISTERED, ctx, 1), CUDA_ERROR_OUT_OF_MEMORY);
 	fc_range_set_flags((uintptr_t)p, flags & (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));

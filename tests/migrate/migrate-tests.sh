@@ -147,6 +147,130 @@ mig_gpu_only() {
 			grep -q "its GPU session is restored" "$T/mig-b.log"; fi
 }
 
+# mig_pinned_ref MODE: cr_pattern's undisturbed output with CR_PINNED=MODE
+# (4 MiB of pinned memory it keeps using), in $T/mig.pinned-MODE.native.
+mig_pinned_ref() {
+	MIG_REF=$T/mig.pinned-$1.native
+	[ -s "$MIG_REF" ] || env $DRIVER_ENV CR_PINNED=$1 timeout 120 "$PROGS/cr_pattern" $MIG_ARGS \
+		>"$MIG_REF" 2>/dev/null
+}
+
+mig_pinned_launch() {
+	mig_pinned_ref "$1" && cr_launch shm main env CR_PINNED="$1" "$PROGS/cr_pattern" $MIG_ARGS
+}
+
+# mig_pinned MODE [options]: a local (shared memory) client holding pinned
+# memory (cuMemAllocHost, DEVICEMAP, registered) moves --gpu-only to
+# another node: over TCP there its pinned memory becomes ordinary memory,
+# the device's view of it a mirror at the same device address; the
+# program finishes as if never moved.
+mig_pinned() {
+	local mode=$1; shift
+	mig_pinned_launch "$mode" || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_b" --gpu-only "$@" || return 1
+	kill -0 "$CR_PID" && CR_REF=$MIG_REF cr_finished && grep -q "client .*/$CR_PID reattached" "$T/mig-b.log"
+}
+
+# Faults of a --gpu-only move of a program using mapped pinned memory,
+# each with one line from gpu-migrate: the program goes on on A, its
+# output as if never moved, and nothing is left on either side.
+# mig_gpu_fault FAULT TARGET [options]: CICADA_MIGRATE_FAULT=FAULT.
+mig_gpu_fault() {
+	local fault=$1 to=$2; shift 2
+	mig_pinned_launch devicemap || return 1
+	CICADA_MIGRATE_FAULT=$fault migrate "$CR_PID" --to "$to" --gpu-only "$@" && return 1
+	grep -q "^gpu-migrate: .*the application goes on where it was" "$MIG_LOG.err" && kill -0 "$CR_PID" &&
+		CR_REF=$MIG_REF cr_finished && mig_nothing_left
+}
+
+# The target refuses a --gpu-only move (a wrong migration token).
+mig_gpu_refused() {
+	echo "not-the-token" >"$T/wrong-token"
+	CICADA_MIGRATION_TOKEN_FILE=$T/wrong-token mig_gpu_fault none "$MIG_ADDR_b" \
+		--migration-token-file "$T/wrong-token" && grep -q "wrong migration token" "$MIG_LOG.err"
+}
+
+# The link cut during a pre-copy round, once the session is paused, and
+# while the target restores it.
+mig_gpu_link_cut() {
+	mig_gpu_fault cut:1000000 "$MIG_ADDR_b" && [ "$(wc -l <"$MIG_LOG.err")" = 1 ] &&
+		mig_gpu_fault cutfrozen "$MIG_ADDR_b" && [ "$(wc -l <"$MIG_LOG.err")" = 1 ] &&
+		mig_gpu_fault cutrestore "$MIG_ADDR_b"
+}
+
+# The target has too little device memory for the session.
+mig_gpu_target_oom() {
+	[ "$MODE" = cpu ] || return 0
+	mig_gpu_fault none "$MIG_ADDR_small" && grep -q "GiB of device memory\|out of memory\|OUT_OF_MEMORY" "$MIG_LOG.err"
+}
+
+# The target cannot pin the session's mapped pinned memory (the stand-in
+# refuses mapped registrations over 1 MiB there): the process cannot
+# reattach, and resumes on A.
+mig_gpu_cannot_map() {
+	[ "$MODE" = cpu ] || return 0
+	mig_gpu_fault none "$MIG_ADDR_nopin" --no-precopy && grep -q "could not reattach" "$MIG_LOG.err" &&
+		grep -q "new worker cannot hold it" "$CR_OUT.err"
+}
+
+# mig_gpu_held WHAT: gpu-migrate --gpu-only stops before the RESUME (the
+# session paused on A, restored on B); then WHAT is killed: B's workers
+# (the process cannot reattach there and resumes on A), or gpu-migrate
+# (its control connection closes: the process resumes on A; its guard
+# removes the staging). The program finishes on A as if never moved.
+mig_gpu_held() {
+	local what=$1 m
+	mig_pinned_launch devicemap || return 1
+	rm -f "$T/mig-hold" "$T/mig-hold.held"
+	MIG_N=$((MIG_N + 1))
+	MIG_LOG=$T/mig.$MIG_N
+	CICADA_MIGRATE_FAULT=hold CICADA_MIGRATE_HOLD=$T/mig-hold CICADA_TOKEN_FILE=$T/token \
+		CICADA_MIGRATION_TOKEN_FILE=$T/mtoken deadline 90 "$B/bin/gpu-migrate" "$CR_PID" --to "$MIG_ADDR_b" \
+		--gpu-only --work-dir "$T/mig-work-killed" >"$MIG_LOG" 2>"$MIG_LOG.err" &
+	m=$!
+	for _ in $(seq 600); do [ -e "$T/mig-hold.held" ] && break; sleep 0.05; done
+	if [ "$what" = worker ]; then
+		pkill -9 -f "gpu-server --worker-fd .*--cache-dir $T/cache-mig-b" || return 1
+		touch "$T/mig-hold"
+		wait "$m" && return 1
+		grep -q "could not reattach" "$MIG_LOG.err" || return 1
+	else
+		pkill -9 -f "^$B/bin/gpu-migrate $CR_PID --to $MIG_ADDR_b --gpu-only" || return 1
+		wait "$m" 2>/dev/null
+	fi
+	touch "$T/mig-hold"
+	CR_REF=$MIG_REF cr_finished && for _ in $(seq 50); do [ -z "$(ls -A "$T/mig-work-killed")" ] && break; sleep 0.1; done &&
+		[ -z "$(ls -A "$T/mig-work-killed")" ]
+}
+
+# gpu-migrate --gpu-only killed during a pre-copy round (its staging
+# holds the round): the program finishes on A; its guard removes the
+# staging.
+mig_gpu_killed() {
+	local m
+	mig_pinned_launch devicemap || return 1
+	# (no timeout wrapper: this kill is what is tested, and it comes at once)
+	CICADA_MIGRATE_FAULT=stall:1000000 CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken \
+		"$B/bin/gpu-migrate" "$CR_PID" --to "$MIG_ADDR_b" --gpu-only --work-dir "$T/mig-work-killed" \
+		>/dev/null 2>&1 &
+	m=$!
+	for _ in $(seq 100); do [ -n "$(ls -A "$T/mig-work-killed")" ] && break; sleep 0.05; done
+	sleep 0.5
+	[ -n "$(ls -A "$T/mig-work-killed")" ] || { kill -9 "$m"; return 1; }
+	kill -9 "$m"
+	wait "$m" 2>/dev/null
+	CR_REF=$MIG_REF cr_finished && for _ in $(seq 50); do [ -z "$(ls -A "$T/mig-work-killed")" ] && break; sleep 0.1; done &&
+		[ -z "$(ls -A "$T/mig-work-killed")" ]
+}
+
+# A whole move whose link breaks while the target restores the process.
+mig_cut_restore() {
+	mig_launch || return 1
+	CICADA_MIGRATE_FAULT=cutrestore migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
+	grep -q "^gpu-migrate: .*the application goes on where it was" "$MIG_LOG.err" && mig_finished &&
+		wait_for "migration from .* failed\|no go from gpu-migrate" "$T/mig-b.log" 10 && mig_nothing_left
+}
+
 # A whole move onto the target's second GPU (--gpu 1): the preloading
 # worker and the restore both put the program there.
 mig_onto_gpu() {
@@ -297,15 +421,41 @@ run_migrate_tests() {
 		mig_gpu_only
 	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only --no-precopy: the GPU state to another node, output identical" \
 		mig_gpu_only --no-precopy
+	for m in alloc devicemap register; do
+		want migrate-pinned && mig_case "gpu-migrate --gpu-only: pinned memory ($m) of a local client to another node, output identical" \
+			mig_pinned $m
+	done
+	want migrate-pinned && mig_case "gpu-migrate --gpu-only --no-precopy: mapped pinned memory to another node, output identical" \
+		mig_pinned devicemap --no-precopy
 	want migrate-chain && mig_case "gpu-migrate: A to B, then B to C (run on B), output identical" mig_chain
 	want migrate-link-cut && mig_case "gpu-migrate: the link cut during pre-copy, one line, the application finishes on A" \
 		mig_link_cut
 	want migrate-link-cut && mig_case "gpu-migrate --no-precopy: the link cut while the application is frozen, one line, it finishes on A" \
 		mig_link_cut --no-precopy
+	want migrate-link-cut && mig_case "gpu-migrate: the link cut while the target restores, the application finishes on A" \
+		mig_cut_restore
+	want migrate-gpu-faults && mig_case "gpu-migrate --gpu-only: refused by the target, the program (mapped pinned memory) finishes on A" \
+		mig_gpu_refused
+	want migrate-gpu-faults && mig_case "gpu-migrate --gpu-only: the link cut in pre-copy, while paused, while restoring: each time it finishes on A" \
+		mig_gpu_link_cut
+	want migrate-gpu-faults && mig_case "gpu-migrate --gpu-only: the target's workers killed before the reattach, it resumes and finishes on A" \
+		mig_gpu_held worker
+	want migrate-gpu-faults && mig_case "gpu-migrate --gpu-only killed during pre-copy: the program finishes on A, no staging left" \
+		mig_gpu_killed
+	want migrate-gpu-faults && mig_case "gpu-migrate --gpu-only killed while the session is paused: it resumes and finishes on A, no staging left" \
+		mig_gpu_held migrate
 	if [ "$MODE" = cpu ] && want migrate-target-oom; then
 		DRIVER_ENV="$DRIVER_ENV FAKECUDA_TOTAL_MIB=16" mig_node small 4 $((PORT + 22)) &&
 			mig_case "gpu-migrate: a target with too little device memory, the application finishes on A" \
 				mig_target_oom
+	fi
+	if [ "$MODE" = cpu ] && want migrate-gpu-faults; then
+		{ [ -n "${MIG_PID_small:-}" ] || DRIVER_ENV="$DRIVER_ENV FAKECUDA_TOTAL_MIB=16" mig_node small 4 $((PORT + 22)); } &&
+			mig_case "gpu-migrate --gpu-only: a target with too little device memory, the program finishes on A" \
+				mig_gpu_target_oom
+		DRIVER_ENV="$DRIVER_ENV FAKECUDA_MAPPED_MAX_MIB=1" mig_node nopin 7 $((PORT + 25)) &&
+			mig_case "gpu-migrate --gpu-only: a target that cannot pin the session's mapped pinned memory, the program finishes on A" \
+				mig_gpu_cannot_map
 	fi
 	if [ "$MODE" = cpu ] && want migrate-other-model; then
 		DRIVER_ENV="$DRIVER_ENV FAKECUDA_CC=10.0" mig_node sm100 5 $((PORT + 23)) &&

@@ -16,9 +16,17 @@
  * Last it walks the list and reads g_steps back. The output holds no
  * addresses and no timings, so a run that was dumped and restored at any
  * point prints byte for byte what an undisturbed run prints.
+ *
+ * CR_PINNED=alloc, devicemap or register adds 4 MiB of pinned host memory
+ * (cuMemAllocHost, cuMemHostAlloc with DEVICEMAP, or malloc'd pages
+ * cuMemHostRegister'd with DEVICEMAP) that every step copies to the
+ * device and back, changes on the host and, where mapped, has a kernel
+ * change through its device pointer; a checksum of it is printed.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "cr_common.h"
@@ -110,11 +118,60 @@ static unsigned long long checksum_all(void)
 
 static unsigned long dirty_percent = 100;
 
+#define PIN_BYTES (4UL << 20)
+static unsigned *pin;                  /* CR_PINNED: pinned host memory */
+static CUdeviceptr pin_dev, pin_copy;  /* its device pointer (mapped), a device twin */
+
+static void pinned_open(void)
+{
+	const char *mode = getenv("CR_PINNED");
+	unsigned long i;
+
+	if (!mode || !*mode)
+		return;
+	if (!strcmp(mode, "alloc")) {
+		CHECK(cuMemAllocHost((void **)&pin, PIN_BYTES));
+	} else if (!strcmp(mode, "devicemap")) {
+		CHECK(cuMemHostAlloc((void **)&pin, PIN_BYTES, CU_MEMHOSTALLOC_DEVICEMAP));
+	} else if (!strcmp(mode, "register")) {
+		pin = xmalloc(PIN_BYTES + 4096);
+		pin = (unsigned *)(((uintptr_t)pin + 4095) & ~(uintptr_t)4095);
+		CHECK(cuMemHostRegister(pin, PIN_BYTES, CU_MEMHOSTREGISTER_DEVICEMAP));
+	} else {
+		fail("CR_PINNED is alloc, devicemap or register, not '%s'", mode);
+	}
+	if (strcmp(mode, "alloc"))
+		CHECK(cuMemHostGetDevicePointer(&pin_dev, pin, 0));
+	for (i = 0; i < PIN_BYTES / sizeof(unsigned); i++)
+		pin[i] = cr_pattern_value(i, 0x27d4eb2fu, 0);
+	CHECK(cuMemAlloc(&pin_copy, PIN_BYTES));
+}
+
+/* The pinned memory through copies both ways, a kernel where it is
+ * mapped, and the host; then its checksum. */
+static void pinned_step(unsigned step)
+{
+	unsigned long long words = PIN_BYTES / sizeof(unsigned), fold = 0xcbf29ce484222325ULL;
+
+	if (!pin)
+		return;
+	CHECK(cuMemcpyHtoD(pin_copy, pin, PIN_BYTES));
+	cr_step(&k, pin_copy, words / 2, step);
+	if (pin_dev)
+		cr_step(&k, pin_dev + PIN_BYTES / 2, words / 4, step);
+	CHECK(cuMemcpyDtoH(pin, pin_copy, PIN_BYTES / 2));
+	pin[step % words] ^= step * 0x9e3779b9u;
+	for (unsigned long long i = 0; i < words; i++)
+		fold = (fold ^ pin[i]) * 0x100000001b3ULL;
+	printf("step %u pinned 0x%016llx\n", step, fold);
+}
+
 static void run_step(unsigned step)
 {
 	for (int i = 0; i < npieces; i++)
 		cr_step(&k, pieces[i].ptr, i < nbig ? words(&pieces[i]) * dirty_percent / 100 : words(&pieces[i]), step);
 	count_step();
+	pinned_step(step);
 	CHECK(cuCtxSynchronize());
 	printf("step %u checksum 0x%016llx\n", step, checksum_all());
 	fflush(stdout);
@@ -164,6 +221,7 @@ int main(int argc, char **argv)
 	CHECK(cuMemAlloc(&sums, npieces * sizeof(unsigned long long)));
 	fill_all();
 	build();
+	pinned_open();
 	CHECK(cuCtxSynchronize());
 	printf("cr_pattern: %lu MiB in %d pieces + %d small, list of %u nodes\n",
 	       mib, nbig, NSMALL, LIST_NODES);
