@@ -20,9 +20,11 @@
 #include "migrate.h"
 #include "snapshot.h"
 
-static void usage(void)
+#define HELP 3                                /* parse: --help was printed */
+
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N[,M...]]\n"
 		"                   [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR]\n"
 		"                   [--timeout S] [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]\n"
@@ -105,11 +107,12 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		case 'L': snprintf(o->plugins, sizeof(o->plugins), "%s", optarg); break;
 		case 'P': o->precopy = 0; break;
 		case 'S': o->streams = (int)strtol(optarg, &end, 10); if (*end) o->streams = 0; break;
-		default: usage(); return 2;
+		case 'h': usage(stdout); return HELP;
+		default: usage(stderr); return 2;
 		}
 	}
 	if (optind != argc - 1 || !to) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	o->pid = (int)strtol(argv[optind], &end, 10);
@@ -167,6 +170,8 @@ int main(int argc, char **argv)
 
 	log_init("gpu-migrate");
 	rc = parse(argc, argv, &o, err);
+	if (rc == HELP)
+		return 0;
 	if (rc > 0)
 		return rc;
 	if (!rc && o.gpus[0] && setenv("CICADA_RESTORE_GPUS", o.gpus, 1)) {     /* read by the restore's request */
