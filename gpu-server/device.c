@@ -197,3 +197,112 @@ CUresult hand_occupancy_max_potential_block_size(struct worker *w, void *args, v
 	r->v.v_len = 2;
 	return CUDA_SUCCESS;
 }
+
+/* --- devices and their primary contexts --- */
+
+CUresult wrap_cuDeviceGet(struct worker *w, CUdevice *device, int ordinal)
+{
+	return ordinal < 0 ? CUDA_ERROR_INVALID_DEVICE : device_in(w, (uint64_t)ordinal, device);
+}
+
+CUresult wrap_cuDeviceGetCount(struct worker *w, int *count)
+{
+	*count = w->ngpus;
+	return CUDA_SUCCESS;
+}
+
+static int client_refs[PRIMARY_DEVICES_MAX];   /* the client's retains not yet released */
+
+/* What a native context's destruction frees: every allocation the client
+ * made on its GPU. The context itself stays, holding the worker's own
+ * buffers. */
+static CUresult clear_client_state(struct worker *w, CUdevice dev)
+{
+	uint64_t va, size;
+	CUresult err;
+
+	cuCtxPushCurrent(primary_ctx(w, dev));
+	err = cuCtxSynchronize();
+	cuCtxPopCurrent(NULL);
+	for (unsigned i = 0; i < devmem_count(w, 0);) {
+		devmem_get(w, 0, i, &va, &size);
+		if (devmem_device(w, va) != dev || devmem_free(w, va))
+			i++;
+	}
+	return err;
+}
+
+/* The worker holds a GPU's primary context from the client's first use of
+ * it: the arena's memory there must outlive the client's contexts. */
+CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevice dev)
+{
+	CUresult err = primary_ctx(w, dev) ? cuDevicePrimaryCtxRetain(pctx, dev) : CUDA_ERROR_INVALID_DEVICE;
+
+	if (!err && primary_held(dev))
+		client_refs[dev]++;
+	return err;
+}
+
+/* The worker's own reference never goes: a client that releases more
+ * than it retained is told so, as the driver would, instead of taking
+ * the context (and the worker's buffers in it) away. */
+CUresult wrap_cuDevicePrimaryCtxRelease_v2(struct worker *w, CUdevice dev)
+{
+	CUresult err;
+
+	if (!primary_held(dev))
+		return cuDevicePrimaryCtxRelease(dev);
+	if (!client_refs[dev])
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if ((err = cuDevicePrimaryCtxRelease(dev)))
+		return err;
+	if (!--client_refs[dev])
+		clear_client_state(w, dev);
+	return CUDA_SUCCESS;
+}
+
+CUresult wrap_cuDevicePrimaryCtxGetState(struct worker *w, CUdevice dev, unsigned int *flags, int *active)
+{
+	CUresult err = cuDevicePrimaryCtxGetState(dev, flags, active);
+
+	if (!err && primary_held(dev))
+		*active = client_refs[dev] > 0;
+	return err;
+}
+
+/* A real reset would free the worker's own buffers (pinned scratch, the
+ * registered staging area, the arena) under it: the worker frees what is
+ * the client's instead. Its modules, streams and events stay until the
+ * session ends. */
+CUresult wrap_cuDevicePrimaryCtxReset_v2(struct worker *w, CUdevice dev)
+{
+	CUresult err;
+
+	if (!primary_held(dev))
+		return cuDevicePrimaryCtxReset(dev);
+	err = clear_client_state(w, dev);
+	log_info("client %s reset device %d's primary context: its allocations are freed", w->peer, (int)dev);
+	return err == CUDA_ERROR_INVALID_CONTEXT ? CUDA_SUCCESS : err;
+}
+
+/* Names a device's primary context without leaving it active (a retain
+ * and release); the id is the one a later retain returns. */
+CUresult hand_primary_ctx_handle(struct worker *w, void *args, void *res)
+{
+	scalars *a = args;
+	scalar_res *r = res;
+	CUdevice dev;
+	CUcontext ctx;
+	CUresult err;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((err = device_in(w, a->v.v_val[0], &dev)))
+		return err;
+	if (!primary_ctx(w, dev))            /* held, so the id names a context that stays */
+		return CUDA_ERROR_INVALID_DEVICE;
+	if ((err = cuDevicePrimaryCtxRetain(&ctx, dev)))
+		return err;
+	cuDevicePrimaryCtxRelease(dev);
+	return one_scalar(r, handle_put(w, H_CTX, ctx));
+}

@@ -11,29 +11,6 @@
 #include <unistd.h>
 #include "gpu-server.h"
 
-#define MAX_PROC 1024                         /* above every number in calls.tbl */
-
-static const struct proc_desc *proc_index[MAX_PROC];
-
-void worker_index_procs(void)
-{
-	for (const struct proc_desc *d = server_procs; d->name; d++)
-		if (d->proc < MAX_PROC)
-			proc_index[d->proc] = d;
-		else
-			log_error("procedure %u (%s) is past MAX_PROC: raise it", d->proc, d->name);
-}
-
-/* A reply of one scalar (a handle id, mostly); 0 is an id never given. */
-CUresult one_scalar(scalar_res *r, uint64_t v)
-{
-	if (!v || !(r->v.v_val = malloc(sizeof(uint64_t))))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	r->v.v_val[0] = v;
-	r->v.v_len = 1;
-	return CUDA_SUCCESS;
-}
-
 static void set_pending(struct worker *w, CUresult err)
 {
 	if (err != CUDA_SUCCESS && w->pending == CUDA_SUCCESS)
@@ -112,11 +89,6 @@ int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_
 	xdr_destroy(&x);
 	*desc = d;
 	return 0;
-}
-
-const struct proc_desc *worker_proc(unsigned proc)
-{
-	return proc < MAX_PROC ? proc_index[proc] : NULL;
 }
 
 void worker_free_args(unsigned proc, const struct proc_desc *d, void *args)

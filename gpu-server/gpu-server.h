@@ -122,6 +122,7 @@ void handle_set(struct worker *w, uint64_t id, void *real);
 void handles_on_forget(struct worker *w, void (*hook)(struct worker *w, enum handle_kind kind, uint64_t id));
 uint64_t handle_find(struct worker *w, enum handle_kind kind, const void *real);
 enum handle_kind handle_kind_of(struct worker *w, uint64_t id);
+void handles_on_load(void (*hook)(struct worker *w, uint64_t id));
 
 /* The procedure table (generated). */
 enum { PROC_ASYNC = 1, PROC_SYNCPOINT = 2, PROC_RECORD = 4, PROC_CREATES = 8 };
@@ -145,6 +146,11 @@ struct proc_desc {
 
 extern const struct proc_desc server_procs[];
 
+/* procs.c: the table by number (below dispatch.c, replay.c, restore.c) */
+void worker_index_procs(void);
+const struct proc_desc *worker_proc(unsigned proc);
+CUresult one_scalar(scalar_res *r, uint64_t v);
+
 static inline uint64_t float_to_u64(float f)
 {
 	union { float f; uint32_t u; } v = { .f = f };
@@ -152,6 +158,7 @@ static inline uint64_t float_to_u64(float f)
 }
 
 /* primary.c */
+#define PRIMARY_DEVICES_MAX 64               /* GPUs whose primary context the worker may hold */
 CUcontext primary_ctx(struct worker *w, CUdevice dev);
 void primary_on_take(void (*hook)(struct worker *w, CUdevice dev));
 int primary_held(CUdevice dev);
@@ -273,6 +280,8 @@ void ordered_collect(struct worker *w, int wait);
 CUresult ordered_alloc(struct worker *w, uint64_t size, uint64_t *va);
 CUresult ordered_free(struct worker *w, uint64_t va);
 CUresult ordered_note_graph_mem(struct worker *w, uint64_t va);
+CUresult ordered_alloc_async(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream);
+CUresult ordered_free_async(struct worker *w, CUdeviceptr dptr, CUstream stream);
 void hostfn_close(struct worker *w);
 CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data);
 uint64_t hostfn_node_id(CUhostFn fn, void *data);
@@ -310,6 +319,7 @@ typedef int (*replay_fn)(void *ctx, const struct replay_entry *e);
 void replay_note(struct worker *w, const struct proc_desc *d, void *args, uint64_t parent);
 void replay_note_global(struct worker *w, uint64_t parent, uint64_t va, uint64_t size);
 void replay_drop(struct worker *w, uint64_t id);
+void replay_note_load(struct worker *w, uint64_t id);
 void replay_note_events(struct worker *w);
 #define STREAM_PEAK_MAX 1024                 /* streams a stream_peak record makes alive at most */
 unsigned replay_count(const struct worker *w);
@@ -325,15 +335,12 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir);
 
 /* dispatch.c: the calls (below session.c, checkpoint.c, restore.c) */
 #define ARGS_MAX 1024
-void worker_index_procs(void);
 int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_hdr *hdr,
 		  const struct proc_desc **desc, void *args);
 void worker_free_args(unsigned proc, const struct proc_desc *d, void *args);
 int worker_serve(struct worker *w);
 CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args, void *res,
 			uint64_t *scalar_out);
-const struct proc_desc *worker_proc(unsigned proc);
-CUresult one_scalar(scalar_res *r, uint64_t v);
 
 /* session.c: what a handed-over connection is for, and detached life */
 struct handoff {

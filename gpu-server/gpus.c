@@ -162,17 +162,6 @@ int device_slot(const struct worker *w, CUdevice real)
 	return -1;
 }
 
-CUresult wrap_cuDeviceGet(struct worker *w, CUdevice *device, int ordinal)
-{
-	return ordinal < 0 ? CUDA_ERROR_INVALID_DEVICE : device_in(w, (uint64_t)ordinal, device);
-}
-
-CUresult wrap_cuDeviceGetCount(struct worker *w, int *count)
-{
-	*count = w->ngpus;
-	return CUDA_SUCCESS;
-}
-
 /* A fresh session's GPUs: chosen, with the worker's own context (its
  * copies, its pinned buffers are portable) on the client's first GPU. */
 int gpus_setup(struct worker *w, const char *visible, char *why)

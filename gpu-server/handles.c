@@ -98,14 +98,13 @@ static CUresult function_load(struct worker *w, struct handle_entry *e, int *kee
 	return err;
 }
 
-/* The load as the replay log keeps it (its parent: the function). */
-static void note_load(struct worker *w, uint64_t id)
-{
-	const struct proc_desc *d = worker_proc(P_func_load);
-	scalars a = { { 1, &id } };
+static void (*load_hook)(struct worker *w, uint64_t id);
 
-	if (d)
-		replay_note(w, d, &a, id);
+/* hook learns of each function's first use in a context that is kept
+ * (the replay log records it: replay.c's replay_note_load). */
+void handles_on_load(void (*hook)(struct worker *w, uint64_t id))
+{
+	load_hook = hook;
 }
 
 CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void **real)
@@ -127,7 +126,8 @@ CUresult handle_get(struct worker *w, enum handle_kind kind, uint64_t id, void *
 	if (kind != H_FUNCTION || e->loaded == loaded_key(w, e) || used_here(w, e))
 		return CUDA_SUCCESS;
 	if (!(err = function_load(w, e, &keep)) && keep)
-		note_load(w, id);
+		if (load_hook)
+			load_hook(w, id);
 	return err;
 }
 
@@ -237,10 +237,4 @@ void handle_forget(struct worker *w, uint64_t id)
 	if (w->handles[id - HANDLE_BASE].kind == H_CTX)
 		handles_ctx_gone(w, id);
 	w->handles[id - HANDLE_BASE].kind = H_FREE;
-}
-
-void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id)
-{
-	handle_forget(w, id);
-	replay_drop(w, id);
 }

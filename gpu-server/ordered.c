@@ -101,18 +101,25 @@ CUresult ordered_free(struct worker *w, uint64_t va)
 	return pending_free(w, va) ? CUDA_ERROR_INVALID_VALUE : devmem_free(w, va);
 }
 
-CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream)
+/* cuMemAllocAsync: from the arena, or, in a capture, the driver's graph
+ * memory. */
+CUresult ordered_alloc_async(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream)
 {
+	uint64_t va;
 	CUresult err;
 
-	if (!capturing(stream))
-		return wrap_cuMemAlloc_v2(w, dptr, size);
+	if (!capturing(stream)) {
+		if (!(err = ordered_alloc(w, size, &va)))
+			*dptr = (CUdeviceptr)va;
+		return err;
+	}
 	if ((err = cuMemAllocAsync(dptr, size, stream)))
 		return err;
 	return ordered_note_graph_mem(w, *dptr);
 }
 
-CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream)
+/* cuMemFreeAsync: back to the arena once the stream gets there. */
+CUresult ordered_free_async(struct worker *w, CUdeviceptr dptr, CUstream stream)
 {
 	struct ordered_free *f;
 	uint64_t base, size;

@@ -423,3 +423,21 @@ CUresult hand_event_recorded(struct worker *w, void *args, void *res)
 	w->handles[a->v.v_val[0] - HANDLE_BASE].loaded = 1;
 	return CUDA_SUCCESS;
 }
+
+/* A function's first use in a context, as the log keeps it (its parent:
+ * the function); handles.c calls it (handles_on_load). */
+void replay_note_load(struct worker *w, uint64_t id)
+{
+	const struct proc_desc *d = worker_proc(P_func_load);
+	scalars a = { { 1, &id } };
+
+	if (d)
+		replay_note(w, d, &a, id);
+}
+
+/* Lets an id go, from the handle table and the log. */
+void handle_drop(struct worker *w, enum handle_kind kind, uint64_t id)
+{
+	handle_forget(w, id);
+	replay_drop(w, id);
+}

@@ -142,6 +142,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 
 	hostarea_enable();                   /* before CUDA: see wire/hostarea.c */
 	worker_index_procs();
+	handles_on_load(replay_note_load);
 	w.cache_dir = cache_dir;
 	w.owner_uid = (uid_t)-1;
 	w.run_dir = run_dir;
