@@ -37,69 +37,6 @@ int token_load(const char *path, char *token, size_t len, char *err)
 	return 0;
 }
 
-/* Descriptors handed over as remote (a TLS relay's inner end, whose
- * credentials are the server's own): they have no local peer, and their
- * client is the host the relay serves. A number handed again without
- * the mark loses it; a stale mark only refuses. */
-#define REMOTE_MAX 64
-static struct { int fd; char host[REMOTE_HOST_MAX]; } remote[REMOTE_MAX];
-static unsigned nremote;
-
-static int remote_index(int fd)
-{
-	for (unsigned i = 0; i < nremote; i++)
-		if (remote[i].fd == fd)
-			return (int)i;
-	return -1;
-}
-
-/* Marks fd remote (host: its client) or local (host NULL); -1 if it
- * cannot be marked (the caller must not use the connection then). */
-int peer_mark_remote(int fd, const char *host)
-{
-	int i = remote_index(fd);
-
-	if (!host) {
-		if (i >= 0)
-			remote[i] = remote[--nremote];
-		return 0;
-	}
-	if (i < 0 && nremote == REMOTE_MAX)
-		return -1;
-	if (i < 0)
-		i = (int)nremote++;
-	remote[i].fd = fd;
-	snprintf(remote[i].host, sizeof(remote[i].host), "%s", host);
-	return 0;
-}
-
-/* The client host of a remote-marked fd, or NULL. */
-const char *peer_remote_host(int fd)
-{
-	int i = remote_index(fd);
-
-	return i < 0 ? NULL : remote[i].host;
-}
-
-/* The credentials of fd's peer, if fd is a unix socket's (a process on
- * this node; TCP sockets answer with no pid); -1 otherwise. */
-int peer_cred(int fd, struct ucred *out)
-{
-	socklen_t len = sizeof(*out);
-
-	if (remote_index(fd) >= 0)
-		return -1;
-	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, out, &len) && len == sizeof(*out) && out->pid ? 0 : -1;
-}
-
-/* Whether fd's peer is a unix one running as root or as the server's user. */
-int peer_privileged(int fd)
-{
-	struct ucred cred;
-
-	return !peer_cred(fd, &cred) && privsep_is_server(cred.uid);
-}
-
 /* Adds the users (or groups) of a comma-separated list of names or
  * numbers to the allow list. */
 int allow_parse(struct allow_list *a, const char *list, int groups, char *err)

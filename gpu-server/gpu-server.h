@@ -358,7 +358,6 @@ int ticket_valid(const char *ticket);
 struct sockaddr_un;
 /* A session socket's address (abstract: no file), and its length. */
 unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa);
-unsigned run_socket_addr(const char *run_dir, const char *leaf, struct sockaddr_un *sa);
 int handoff_from_server(int conn);       /* whether conn's peer is the server */
 int handoff_accept(int lfd, struct wire_buf *hello);   /* -2: a stranger, refused */
 #define HANDOFF_TIMEOUT_MS 2000
@@ -367,7 +366,6 @@ int handoff_accept(int lfd, struct wire_buf *hello);   /* -2: a stranger, refuse
 /* privsep.c: workers run as their tenant */
 int privsep_set_user(const char *name, char *err);
 void privsep_init(void);
-int privsep_is_server(uid_t uid);
 int privsep_peer_ids(int fd, uid_t *uid, gid_t *gid, char *err);
 int privsep_drop_for(struct worker *w, int fd, char *err);
 void privsep_worker_ended(const char *run_dir, pid_t pid);
@@ -375,7 +373,8 @@ void privsep_worker_ended(const char *run_dir, pid_t pid);
 /* preload.c: a migration's device memory, loaded before its restore */
 struct preload;
 void preload_start(struct worker *w, int ctl);
-int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout);
+int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout,
+		 int (*accept)(int lfd, struct wire_buf *hello));
 int preload_attach(struct worker *w);
 int preload_in_place(void *ctx, uint64_t va, uint64_t size, uint64_t sum);
 void preload_end(struct worker *w);
@@ -388,14 +387,28 @@ void lanes_close(struct worker *w);          /* lanes.c */
 
 /* snapio.c: what checkpoints and restores share (below both) */
 struct snap_memory_ops;
-struct snap_reader;
 void worker_memory_ops(struct worker *w, struct snap_memory_ops *ops);
+
+/* pinned.c: pinned host buffers */
 void *worker_pinned(struct worker *w, size_t size);
 void worker_pinned_free(void *p, size_t size);
+
+/* peer.c: who is at the other end of a socket */
+struct ucred;
+struct sockaddr_un;
+void peer_set_server(uid_t uid);
+int peer_is_server(uid_t uid);
+int peer_cred(int fd, struct ucred *out);
+#define REMOTE_HOST_MAX 64
+int peer_mark_remote(int fd, const char *host);  /* handed as remote (host) or local (NULL) */
+const char *peer_remote_host(int fd);
+int peer_privileged(int fd);
+unsigned run_socket_addr(const char *run_dir, const char *leaf, struct sockaddr_un *sa);
+
+/* modcache.c: module images, from the node's cache or a restored snapshot */
+struct snap_reader;
 int worker_images_load(struct worker *w, struct snap_reader *r, const struct Cicada__Manifest *m, char *err);
 int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size);
-
-/* modcache.c */
 void modcache_identify(struct worker *w);
 int modcache_lookup(const struct worker *w, const image_hash *hash, void **image, size_t *size);
 void modcache_store(const struct worker *w, const image_hash *hash, const void *image, size_t size);
@@ -490,11 +503,5 @@ struct allow_list {
 int allow_parse(struct allow_list *a, const char *list, int groups, char *err);
 int allow_peer(const struct allow_list *a, uid_t uid, gid_t gid);
 int dir_check(const char *path, const char *what, char *err);
-struct ucred;
-int peer_cred(int fd, struct ucred *out);
-#define REMOTE_HOST_MAX 64
-int peer_mark_remote(int fd, const char *host);  /* handed as remote (host) or local (NULL) */
-const char *peer_remote_host(int fd);
-int peer_privileged(int fd);
 
 #endif

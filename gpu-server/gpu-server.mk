@@ -2,7 +2,7 @@
 
 SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server/worker.c gpu-server/dispatch.c gpu-server/procs.c gpu-server/session.c gpu-server/handoff.c gpu-server/handles.c \
                gpu-server/device.c gpu-server/memory.c gpu-server/module.c gpu-server/modcache.c \
-               gpu-server/auth.c gpu-server/primary.c gpu-server/devmem.c gpu-server/alloc.c gpu-server/replay.c \
+               gpu-server/auth.c gpu-server/peer.c gpu-server/pinned.c gpu-server/primary.c gpu-server/devmem.c gpu-server/alloc.c gpu-server/replay.c \
                gpu-server/checkpoint.c gpu-server/restore.c gpu-server/snapio.c gpu-server/globals.c \
                gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/graph_stage.c gpu-server/hostfn.c gpu-server/lanes.c gpu-server/ordered.c gpu-server/array.c \
                gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c gpu-server/jit.c gpu-server/link.c gpu-server/vmm.c gpu-server/vmm_place.c gpu-server/objects.c gpu-server/objects_save.c gpu-server/objects_restore.c \

@@ -32,21 +32,6 @@ int ticket_valid(const char *t)
 	return n == CICADA_TICKET_LEN && !t[n];
 }
 
-/* The abstract address of a worker's socket named leaf (a ticket, an
- * IPC owner): no file, so a worker that runs as its tenant can make it.
- * The run directory enters as a hash, so that two servers on a node
- * never share a name and a long directory never cuts the leaf short. */
-unsigned run_socket_addr(const char *run_dir, const char *leaf, struct sockaddr_un *sa)
-{
-	int n;
-
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "cicada.%016llx.%.64s",
-		     (unsigned long long)XXH3_64bits(run_dir, strlen(run_dir)), leaf);
-	return (unsigned)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
 unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa)
 {
 	return run_socket_addr(run_dir, ticket, sa);
@@ -58,7 +43,7 @@ int handoff_from_server(int conn)
 {
 	struct ucred cred;
 
-	return !peer_cred(conn, &cred) && privsep_is_server(cred.uid);
+	return !peer_cred(conn, &cred) && peer_is_server(cred.uid);
 }
 
 /* Connects to a session socket without waiting: a full backlog is a busy

@@ -126,7 +126,7 @@ static int same_user(int c)
 
 	if (peer_cred(c, &cred))
 		return 0;
-	if (cred.uid == geteuid() || privsep_is_server(cred.uid))
+	if (cred.uid == geteuid() || peer_is_server(cred.uid))
 		return 1;
 	log_warn("refused CUDA IPC to a worker of uid %u: another user's", (unsigned)cred.uid);
 	return 0;

@@ -27,6 +27,7 @@
 #include <xxhash.h>
 #include <openssl/evp.h>
 #include "gpu-server.h"
+#include "snapshot.h"
 
 #define SHA_HEX 65
 #define QUOTA_DEFAULT (4ull << 30)
@@ -268,4 +269,55 @@ void modcache_store(const struct worker *w, const image_hash *hash, const void *
 	if (write_file(path, sha, SHA_HEX - 1))
 		log_warn("cannot write module cache index %s: %s", path, strerror(errno));
 	evict(w);
+}
+
+/* --- module images --- */
+
+struct image {
+	image_hash hash;
+	void *data;
+	size_t size;
+};
+
+struct image_table {
+	struct image *v;
+	size_t n;
+};
+
+/* Module images that came with a snapshot (the local cache may lack them). */
+int worker_image_find(struct worker *w, const image_hash *hash, void **data, size_t *size)
+{
+	struct image_table *t = w->images;
+
+	for (size_t i = 0; t && i < t->n; i++) {
+		if (t->v[i].hash.lo != hash->lo || t->v[i].hash.hi != hash->hi)
+			continue;
+		if (!(*data = malloc(t->v[i].size)))
+			return -1;
+		memcpy(*data, t->v[i].data, t->v[i].size);
+		*size = t->v[i].size;
+		return 0;
+	}
+	return -1;
+}
+
+/* Keeps the module images of the snapshot r reads. */
+int worker_images_load(struct worker *w, struct snap_reader *r, const Cicada__Manifest *m, char *err)
+{
+	struct image_table *t = calloc(1, sizeof(*t));
+
+	if (!t || !(t->v = calloc(m->n_images + 1, sizeof(*t->v)))) {
+		free(t);
+		wire_fail(err, "out of memory");
+		return -1;
+	}
+	w->images = t;
+	for (size_t i = 0; i < m->n_images; i++, t->n++) {
+		struct image *im = &t->v[i];
+		im->hash.lo = m->images[i]->hash_lo;
+		im->hash.hi = m->images[i]->hash_hi;
+		if (snap_read_image(r, i, &im->data, &im->size, err))
+			return -1;
+	}
+	return 0;
 }

@@ -256,7 +256,8 @@ static int command(struct preload *p)
 /* Waits for the restore on lfd, loading the rounds that come meanwhile:
  * the connection passed to lfd, or -1 once migrate_in is gone without one
  * (or nobody came within timeout seconds). */
-int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
+int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout,
+		 int (*accept)(int lfd, struct wire_buf *hello))
 {
 	struct preload *p = w->preload;
 	struct pollfd f[2] = { { .fd = p->ctl, .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
@@ -269,7 +270,7 @@ int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout)
 			return -1;
 		if (f[0].revents)
 			continue;                    /* rounds first: the restore needs them */
-		if ((fd = handoff_accept(lfd, hello)) != -2)
+		if ((fd = accept(lfd, hello)) != -2)
 			return fd;
 	}
 }

@@ -36,13 +36,12 @@
 
 static struct {
 	char service_user[64];               /* --user: TCP and TLS tenants run as it */
-	uid_t server_uid;                    /* who started us: root or the server's user */
-} ps = { .server_uid = (uid_t)-1 };
+} ps;
 
 /* Notes who started the process, before anything may drop (main). */
 void privsep_init(void)
 {
-	ps.server_uid = getuid();
+	peer_set_server(getuid());
 }
 
 int privsep_set_user(const char *name, char *err)
@@ -51,13 +50,6 @@ int privsep_set_user(const char *name, char *err)
 		return wire_fail(err, "--user: a user name of 1 to %zu characters", sizeof(ps.service_user) - 1);
 	snprintf(ps.service_user, sizeof(ps.service_user), "%s", name);
 	return 0;
-}
-
-/* Whether uid is root or the server's user (as the process started, not
- * as it may run now). */
-int privsep_is_server(uid_t uid)
-{
-	return uid == 0 || uid == ps.server_uid;
 }
 
 /* The user TCP and TLS tenants run as: --user, else "cicada" where that
@@ -88,7 +80,7 @@ int privsep_peer_ids(int fd, uid_t *uid, gid_t *gid, char *err)
 	char name[64];
 
 	if (!peer_cred(fd, &cred)) {
-		if (privsep_is_server(cred.uid))
+		if (peer_is_server(cred.uid))
 			return 1;
 		*uid = cred.uid;
 		*gid = cred.gid;

@@ -376,7 +376,7 @@ static int owner_ok(struct worker *w, int fd)
 			snprintf(w->owner, sizeof(w->owner), "token");
 		return 1;                    /* the token and the ticket */
 	}
-	w->req_class = privsep_is_server(cred.uid) ? REQ_PRIVILEGED : REQ_USER;
+	w->req_class = peer_is_server(cred.uid) ? REQ_PRIVILEGED : REQ_USER;
 	w->req_uid = cred.uid;
 	if (w->req_class == REQ_PRIVILEGED) {
 		if (!w->owner[0] && !w->ticket[0])   /* a new session of root's (a restore names its own) */
@@ -463,7 +463,7 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello)
 
 	w->channel_call = channel_call;
 	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
-		fd = w->preload ? preload_wait(w, lfd, hello, timeout) : wait_handed(w, lfd, hello, timeout);
+		fd = w->preload ? preload_wait(w, lfd, hello, timeout, handoff_accept) : wait_handed(w, lfd, hello, timeout);
 	preload_end(w);
 	if (lfd >= 0)
 		session_unlisten(w, lfd);
