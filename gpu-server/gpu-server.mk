@@ -1,13 +1,15 @@
 # gpu-server.mk: the gpu-server daemon (links the real libcuda.so.1).
 
-SERVER_SRCS := gpu-server/main.c gpu-server/pool.c gpu-server/admit.c gpu-server/worker.c gpu-server/dispatch.c gpu-server/procs.c gpu-server/session.c gpu-server/handoff.c gpu-server/handles.c \
-               gpu-server/device.c gpu-server/memory.c gpu-server/module.c gpu-server/modcache.c \
-               gpu-server/auth.c gpu-server/peer.c gpu-server/pinned.c gpu-server/primary.c gpu-server/devmem.c gpu-server/alloc.c gpu-server/replay.c \
-               gpu-server/checkpoint.c gpu-server/restore.c gpu-server/snapio.c gpu-server/globals.c \
-               gpu-server/output.c gpu-server/graph.c gpu-server/graph_node.c gpu-server/graph_stage.c gpu-server/hostfn.c gpu-server/lanes.c gpu-server/ordered.c gpu-server/array.c \
-               gpu-server/nvml.c gpu-server/nvml_real.c gpu-server/nvml_cuda.c gpu-server/jit.c gpu-server/link.c gpu-server/vmm.c gpu-server/vmm_place.c gpu-server/objects.c gpu-server/objects_save.c gpu-server/objects_restore.c \
-               gpu-server/migrate_in.c gpu-server/precopy.c gpu-server/devhash.c gpu-server/preload.c \
-               gpu-server/gpus.c gpu-server/placement.c gpu-server/ipc.c gpu-server/ipc_save.c gpu-server/tensormap.c gpu-server/privsep.c
+# Four parts, each a folder with one header, each calling only the parts
+# below it (gpu-server.h says what each holds): front -> checkpoint ->
+# calls -> state.
+SERVER_FRONT      := main pool admit placement auth handoff session privsep worker migrate_in
+SERVER_CHECKPOINT := checkpoint restore snapio objects_save objects_restore ipc_save devhash precopy preload
+SERVER_CALLS      := dispatch device alloc memory module array graph graph_node graph_stage hostfn lanes output \
+                     vmm ipc tensormap jit link nvml nvml_real nvml_cuda
+SERVER_STATE      := procs handles replay devmem ordered primary gpus globals vmm_place objects modcache peer pinned
+SERVER_SRCS := $(SERVER_FRONT:%=gpu-server/front/%.c) $(SERVER_CHECKPOINT:%=gpu-server/checkpoint/%.c) \
+               $(SERVER_CALLS:%=gpu-server/calls/%.c) $(SERVER_STATE:%=gpu-server/state/%.c)
 # With the CRIU plugin's requests (request.c), as gpu-migrate: an incoming
 # migration whose copy may not run has its restored session ended.
 SERVER_SHARED := criu-plugin/request.c criu-plugin/session_file.c
@@ -24,7 +26,7 @@ $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c | $(GEN)/server_calls.h $(GEN
 # The device hashing kernel (devhash.cu): SASS for Hopper, PTX that any
 # newer GPU compiles; embedded as an array (devhash_image.c).
 DEVHASH_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
-$(BUILD)/gpu-server/devhash.fatbin: gpu-server/devhash.cu snapshot-format/devhash.h
+$(BUILD)/gpu-server/devhash.fatbin: gpu-server/checkpoint/devhash.cu snapshot-format/devhash.h
 	@mkdir -p $(@D)
 	$(NVCC) -fatbin -Isnapshot-format $(DEVHASH_ARCH) -o $@ $<
 $(GEN)/devhash_image.c: $(BUILD)/gpu-server/devhash.fatbin

@@ -21,7 +21,7 @@ FUZZ_CFLAGS  := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -
                 $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Invml -Icriu-plugin -Isnapshot-format \
                 $(DEPFLAGS)
 
-FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/main.c,$(SERVER_SRCS)) $(SERVER_SHARED)
+FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/front/main.c,$(SERVER_SRCS)) $(SERVER_SHARED)
 FUZZ_OBJS := $(FUZZ_SRCS:%.c=$(FUZZ_OBJDIR)/%.o) \
              $(FUZZ_OBJDIR)/gen/server_calls.o $(FUZZ_OBJDIR)/gen/cicada_xdr.o $(FUZZ_OBJDIR)/gen/devhash_image.o
 FUZZ_GEN_HDRS := $(GEN)/cicada.h $(GEN)/server_calls.h $(GEN)/manifest.pb-c.h

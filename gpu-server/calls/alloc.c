@@ -1,0 +1,64 @@
+/*
+ * alloc.c: the driver's allocation calls that calls.tbl routes here,
+ * answered from the worker's arena (devmem.c) through the stream-ordered
+ * allocator (ordered.c).
+ */
+#include "calls.h"
+
+CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize)
+{
+	uint64_t va;
+	CUresult err = ordered_alloc(w, bytesize, &va);
+
+	if (!err)
+		*dptr = (CUdeviceptr)va;
+	return err;
+}
+
+/* The driver's cuMemFree waits for the device's work first, and programs
+ * count on it (Thrust frees its scratch memory right after launching the
+ * kernels that use it): the arena may unmap the memory at once, so the
+ * worker waits too. An error of earlier work is reported later, as a
+ * pipelined call's is. */
+CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr)
+{
+	CUresult err = cuCtxSynchronize();
+
+	if (err && w->pending == CUDA_SUCCESS)
+		w->pending = err;
+	return ordered_free(w, dptr);
+}
+
+/* Rows aligned like the driver's own (512 bytes on current GPUs). */
+CUresult wrap_cuMemAllocPitch_v2(struct worker *w, CUdeviceptr *dptr, size_t *pitch, size_t width,
+				 size_t height, unsigned int elem)
+{
+	size_t p = (width + 511) / 512 * 512;
+
+	if (!width || !height || (elem != 4 && elem != 8 && elem != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	*pitch = p;
+	return wrap_cuMemAlloc_v2(w, dptr, p * height);
+}
+
+/* Arena allocations answer for themselves; module globals ask the driver. */
+CUresult wrap_cuMemGetAddressRange_v2(struct worker *w, CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	uint64_t base, size;
+
+	if (devmem_range(w, dptr, &base, &size))
+		return cuMemGetAddressRange(pbase, psize, dptr);
+	*pbase = (CUdeviceptr)base;
+	*psize = (size_t)size;
+	return CUDA_SUCCESS;
+}
+
+CUresult wrap_cuMemAllocAsync(struct worker *w, CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	return ordered_alloc_async(w, dptr, size, stream);
+}
+
+CUresult wrap_cuMemFreeAsync(struct worker *w, CUdeviceptr dptr, CUstream stream)
+{
+	return ordered_free_async(w, dptr, stream);
+}

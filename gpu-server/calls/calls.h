@@ -1,0 +1,98 @@
+/*
+ * calls.h: the driver calls a client makes: the dispatch loop and
+ * the wrap_ and hand_ functions calls.tbl names, object by object. Above
+ * state/ alone.
+ */
+#ifndef CICADA_GPU_SERVER_CALLS_H
+#define CICADA_GPU_SERVER_CALLS_H
+
+#include "state/state.h"
+
+/* The wrap_ functions calls.tbl names, which the generated handlers call. */
+#include "server_calls.h"
+/* vmm.c: the application's own virtual memory (cuMemCreate, cuMemMap) */
+struct snap_range;
+struct Cicada__Manifest;
+unsigned vmm_ranges(const struct worker *w, struct snap_range *out);
+CUdevice vmm_device_of(const struct worker *w, uint64_t va);
+int vmm_save(struct worker *w, struct Cicada__Manifest *m);
+void vmm_save_free(struct Cicada__Manifest *m);
+int vmm_restore_upto(struct worker *w, const struct Cicada__Manifest *m, uint64_t seq, char *err);
+int vmm_restore(struct worker *w, const struct Cicada__Manifest *m, char *err);
+CUresult vmm_alloc_real(struct worker *w, uint64_t id, CUmemGenericAllocationHandle *h, uint64_t *size);
+CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t size, const void *token, uint64_t *id);
+typedef CUresult (*vmm_open_fn)(struct worker *w, const void *token, CUmemGenericAllocationHandle *h, void *ctx);
+CUresult vmm_resume(struct worker *w, vmm_open_fn open, void *ctx);
+int vmm_each_import(struct worker *w, int (*each)(struct worker *w, const void *token, void *ctx), void *ctx);
+/* graph_node.c: a node's parameters between the wire and the driver */
+CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs);
+CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g);
+
+/* jit.c: JIT and linker options a client sent, and the logs they fill */
+#define JIT_SET_MAX (CICADA_JIT_OPTIONS_MAX + 4)
+struct jit_set {
+	CUjit_option opt[JIT_SET_MAX];
+	void *val[JIT_SET_MAX];
+	unsigned n;
+	char *info, *error;                  /* the worker's log buffers */
+	size_t info_size, error_size;
+	float wall_time;
+	int wall;
+};
+CUresult jit_set_make(struct jit_set *s, const jit_option *o, unsigned n);
+void jit_set_logs(const struct jit_set *s, jit_logs *out);
+void jit_set_free(struct jit_set *s);
+
+/* module.c: the launch configuration launch_config_pack sent */
+CUresult launch_config_unpack(struct worker *w, const uint64_t *v, CUlaunchConfig *c, CUlaunchAttribute *attrs);
+/* hostfn.c: host functions, the client runs them */
+void hostfn_close(struct worker *w);
+CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data);
+uint64_t hostfn_node_id(CUhostFn fn, void *data);
+CUresult hostfn_copy_node(struct worker *w, const uint64_t *params, unsigned n, void *shared, uint64_t size,
+			  int to_device, CUhostFn *fn, void **data, void **stage);
+const uint64_t *hostfn_copy_params(CUhostFn fn, void *data, unsigned *n);
+
+/* graph_stage.c: graph copy nodes of a client's pageable memory */
+int graph_staged(const graph_params *g);
+CUresult graph_stage_build(struct worker *w, const graph_params *g, CUgraph into);
+const uint64_t *graph_stage_params(CUgraphNode node, unsigned *n);
+CUresult graph_stage_set(struct worker *w, CUgraphExec exec, CUgraphNode node, graph_params *g);
+
+/* array.c: CUDA arrays, texture and surface objects */
+
+/* output.c: device printf output, forwarded to the client */
+int output_capture(void);
+int output_forward(struct worker *w, struct wire_buf *out);
+int output_waiting(void);
+/* dispatch.c: the calls (below session.c, checkpoint.c, restore.c) */
+#define ARGS_MAX 1024
+int worker_decode(struct worker *w, const struct wire_buf *in, struct wire_call_hdr *hdr,
+		  const struct proc_desc **desc, void *args);
+void worker_free_args(unsigned proc, const struct proc_desc *d, void *args);
+int worker_serve(struct worker *w);
+CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args, void *res,
+			uint64_t *scalar_out);
+/* lanes.c: a remote client's bulk lanes */
+void lanes_close(struct worker *w);          /* lanes.c */
+/* nvml.c, nvml_real.c, nvml_cuda.c: NVML queries for Cicada's
+ * libnvidia-ml.so.1, answered by the server's NVML or, where it has none,
+ * from the driver API. ret values are nvmlReturn_t (nvml/nvml-wire.h);
+ * the functions are cicada.x's nvml_func. */
+struct nvml_reply {
+	uint64_t v[CICADA_SCALARS_MAX];
+	unsigned nv;
+	char data[4096];
+	unsigned ndata;
+};
+void nvml_put(struct nvml_reply *r, uint64_t v);
+void nvml_put_text(struct nvml_reply *r, const char *text);
+void nvml_prepare(void);
+int nvml_real_open(char *why, size_t len);
+int nvml_real_count(unsigned *count);
+int nvml_real_index_by_pci(const char *bus, unsigned *index);
+int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r);
+int nvml_cuda_count(unsigned *count);
+int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r);
+
+#endif

@@ -1,0 +1,101 @@
+/*
+ * front.h: the daemon and the worker process: the listening
+ * front door (admission, authentication, placement, the pool of
+ * workers, incoming migrations), the handing over of connections, a
+ * worker's session and its privilege separation. Above every other part.
+ */
+#ifndef CICADA_GPU_SERVER_FRONT_H
+#define CICADA_GPU_SERVER_FRONT_H
+
+#include "checkpoint/checkpoint.h"
+
+/* worker.c: the worker process (above session.c) */
+int worker_main(int control_fd, const char *cache_dir, const char *run_dir);
+/* session.c: what a handed-over connection is for, and detached life */
+struct handoff {
+	const char *remote;                  /* the client host a TLS relay serves */
+	uint32_t gpus[CICADA_MAX_GPUS];      /* the GPUs given (placement.c) */
+	unsigned ngpus;
+};
+void session_run(struct worker *w, int fd, struct wire_buf *hello);
+
+/* handoff.c: handed connections (below session.c, preload.c, pool.c) */
+int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello);
+int handoff_receive(int from, struct wire_buf *hello, struct handoff *h);
+int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
+int ticket_valid(const char *ticket);
+struct sockaddr_un;
+/* A session socket's address (abstract: no file), and its length. */
+unsigned handoff_path(const char *run_dir, const char *ticket, struct sockaddr_un *sa);
+int handoff_from_server(int conn);       /* whether conn's peer is the server */
+int handoff_accept(int lfd, struct wire_buf *hello);   /* -2: a stranger, refused */
+#define HANDOFF_TIMEOUT_MS 2000
+
+/* privsep.c: workers run as their tenant */
+int privsep_set_user(const char *name, char *err);
+void privsep_init(void);
+int privsep_peer_ids(int fd, uid_t *uid, gid_t *gid, char *err);
+int privsep_drop_for(struct worker *w, int fd, char *err);
+void privsep_worker_ended(const char *run_dir, pid_t pid);
+/* auth.c */
+/* The daemon (main.c): a listening socket. */
+struct listener {
+	struct wire_addr addr;
+	int fd;
+};
+
+/* The pool of pre-initialised workers (pool.c). */
+int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
+	       void (*exit_hook)(pid_t pid));
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
+		     void (*taken)(pid_t pid, void *arg), void *arg);
+/* placement.c: the GPUs a new session gets */
+int placement_set_gpus(const char *list, char *err);
+void placement_set_per_client(unsigned n);
+int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
+void placement_release(pid_t pid);
+int pool_max(void);
+void pool_key_file(const char *path);
+void pool_user(const char *name);
+void pool_randomize(int on);
+
+/* The front door (admit.c): hellos, caps, the queue. */
+/* Migrations coming in (migrate_in.c): criu, its plugin folder, the
+ * server the plugin restores GPU state to (our unix listener). */
+struct migrate_config {
+	char criu[1200], plugins[1200], restore_server[300];
+	const char *run_dir;
+	int timeout_s;
+};
+int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer,
+		     const char *devices, int gpu_only, char *why, size_t len);
+pid_t migrate_preloader(const char *ticket);
+int migrate_in_join(const char *key, int fd, uint32_t xid, char *why, size_t len);
+
+struct admit_config {
+	const char *token, *run_dir;
+	const struct migrate_config *migrate;   /* NULL: migrations refused */
+	const struct allow_list *allow;         /* unix clients */
+	const char *migration_token;            /* OP_MIGRATE over TCP; NULL: refused */
+	int max_sessions, max_per_client, max_pending, queue_len;
+	int max_requests, max_requests_per_client;   /* requests for paused sessions in hand */
+	int hello_timeout_ms, queue_timeout_ms;
+};
+int admit_serve(const struct admit_config *cfg, const struct listener *ls, int nls);
+void hello_reply(int fd, uint32_t xid, int err, uint64_t pid, const char *msg);
+void admit_worker_ended(pid_t pid);
+
+int token_load(const char *path, char *token, size_t len, char *err);
+
+#define ALLOW_MAX 64
+struct allow_list {
+	int set;
+	uid_t uids[ALLOW_MAX];
+	gid_t gids[ALLOW_MAX];
+	int nuids, ngids;
+};
+int allow_parse(struct allow_list *a, const char *list, int groups, char *err);
+int allow_peer(const struct allow_list *a, uid_t uid, gid_t gid);
+int dir_check(const char *path, const char *what, char *err);
+
+#endif

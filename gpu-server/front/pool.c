@@ -1,0 +1,301 @@
+/*
+ * pool.c: the gpu-server's pool of pre-initialised workers. Each worker
+ * re-executes this binary with --worker-fd, so CUDA is never initialised
+ * in the parent, waits for 'G' on its control socket before it starts
+ * CUDA, and says 'R' there once CUDA is up. A
+ * taken worker gets the client's connection and hello, and serves that
+ * one client. A thread refills the pool; another reaps every worker that
+ * ends and tells the pool's user through its exit hook.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "front.h"
+
+#define MAX_POOL 64
+
+struct pool_worker {
+	pid_t pid;
+	int control_fd;
+	int gated;                           /* not yet told to start CUDA */
+};
+
+static struct {
+	const char *cache_dir, *run_dir;
+	const char *key_file;                /* keyed snapshots, or NULL */
+	const char *user;                    /* --user, for the workers, or NULL */
+	int randomize;                       /* --worker-aslr */
+	int size;
+	int refill_delay_ms;                 /* after a worker is taken */
+	uint64_t last_take_ns;
+	struct pool_worker idle[MAX_POOL];
+	int nidle;
+	pid_t *taken;                        /* taken workers still running */
+	unsigned active, cap_taken;
+	void (*exit_hook)(pid_t pid);
+	pthread_mutex_t lock;
+} pool = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* Lets a gated worker start CUDA. */
+static void release(struct pool_worker *w)
+{
+	char go = 'G';
+
+	if (w->gated && write(w->control_fd, &go, 1) != 1)
+		log_warn("worker %d: cannot release it: %s", (int)w->pid, strerror(errno));
+	w->gated = 0;
+}
+
+/* (in the new child) this binary again, as a worker */
+static void exec_worker(const char *fdarg)
+{
+	const char *argv[12] = { "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
+				 "--run-dir", pool.run_dir };
+	int n = 7;
+
+	if (pool.key_file)
+		argv[n++] = "--snapshot-key-file", argv[n++] = pool.key_file;
+	if (pool.user)
+		argv[n++] = "--user", argv[n++] = pool.user;
+	argv[n] = NULL;
+	execv("/proc/self/exe", (char *const *)argv);
+}
+
+static int spawn_worker(int gated)
+{
+	int sv[2];
+	char fdarg[16];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+		return -1;
+	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
+	pid = fork();
+	if (pid == 0) {
+		/* Every worker gets the same address-space layout, so objects the
+		 * driver places itself (module globals) land at the same device
+		 * addresses in a restoring worker as in the original (unless the
+		 * operator asked for --worker-aslr: docs/security.md). */
+		if (!pool.randomize)
+			personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
+		close(sv[0]);
+		fcntl(sv[1], F_SETFD, 0);
+		exec_worker(fdarg);
+		_exit(127);
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return -1;
+	}
+	pool.idle[pool.nidle].pid = pid;
+	pool.idle[pool.nidle].control_fd = sv[0];
+	pool.idle[pool.nidle].gated = 1;
+	if (!gated)
+		release(&pool.idle[pool.nidle]);
+	pool.nidle++;
+	return 0;
+}
+
+/* Fills the pool; gated workers start only their host side. */
+static void fill_pool(int gated)
+{
+	pthread_mutex_lock(&pool.lock);
+	for (int i = 0; !gated && i < pool.nidle; i++)
+		release(&pool.idle[i]);
+	while (pool.nidle < pool.size)
+		if (spawn_worker(gated)) {
+			log_error("cannot start a worker: %s", strerror(errno));
+			break;
+		}
+	pthread_mutex_unlock(&pool.lock);
+}
+
+/* A new worker's CUDA initialisation takes GPU time from the sessions
+ * running (a new context time-slices the GPU with theirs: 20 ms off a
+ * 0.35 s job on the H100). So CUDA starts in new workers only while no
+ * session runs, or once no worker has been taken for --refill-delay. An
+ * empty pool gets workers at once, but gated: they start the host side
+ * (exec, libraries) and wait, and one that a client takes before then
+ * starts CUDA at once. */
+static void *refill_loop(void *arg)
+{
+	for (;;) {
+		uint64_t quiet = (uint64_t)pool.refill_delay_ms * 1000000u;
+		int short_of, empty, gated = 0, calm;
+
+		usleep(100000);
+		pthread_mutex_lock(&pool.lock);
+		short_of = pool.nidle < pool.size;
+		empty = !pool.nidle;
+		calm = !pool.active || wire_now_ns() - pool.last_take_ns >= quiet;
+		for (int i = 0; i < pool.nidle; i++)
+			gated |= pool.idle[i].gated;
+		pthread_mutex_unlock(&pool.lock);
+		if (calm && (short_of || gated))
+			fill_pool(0);
+		else if (empty)
+			fill_pool(1);
+	}
+	return NULL;
+}
+
+/* Reaps every worker that ends: idle ones leave the pool, the others are
+ * reported to the exit hook (their session is over). */
+static void *reap_loop(void *arg)
+{
+	for (;;) {
+		int status, was_idle = 0;
+		pid_t pid = waitpid(-1, &status, 0);
+
+		if (pid < 0) {
+			usleep(100000);
+			continue;
+		}
+		pthread_mutex_lock(&pool.lock);
+		for (int i = 0; i < pool.nidle; i++)
+			if (pool.idle[i].pid == pid) {
+				close(pool.idle[i].control_fd);
+				pool.idle[i] = pool.idle[--pool.nidle];
+				was_idle = 1;
+				break;
+			}
+		for (unsigned i = 0; !was_idle && i < pool.active; i++)
+			if (pool.taken[i] == pid) {
+				pool.taken[i] = pool.taken[--pool.active];
+				break;
+			}
+		pthread_mutex_unlock(&pool.lock);
+		placement_release(pid);
+		privsep_worker_ended(pool.run_dir, pid);
+		if (was_idle)
+			log_warn("idle worker %d ended (status %d)", (int)pid, status);
+		else if (pool.exit_hook)
+			pool.exit_hook(pid);
+	}
+	return NULL;
+}
+
+/* Workers to come load this snapshot key (before pool_start). */
+void pool_key_file(const char *path)
+{
+	pool.key_file = path;
+}
+
+/* Workers to come run remote tenants as this user (before pool_start). */
+void pool_user(const char *name)
+{
+	pool.user = name;
+}
+
+/* Workers to come get a random address layout (--worker-aslr). */
+void pool_randomize(int on)
+{
+	pool.randomize = on;
+}
+
+int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
+	       void (*exit_hook)(pid_t pid))
+{
+	pthread_t t;
+
+	pool.cache_dir = cache_dir;
+	pool.run_dir = run_dir;
+	pool.size = size;
+	pool.refill_delay_ms = refill_delay_ms;
+	pool.exit_hook = exit_hook;
+	fill_pool(0);
+	if (pthread_create(&t, NULL, reap_loop, NULL) || pthread_detach(t))
+		return -1;
+	if (pthread_create(&t, NULL, refill_loop, NULL) || pthread_detach(t))
+		return -1;
+	return 0;
+}
+
+/* A taken worker runs a session until the reaper sees it end. */
+static void note_taken(pid_t pid)
+{
+	pthread_mutex_lock(&pool.lock);
+	if (pool.active == pool.cap_taken) {
+		unsigned cap = pool.cap_taken ? 2 * pool.cap_taken : 64;
+		pid_t *t = realloc(pool.taken, cap * sizeof(*t));
+
+		if (t)
+			pool.taken = t, pool.cap_taken = cap;
+	}
+	if (pool.active < pool.cap_taken)
+		pool.taken[pool.active++] = pid;
+	pthread_mutex_unlock(&pool.lock);
+}
+
+/* Takes a ready worker, waiting for one that is still initialising; its
+ * word is 'R' and the number of GPUs its driver sees. */
+static int take_worker(struct pool_worker *out, unsigned *ngpus)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		unsigned char ready[2];
+
+		pthread_mutex_lock(&pool.lock);
+		if (pool.nidle == 0 && spawn_worker(0)) {
+			pthread_mutex_unlock(&pool.lock);
+			return -1;
+		}
+		release(&pool.idle[0]);
+		*out = pool.idle[0];
+		memmove(&pool.idle[0], &pool.idle[1], (size_t)(--pool.nidle) * sizeof(pool.idle[0]));
+		pool.last_take_ns = wire_now_ns();
+		pthread_mutex_unlock(&pool.lock);
+		if (wire_recv_all(out->control_fd, ready, 2) == 0 && ready[0] == 'R') {
+			note_taken(out->pid);
+			*ngpus = ready[1];
+			return 0;
+		}
+		log_error("worker %d failed to initialise", (int)out->pid);
+		close(out->control_fd);
+		kill(out->pid, SIGKILL);
+	}
+	return -1;
+}
+
+/* Hands connection fd and its hello to a ready worker, with the GPUs
+ * placement.c gives a session that asked for want of them. taken (if
+ * set) is called with the worker's pid before the worker can see the
+ * connection. Returns the pid, or -1. */
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
+		     void (*taken)(pid_t pid, void *arg), void *arg)
+{
+	struct handoff h = { .remote = remote };
+	struct pool_worker w;
+	unsigned nreal;
+	pid_t rc = -1;
+	int n;
+
+	if (take_worker(&w, &nreal))
+		return -1;
+	if ((n = placement_choose(w.pid, want, nreal, h.gpus)) < 0) {
+		kill(w.pid, SIGKILL);            /* (reaped, as any worker) */
+		close(w.control_fd);
+		return -1;
+	}
+	h.ngpus = (unsigned)n;
+	if (taken)
+		taken(w.pid, arg);
+	if (!handoff_send(w.control_fd, fd, &h, hello))
+		rc = w.pid;
+	else
+		kill(w.pid, SIGKILL);
+	close(w.control_fd);
+	return rc;
+}
+
+int pool_max(void)
+{
+	return MAX_POOL;
+}
