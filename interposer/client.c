@@ -124,7 +124,7 @@ static void hello_fill(hello_args *h, struct hello_buf *hb, hello_op op, const c
 	h->snapshot = "";
 	h->parent = "";
 	h->host = hb->host;
-	/* The driver reads CUDA_VISIBLE_DEVICES; here the worker does (gpu-server/gpus.c). */
+	/* The driver reads CUDA_VISIBLE_DEVICES; here the worker does (gpu-server/state/gpus.c). */
 	if (getenv("CUDA_VISIBLE_DEVICES"))
 		snprintf(hb->devices, sizeof(hb->devices), "=%s", getenv("CUDA_VISIBLE_DEVICES"));
 	h->devices = hb->devices;
@@ -401,7 +401,7 @@ int client_pause(char *ticket, size_t tlen, char *server, size_t slen, char *err
 	return 0;
 }
 
-/* A migration's pre-copy round (gpu-server/precopy.c): starts it, then
+/* A migration's pre-copy round (gpu-server/checkpoint/precopy.c): starts it, then
  * asks how it goes every 10 ms, taking the lock only for each question,
  * so the application's calls go on meanwhile. 0 when done, with its
  * figures; 1 without a session; -1 with err. */

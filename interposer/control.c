@@ -8,7 +8,7 @@
  * The protocol is wire/control.c's: PAUSE, RESUME and PRECOPY (a
  * migration's pre-copy round, while the program runs: the worker writes
  * its device memory in the directory passed along, see
- * gpu-server/precopy.c).
+ * gpu-server/checkpoint/precopy.c).
  *
  * While paused, the thread holds the client lock, so every CUDA call
  * waits. The pause ends with RESUME or when the plugin's connection

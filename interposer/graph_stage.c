@@ -3,7 +3,7 @@
  * the gpu-server cannot reach. Such a side travels by its address, with
  * the id of a host function here that moves its bytes when the node runs;
  * the worker makes the node a host node and a copy around a stage
- * (gpu-server/graph_stage.c), so the program's memory is read or written
+ * (gpu-server/calls/graph_stage.c), so the program's memory is read or written
  * at every launch, in the graph's order, as natively. Over shared memory
  * the stage is pinned memory shared with the worker, which that function
  * fills or empties; remote, the worker pins it and the bytes cross the

@@ -1,7 +1,7 @@
 /*
  * hostfn.c: host functions on streams (cuLaunchHostFunc,
  * cuStreamAddCallback) run here, in the application, when the worker's
- * stream reaches them (gpu-server/hostfn.c). Each launch registers the
+ * stream reaches them (gpu-server/calls/hostfn.c). Each launch registers the
  * function under a new id and sends only the id, pipelined. The worker
  * calls back on a channel of its own, a second connection opened on first
  * use; a thread here reads an id, runs the function and writes the id
@@ -290,7 +290,7 @@ uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err)
 }
 
 /* A copy of the program's pageable memory on a capturing stream of a
- * remote server: the worker stages it (gpu-server/hostfn.c), and its bytes
+ * remote server: the worker stages it (gpu-server/calls/hostfn.c), and its bytes
  * cross this channel at every launch of the graph. */
 CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device)
 {

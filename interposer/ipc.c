@@ -1,6 +1,6 @@
 /*
  * ipc.c: CUDA IPC handles. The workers make and open them
- * (gpu-server/ipc.c), so two processes served by one gpu-server share
+ * (gpu-server/calls/ipc.c), so two processes served by one gpu-server share
  * device memory and events as they would natively; a handle is 64 bytes
  * that travel as 8 scalars. VMM allocations are shared the same way, by
  * POSIX file descriptor.

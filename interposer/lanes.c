@@ -3,7 +3,7 @@
  * stream is bound by the one core that copies its bytes; a copy of
  * LANES_MIN bytes or more goes over CICADA_LANES extra connections to the
  * worker instead (default 4, 0 turns them off), each with a thread here,
- * chunk k on lane k % lanes (gpu-server/lanes.c has the other end). The
+ * chunk k on lane k % lanes (gpu-server/calls/lanes.c has the other end). The
  * bytes go straight from and into the application's memory. The lanes
  * open at the first large copy (as the host-function channel opens), and
  * close when the session pauses; a lane that breaks loses the session,

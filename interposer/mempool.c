@@ -3,7 +3,7 @@
  * memory pools. The memory comes from the worker's arena like any
  * allocation, so it is carried by a checkpoint and comes back at the same
  * address; the worker frees it once the stream has reached the free
- * (gpu-server/ordered.c). A pool is a token kept here: each device's
+ * (gpu-server/state/ordered.c). A pool is a token kept here: each device's
  * default pool, and pools of the program's own (cuMemPoolCreate, as RAPIDS
  * memory resources make them) on a device, with the attributes a program
  * may set, the access it gave other devices, and what it holds: bytes in

@@ -4,7 +4,7 @@
  * paths (hostmem.c keeps the list), access descriptors travel one at a
  * time, and the address given to cuMemRetainAllocationHandle is a device
  * address, not a pointer to follow. The worker keeps the layout for
- * checkpoints (gpu-server/vmm.c).
+ * checkpoints (gpu-server/calls/vmm.c).
  */
 #include "interposer.h"
 

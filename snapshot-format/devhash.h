@@ -1,7 +1,7 @@
 /*
  * devhash.h: the hash that tells whether a piece of device memory changed
  * since a parent snapshot, computed where the bytes are: by a kernel over
- * device memory (gpu-server/devhash.cu), or on the host over bytes just
+ * device memory (gpu-server/checkpoint/devhash.cu), or on the host over bytes just
  * read (snapshot-format/memory.c), with the same result. It is no
  * checksum of stored data (XXH3 is): it only spares reading an unchanged
  * piece to the host. A sum of mixed, position-keyed 64-bit words, so that

@@ -203,7 +203,7 @@ static int check_gpu_order(const Cicada__Manifest *m, char *err)
 	return 0;
 }
 
-/* CUDA IPC entries: 64-byte handles of the kinds gpu-server/ipc.c makes
+/* CUDA IPC entries: 64-byte handles of the kinds gpu-server/calls/ipc.c makes
  * (arena memory, VMM memory, events), imports of memory or events. */
 static int check_ipc(const Cicada__Manifest *m, char *err)
 {

@@ -38,7 +38,7 @@ HANDLES = {
 # A launch configuration travels as 7 scalars: the stream, grid and block
 # sizes, shared memory, and the cluster attributes (the only ones sent),
 # packed by launch_config_pack (interposer/launch.c) and unpacked by
-# launch_config_unpack (gpu-server/module.c).
+# launch_config_unpack (gpu-server/calls/module.c).
 CONFIG_TYPE = "const CUlaunchConfig"
 CONFIG_WIDTH = 7
 

@@ -179,7 +179,7 @@ int wire_encode_reply(struct wire_buf *b, uint32_t xid, enum wire_accept stat, x
 int wire_record_is_call(const struct wire_buf *b);
 int wire_decode_reply(const struct wire_buf *b, uint32_t xid, xdrproc_t xres, void *res, char *err);
 
-/* Bulk lanes (interposer/lanes.c, gpu-server/lanes.c): each chunk of a
+/* Bulk lanes (interposer/lanes.c, gpu-server/calls/lanes.c): each chunk of a
  * lane copy crosses its lane behind this header, in network order. */
 #define LANE_MAGIC 0x4c414e45u           /* "LANE" */
 #define LANE_MAX 16

@@ -67,9 +67,11 @@ static int make_run_dir(struct server *s)
 	return 0;
 }
 
-static void usage(void)
+#define HELP 3                                /* parse_args: --help was printed */
+
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: gpu-server --listen ADDR [--listen ADDR]... [--token-file FILE]\n"
 		"                  [--workers N] [--refill-delay MS] [--cache-dir DIR] [--run-dir DIR]\n"
 		"                  [--max-sessions N] [--max-sessions-per-client N] [--queue N]\n"
@@ -219,8 +221,9 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'k': return token_load(arg, s->migration_token, sizeof(s->migration_token), err);
 	case 'e': return number(arg, "--max-requests", 1, 100000, &a->max_requests, err);
 	case 'E': return number(arg, "--max-requests-per-client", 1, 100000, &a->max_requests_per_client, err);
+	case 'h': usage(stdout); return HELP;
 	}
-	usage();
+	usage(stderr);
 	return 1;
 }
 
@@ -261,7 +264,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		has_tls |= s->listeners[i].addr.tls;
 	}
 	if (!s->nlisteners) {
-		usage();
+		usage(stderr);
 		return -1;
 	}
 	if (has_tcp && !s->token[0]) {
@@ -294,7 +297,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 bad:
 	if (rc < 0)
 		fprintf(stderr, "gpu-server: %s\n", err);
-	return -1;
+	return rc == HELP ? HELP : -1;
 }
 
 /* TCP listeners first: once a unix socket exists (what scripts wait
@@ -322,15 +325,15 @@ static int open_listeners(struct server *s)
 int main(int argc, char **argv)
 {
 	char err[WIRE_ERRLEN];
-	int worker_fd = -1;
+	int worker_fd = -1, rc;
 
 	signal(SIGPIPE, SIG_IGN);
 	privsep_init();
 	log_init("gpu-server");
 	if (!getenv("CICADA_LOG"))
 		setenv("CICADA_LOG", "info", 0), log_init("gpu-server");
-	if (parse_args(&srv, argc, argv, &worker_fd))
-		return 2;
+	if ((rc = parse_args(&srv, argc, argv, &worker_fd)))
+		return rc == HELP ? 0 : 2;
 	if (worker_fd >= 0) {
 		signal(SIGCHLD, SIG_IGN);
 		log_init("gpu-worker");

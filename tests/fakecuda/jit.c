@@ -7,7 +7,7 @@
  * and stores what compiled in the cache. So a process that compiles maps
  * some 36 MiB in its default mapping area, below which module variables
  * then land, and one whose PTX is all in the cache does not: the
- * gpu-server's workers map it before CUDA starts (gpu-server/worker.c).
+ * gpu-server's workers map it before CUDA starts (gpu-server/front/worker.c).
  */
 #include <dlfcn.h>
 #include <errno.h>

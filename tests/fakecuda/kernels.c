@@ -373,7 +373,7 @@ static void rt_mapped_fill(const struct fc_launch *l)
 	}
 }
 
-/* The gpu-server's device hashing kernel (gpu-server/devhash.cu): a
+/* The gpu-server's device hashing kernel (gpu-server/checkpoint/devhash.cu): a
  * block a piece, here the whole piece at once. */
 static void cicada_devhash(const struct fc_launch *l)
 {

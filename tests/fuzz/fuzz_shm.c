@@ -4,7 +4,7 @@
  * time. Each input makes a segment as a local client does
  * (shm_segment_create), overwrites its header with bytes of the input
  * and hands the worker a dup of the descriptor, which attaches it as
- * gpu-server/session.c does (shm_segment_attach). If the worker takes
+ * gpu-server/front/session.c does (shm_segment_attach). If the worker takes
  * it, the worker's side reads records from the to_server pipe with
  * wire_recv_record and WIRE_MAX_RECORD (as worker_serve does), answers
  * each through the to_client pipe (wire_send_record) and looks up

@@ -1,6 +1,6 @@
 /*
  * test_handles.c: unit tests of the worker's handle table
- * (gpu-server/handles.c): ids given, kinds checked, the special ids (0,
+ * (gpu-server/state/handles.c): ids given, kinds checked, the special ids (0,
  * the default streams), forget and reuse, find and set, and hostile ids
  * (out of range, wrapped, freed, a restore naming a huge id) refused.
  */

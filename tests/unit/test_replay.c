@@ -1,6 +1,6 @@
 /*
  * test_replay.c: unit tests of the replay log's compaction
- * (gpu-server/replay.c). Calls are noted as dispatch.c's after_call notes
+ * (gpu-server/state/replay.c). Calls are noted as dispatch.c's after_call notes
  * them (the parent: a scalar call's first handle argument, else the one
  * a hand call names, else the current context) and handles dropped as
  * handle_drop drops them; the log, as a snapshot writes it (replay_each),

@@ -1,6 +1,6 @@
 /*
  * test_vmm_place.c: unit tests of where the application's VMM
- * reservations go (gpu-server/vmm_place.c), against the CPU stand-in's
+ * reservations go (gpu-server/state/vmm_place.c), against the CPU stand-in's
  * cuMemAddressReserve, which maps the address space for real: small ones
  * carved out of 1 GiB slabs at the regions' start, aligned, never
  * overlapping, released and reused; large ones at the regions' next
