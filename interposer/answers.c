@@ -193,17 +193,19 @@ CUresult client_cached_code_call(unsigned proc, const uint64_t *in, unsigned nin
 }
 
 /*
- * Settings: the value a set call (proc) last gave under key, in the
- * current context, kept in the scope of its kind (SETTING_KERNEL,
- * SETTING_FUNC). A set of one kind drops what the other kind remembers:
- * a function and the kernel it came from name the same code.
+ * Settings: the value a set call (proc) last gave under key, kept in the
+ * scope of its kind (SETTING_KERNEL, SETTING_FUNC). The key holds no
+ * context: a kernel's attributes are its device's, whatever context sets
+ * them, and a function names its context already. A set of one kind
+ * drops what the other kind remembers: a function and the kernel it came
+ * from name the same code.
  */
 static int setting_key(unsigned kind, const uint64_t *in, unsigned nin, uint64_t *key)
 {
 	if (nin + 1 > KEY_MAX || answers_off || (kind != SETTING_KERNEL && kind != SETTING_FUNC))
 		return -1;
 	memcpy(key, in, nin * sizeof(*in));
-	key[nin] = handle_id(ctx_current());
+	key[nin] = 0;
 	return 0;
 }
 

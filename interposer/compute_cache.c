@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 #include "interposer.h"
@@ -243,8 +244,16 @@ static size_t list_entries(DIR *d, struct aged **list, unsigned long long *total
 	struct stat st;
 
 	while ((e = readdir(d))) {
-		if (strlen(e->d_name) != 32 || strspn(e->d_name, "0123456789abcdef") != 32 ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+		size_t len = strlen(e->d_name);
+
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+			continue;
+		/* a temporary file a killed writer left, an hour old: gone */
+		if (len > 4 && !strcmp(e->d_name + len - 4, ".tmp") && time(NULL) - st.st_mtime > 3600) {
+			unlinkat(dirfd(d), e->d_name, 0);
+			continue;
+		}
+		if (len != 32 || strspn(e->d_name, "0123456789abcdef") != 32)
 			continue;
 		if (n == cap) {
 			struct aged *more = realloc(*list, (cap = cap ? 2 * cap : 64) * sizeof(**list));

@@ -118,6 +118,36 @@ static CUresult staged_in(struct worker *w, graph_params *g, CUgraphNodeParams *
 	return CUDA_SUCCESS;
 }
 
+/* The conditional handles this worker's driver gave its client (a worker
+ * serves one client): a node may name no other value, since the driver
+ * takes the handle as it is. */
+#define COND_HANDLES_MAX 4096
+static uint64_t cond_handles[COND_HANDLES_MAX];
+static unsigned ncond;
+
+static int cond_known(uint64_t h)
+{
+	for (unsigned i = 0; i < ncond; i++)
+		if (cond_handles[i] == h)
+			return 1;
+	return 0;
+}
+
+CUresult wrap_cuGraphConditionalHandleCreate(struct worker *w, CUgraphConditionalHandle *out, CUgraph graph,
+					     CUcontext ctx, unsigned int value, unsigned int flags)
+{
+	CUresult err;
+
+	if (ncond == COND_HANDLES_MAX) {
+		log_warn("client %s: more than %d conditional handles; refused", w->peer, COND_HANDLES_MAX);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	if ((err = cuGraphConditionalHandleCreate(out, graph, ctx, value, flags)))
+		return err;
+	cond_handles[ncond++] = (uint64_t)*out;
+	return CUDA_SUCCESS;
+}
+
 /* graph_params -> the driver's parameters; buf holds what they point at. */
 CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs)
 {
@@ -197,7 +227,7 @@ CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p
 		p->free.dptr = v[GF_DPTR];
 		return CUDA_SUCCESS;
 	case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-		if (n != GD_N)
+		if (n != GD_N || !cond_known(v[GD_HANDLE]))
 			return CUDA_ERROR_INVALID_VALUE;
 		p->conditional.handle = v[GD_HANDLE];
 		p->conditional.type = (CUgraphConditionalNodeType)v[GD_TYPE];

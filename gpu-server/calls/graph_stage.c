@@ -28,6 +28,7 @@ static CUresult shared_stage(struct worker *w, uint64_t region, uint64_t off, ui
 	    size > w->regions[region].size - off)
 		return CUDA_ERROR_INVALID_VALUE;
 	*out = (char *)w->regions[region].base + off;
+	w->regions[region].staged++;         /* the node holds it: never unmapped under it */
 	return CUDA_SUCCESS;
 }
 

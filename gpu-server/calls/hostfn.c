@@ -31,7 +31,6 @@
 #include "calls.h"
 
 #define STAGE_MAX (1ull << 32)               /* one staged copy's bytes */
-#define STAGED_MAX_DEFAULT (8ull << 30)      /* all of a worker's stages */
 
 struct host_call {
 	struct worker *w;
@@ -113,19 +112,6 @@ CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long 
 	return err;
 }
 
-/* The pinned memory this worker holds to stage its client's copies, and
- * its bound (--max-staged; a worker serves one client): past it a new
- * stage is refused, so no tenant pins the node's memory without end. */
-static uint64_t staged;
-
-static uint64_t staged_max(void)
-{
-	const char *e = getenv("CICADA_STAGED_MAX");
-	unsigned long long v;
-
-	return e && sscanf(e, "%llu", &v) == 1 ? (uint64_t)v : STAGED_MAX_DEFAULT;
-}
-
 /* Pinning is no stream operation, but a global-mode capture on this
  * thread forbids it: relaxed for the while (and the context kept). */
 static void *stage_buffer(struct worker *w, size_t size)
@@ -134,18 +120,15 @@ static void *stage_buffer(struct worker *w, size_t size)
 	CUcontext cur = NULL;
 	void *p;
 
-	if (size > staged_max() - staged) {
-		log_warn("client %s: staging %zu more bytes of pageable copies would pass --max-staged (%llu bytes "
-			 "held); refused", w->peer, size, (unsigned long long)staged);
+	if (client_pinned_take(w, size, "staged pageable copies"))
 		return NULL;
-	}
 	cuCtxGetCurrent(&cur);
 	cuThreadExchangeStreamCaptureMode(&mode);
 	p = worker_pinned(w, size);
 	cuThreadExchangeStreamCaptureMode(&mode);
 	cuCtxSetCurrent(cur);
-	if (p)
-		staged += size;
+	if (!p)
+		client_pinned_give(size);
 	return p;
 }
 

@@ -169,11 +169,19 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	}
 	if (!a->region || a->region >= MAX_HOST_REGIONS || w->regions[a->region].base || !a->size)
 		goto out;
+	/* the worker's own memory counts against --max-staged (a client's
+	 * memory file is the client's own) */
+	if ((a->flags & CICADA_REGION_OWN) && client_pinned_take(w, a->size, "pinned memory of its own")) {
+		err = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
 	reg = &w->regions[a->region];
 	reg->base = region_map(a, fd);
 	if (!reg->base || reg->base == MAP_FAILED) {
 		err = reg->base ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
 		reg->base = NULL;
+		if (a->flags & CICADA_REGION_OWN)
+			client_pinned_give(a->size);
 		goto out;
 	}
 	reg->size = a->size;
@@ -202,6 +210,8 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	if (err) {
 		hostarea_unmap(reg->base, a->size);
 		reg->base = NULL;
+		if (a->flags & CICADA_REGION_OWN)
+			client_pinned_give(a->size);
 	}
 out:
 	if (fd >= 0)
@@ -219,10 +229,21 @@ CUresult hand_host_region_unmap(struct worker *w, void *args, void *res)
 	reg = &w->regions[a->v.v_val[0]];
 	if (!reg->base)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (reg->staged) {
+		/* a graph's copy node stages in it: the mapping stays (the
+		 * client's pages live on in it) until the worker ends; the
+		 * region's number is free again */
+		log_info("client %s: pinned memory a graph copy node stages in stays mapped", w->peer);
+		reg->base = NULL;
+		reg->staged = 0;
+		return CUDA_SUCCESS;
+	}
 	cuCtxPushCurrent(w->base_ctx);
 	cuMemHostUnregister(reg->base);
 	cuCtxPopCurrent(NULL);
 	hostarea_unmap(reg->base, reg->size);
+	if (reg->flags & CICADA_REGION_OWN)
+		client_pinned_give(reg->size);
 	reg->base = NULL;
 	return CUDA_SUCCESS;
 }

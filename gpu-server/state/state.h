@@ -29,6 +29,7 @@ struct host_region {
 	void *base;                          /* the server's mapping */
 	size_t size;
 	unsigned flags;
+	unsigned staged;                     /* graph copy nodes staged in it: it stays mapped */
 };
 
 struct devmem;
@@ -260,6 +261,8 @@ const struct replay_global *replay_globals(const struct worker *w, unsigned *n);
 /* pinned.c: pinned host buffers */
 void *worker_pinned(struct worker *w, size_t size);
 void worker_pinned_free(void *p, size_t size);
+int client_pinned_take(struct worker *w, uint64_t size, const char *what);   /* --max-staged */
+void client_pinned_give(uint64_t size);
 
 /* peer.c: who is at the other end of a socket */
 struct ucred;

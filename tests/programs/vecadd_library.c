@@ -38,6 +38,28 @@ static void show(const char *what, CUkernel kern, CUfunction fn)
 	printf("vecadd_library: after %s: kernel %d function %d\n", what, k, f);
 }
 
+/* A kernel's attribute is its device's: set in another context, then
+ * back in this one, it ends as this one set it. */
+static void cross_context(CUkernel kern, CUfunction fn)
+{
+	const CUfunction_attribute dyn = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+	CUcontext mine, other;
+	CUdevice dev;
+
+	CHECK(cuCtxGetCurrent(&mine));
+	CHECK(cuCtxGetDevice(&dev));
+	CHECK(cuCtxCreate(&other, NULL, 0, dev));
+	CHECK(cuCtxSetCurrent(mine));
+	CHECK(cuKernelSetAttribute(dyn, 3000, kern, dev));
+	CHECK(cuCtxSetCurrent(other));
+	CHECK(cuKernelSetAttribute(dyn, 2000, kern, dev));
+	CHECK(cuCtxSetCurrent(mine));
+	CHECK(cuKernelSetAttribute(dyn, 3000, kern, dev));
+	show("3000 here, 2000 in another context, 3000 here again", kern, fn);
+	CHECK(cuCtxDestroy(other));
+	CHECK(cuCtxSetCurrent(mine));
+}
+
 static void attributes(CUkernel kern, CUfunction fn)
 {
 	const CUfunction_attribute dyn = CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
@@ -59,6 +81,7 @@ static void attributes(CUkernel kern, CUfunction fn)
 		CHECK(cuKernelGetAttribute(&v, dyn, kern, 0));
 	}
 	show("200 launches' worth", kern, fn);
+	cross_context(kern, fn);
 	CHECK(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));
 	CHECK(cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, fifo * 2));
 	CHECK(cuCtxGetLimit(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE));

@@ -614,6 +614,8 @@ test_sec_migrate_token() {
 # A remote tenant's graph copies of pageable memory are staged in memory
 # its worker pins: past --max-staged (64 MiB here) the next one is refused
 # as out of memory, with one line in the log, and the server serves on.
+# Pinned memory of the worker's own that the tenant asks for (the way a
+# --gpu-only move carries pinned memory) counts against the same bound.
 test_sec_staged() {
 	local port=$((PORT + 77)) out=$T/sec/staged tcp
 	want sec-staged || return
@@ -627,6 +629,12 @@ test_sec_staged() {
 		sh -c "grep -qx 'staged 4' '$out' && grep -qx 'refused 2' '$out' &&
 		       grep -q 'would pass --max-staged' '$T/staged.log' &&
 		       env $tcp timeout 60 '$PROGS/vecadd_cubin' >/dev/null 2>&1"
+	# The same bound holds pinned memory of the worker's own (what a
+	# --gpu-only move carries), asked for directly over a raw session.
+	timeout 60 "$TOOLS/own_region" "tcp:127.0.0.1:$port" "$T/token" 24 4 >"$out.own" 2>&1
+	check "pinned memory of a worker's own, asked by a remote tenant, stops at --max-staged too" \
+		sh -c "grep -qx 'region 1: 0' '$out.own' && grep -qx 'region 2: 0' '$out.own' &&
+		       grep -qx 'region 3: 2' '$out.own' && grep -qx 'region 4: 2' '$out.own'"
 	sec_stop staged
 }
 

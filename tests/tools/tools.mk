@@ -47,7 +47,7 @@ bundle: $(TOOLS_DIR)/iproute/.stamp
 
 # The hostile-tenant tests' tools (tests/security): raw-protocol clients
 # (raw.c: their hello), a snapshot forger, and a timed first CUDA call.
-SEC_TOOLS := $(TOOLS_DIR)/shm_race $(TOOLS_DIR)/snap_request $(TOOLS_DIR)/flood
+SEC_TOOLS := $(TOOLS_DIR)/shm_race $(TOOLS_DIR)/snap_request $(TOOLS_DIR)/flood $(TOOLS_DIR)/own_region
 $(SEC_TOOLS): $(TOOLS_DIR)/%: tests/security/%.c tests/security/raw.c tests/security/raw.h $(WIRE_LIB) $(GEN)/cicada.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Itests/security -o $@ $< tests/security/raw.c $(WIRE_LIB) $(LDLIBS_RPC) \
