@@ -29,6 +29,7 @@ all:
 
 include wire/wire.mk
 include snapshot-format/snapshot.mk
+include session/session.mk
 include interposer/interposer.mk
 include nvml/nvml.mk
 include gpu-server/gpu-server.mk

@@ -10,16 +10,16 @@ SERVER_CALLS      := dispatch device alloc memory module array graph graph_node 
 SERVER_STATE      := procs handles replay devmem ordered primary gpus globals vmm_place objects modcache peer pinned
 SERVER_SRCS := $(SERVER_FRONT:%=gpu-server/front/%.c) $(SERVER_CHECKPOINT:%=gpu-server/checkpoint/%.c) \
                $(SERVER_CALLS:%=gpu-server/calls/%.c) $(SERVER_STATE:%=gpu-server/state/%.c)
-# With the CRIU plugin's requests (request.c), as gpu-migrate: an incoming
-# migration whose copy may not run has its restored session ended.
-SERVER_SHARED := criu-plugin/request.c criu-plugin/session_file.c
+# With the session library's requests (request.c), as gpu-migrate: an
+# incoming migration whose copy may not run has its restored session ended.
+SERVER_SHARED := session/request.c session/session_file.c
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o \
                $(BUILD)/gen/devhash_image.o
 SERVER_BIN := $(BUILD)/bin/gpu-server
 
 $(BUILD)/gpu-server/%.o: gpu-server/%.c | $(GEN)/cicada.h $(GEN)/server_calls.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml -Icriu-plugin $(SNAPSHOT_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Igpu-server $(SESSION_CFLAGS) $(SNAPSHOT_CFLAGS) -c $< -o $@
 $(BUILD)/gen/server_calls.o: $(GEN)/server_calls.c | $(GEN)/server_calls.h $(GEN)/cicada.h $(GEN)/manifest.pb-c.h
 	$(CC) $(CFLAGS) -Wno-deprecated-declarations -D_GNU_SOURCE -Igpu-server -c $< -o $@
 

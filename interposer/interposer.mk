@@ -40,7 +40,7 @@ $(GEN)/error_names.c: interposer/gen-errors.sh
 
 $(BUILD)/interposer/%.o: interposer/%.c | $(GEN)/cicada.h $(GEN)/client_calls.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -Invml -c $< -o $@
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 $(BUILD)/gen/client_calls.o: $(GEN)/client_calls.c | $(GEN)/client_calls.h $(GEN)/cicada.h
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Iinterposer -c $< -o $@
 $(BUILD)/gen/error_names.o: $(GEN)/error_names.c

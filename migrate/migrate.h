@@ -12,7 +12,7 @@
 #define CICADA_MIGRATE_H
 
 #include <stdint.h>
-#include "cicada-criu.h"
+#include "session.h"
 
 struct migrate_opts {
 	int pid;

@@ -1,17 +1,16 @@
 # migrate.mk: gpu-migrate. It speaks to the application's control socket
-# and to gpu-servers with the CRIU plugin's session code (pause.c,
-# request.c, session_file.c), and moves images with snapshot-format's
-# image stream.
+# and to gpu-servers with the session library (session/), and moves
+# images with snapshot-format's image stream.
 
 MIGRATE_SRCS := migrate/main.c migrate/whole.c migrate/gpu_only.c migrate/staging.c migrate/progress.c \
                 migrate/guard.c
 MIGRATE_OBJS := $(MIGRATE_SRCS:%.c=$(BUILD)/%.o)
-MIGRATE_SHARED := $(BUILD)/criu-plugin/pause.o $(BUILD)/criu-plugin/request.o $(BUILD)/criu-plugin/session_file.o
+MIGRATE_SHARED := $(SESSION_LIB)
 MIGRATE_BIN := $(BUILD)/bin/gpu-migrate
 
 $(BUILD)/migrate/%.o: migrate/%.c | $(GEN)/cicada.h $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Icriu-plugin $(SNAPSHOT_CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -D_GNU_SOURCE $(SESSION_CFLAGS) $(SNAPSHOT_CFLAGS) -c $< -o $@
 
 $(MIGRATE_BIN): $(MIGRATE_OBJS) $(MIGRATE_SHARED) $(WIRE_LIB) $(SNAPSHOT_LIB)
 	@mkdir -p $(@D)

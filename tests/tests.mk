@@ -62,7 +62,7 @@ all: $(TESTS_PDIR)/nvrtc_cache
 # on Cicada's replacement.
 $(TESTS_PDIR)/nvml_query: tests/programs/nvml_query.c | $(GEN)/cicada.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Invml -o $@ $< -ldl
+	$(CC) $(CFLAGS) -o $@ $< -ldl
 all: $(TESTS_PDIR)/nvml_query
 
 # CUDA runtime programs, built the normal way: nvcc's default static

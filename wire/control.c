@@ -2,7 +2,7 @@
  * control.c: the control protocol of a Cicada process, one source for
  * both sides. The interposer (interposer/control.c) serves it on the
  * abstract unix socket "\0cicada-ctl.<pid>"; CRIU's plugin
- * (criu-plugin/pause.c) and gpu-migrate ask. A message is one text line:
+ * (session/pause.c) and gpu-migrate ask. A message is one text line:
  *
  *   PAUSE                  -> PAUSED <ticket> <server> <token-hex|-> <token-file|->
  *                             | IDLE (no GPU session) | ERROR <reason>

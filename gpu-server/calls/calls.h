@@ -77,7 +77,7 @@ CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args,
 void lanes_close(struct worker *w);          /* lanes.c */
 /* nvml.c, nvml_real.c, nvml_cuda.c: NVML queries for Cicada's
  * libnvidia-ml.so.1, answered by the server's NVML or, where it has none,
- * from the driver API. ret values are nvmlReturn_t (nvml/nvml-wire.h);
+ * from the driver API. ret values are nvmlReturn_t (wire/nvml-wire.h);
  * the functions are cicada.x's nvml_func. */
 struct nvml_reply {
 	uint64_t v[CICADA_SCALARS_MAX];

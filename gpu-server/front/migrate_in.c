@@ -42,7 +42,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "cicada-criu.h"
+#include "session.h"
 #include "front.h"
 #include "snapshot.h"
 

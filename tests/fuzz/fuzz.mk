@@ -18,7 +18,7 @@ FUZZ_CORPUS  := $(FUZZ_DIR)/corpus
 FUZZ_LOG     := $(FUZZ_DIR)/fuzz.log
 FUZZ_SAN     := -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Invml -Icriu-plugin -Isnapshot-format \
+                $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server -Isession -Isnapshot-format \
                 $(DEPFLAGS)
 
 FUZZ_SRCS := tests/fuzz/fuzz_decode.c $(WIRE_SRCS) $(filter-out gpu-server/front/main.c,$(SERVER_SRCS)) $(SERVER_SHARED)
@@ -39,7 +39,7 @@ $(FUZZ_BIN): $(FUZZ_OBJS) $(FAKECUDA_LIB) $(SNAPSHOT_LIB)
 
 $(FUZZ_SEEDGEN): tests/fuzz/make_seeds.c $(WIRE_LIB) | $(GEN)/cicada.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC)
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC)
 
 # Runs the fuzzer, then prints "fuzz: N executions, M crashes"; fails on
 # any crash (artifacts land in $(FUZZ_DIR)/crashes, the log in $(FUZZ_LOG)).

@@ -8,7 +8,7 @@ $(TOOLS_DIR)/fault_client: tests/tools/fault_client.c
 
 $(TOOLS_DIR)/wire_abuse: tests/tools/wire_abuse.c $(WIRE_LIB) | $(GEN)/cicada.h
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Invml -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $< $(WIRE_LIB) $(LDLIBS_RPC) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
 
 $(TOOLS_DIR)/reaper: tests/tools/reaper.c
 	@mkdir -p $(@D)

@@ -8,7 +8,7 @@
 UNIT_DIR   := $(BUILD)/tests/unit
 UNIT_NAMES := test_handles test_replay test_vmm_place test_shm test_calls
 UNIT_BINS  := $(addprefix $(UNIT_DIR)/,$(UNIT_NAMES))
-UNIT_CFLAGS := $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Invml -Icriu-plugin $(SNAPSHOT_CFLAGS)
+UNIT_CFLAGS := $(CFLAGS) -D_GNU_SOURCE -Igpu-server -Isession $(SNAPSHOT_CFLAGS)
 UNIT_SERVER := $(filter-out $(BUILD)/gpu-server/front/main.o,$(SERVER_OBJS)) $(WIRE_LIB) $(SNAPSHOT_LIB)
 UNIT_LINK  := -L$(CUDA_STUBS) -lcuda $(LDLIBS_RPC) $(SNAPSHOT_LDLIBS) -lcmocka \
               -Wl,-rpath,$(abspath $(dir $(FAKECUDA_LIB))) -Wl,-rpath,'$$ORIGIN/../../lib/deps'

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cicada-criu.h"
+#include "session.h"
 #include "snapshot.h"
 
 static int exchange(int fd, const struct gpu_session *s, hello_op op, int dirfd, int stream,

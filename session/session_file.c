@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "cicada-criu.h"
+#include "session.h"
 
 #define FILE_PREFIX "cicada-session-"
 #define FILE_SUFFIX ".txt"

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "cicada-criu.h"
+#include "session.h"
 
 /* The real uid of pid (from /proc; the user whose files it may name). */
 static unsigned process_uid(int pid)
