@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 #include <sys/types.h>
+#include <zstd.h>
 #include "snapshot.h"
 
 #define SNAP_MAGIC "CICADAGS"
@@ -91,6 +92,10 @@ const char *snap_size_str(char *buf, size_t len, uint64_t n);
 int snap_write_all(int fd, const void *buf, size_t len);
 int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* Whether data compresses at all: data that does not (weights, random)
+ * is stored raw without paying for a whole compression; three 32 KiB
+ * samples, compressed into scratch (cap bytes), decide. */
+int snap_worth_compressing(ZSTD_CCtx *c, void *scratch, size_t cap, const void *data, size_t size, int level);
 
 /* tree_pack.c: a compressible file of an image stream (tree.c), its
  * chunks packed by several threads and handed to put in order, each a

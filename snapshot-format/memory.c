@@ -96,23 +96,6 @@ static int bufs_need(struct pool *p, struct bufs *b)
 	return -1;
 }
 
-/* Data that does not compress (weights, random) is stored raw without
- * paying for a full compression: three 32 KiB samples decide. */
-static int worth_compressing(ZSTD_CCtx *cctx, struct bufs *b, size_t size, int level)
-{
-	const size_t sample = 32u << 10;
-
-	if (size < 4 * sample)
-		return 1;
-	for (int i = 0; i < 3; i++) {
-		size_t off = (size - sample) / 2 * (size_t)i;
-		size_t z = ZSTD_compressCCtx(cctx, b->z, b->zcap, (char *)b->raw + off, sample, level);
-		if (!ZSTD_isError(z) && z < sample / 10 * 9)
-			return 1;
-	}
-	return 0;
-}
-
 static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_CCtx *cctx,
 		       unsigned t)
 {
@@ -137,7 +120,7 @@ static int write_piece(struct pool *p, Cicada__Piece *pc, struct bufs *b, ZSTD_C
 		atomic_fetch_add(&p->w->skipped, 1);
 		return 0;                    /* unchanged since the parent */
 	}
-	z = worth_compressing(cctx, b, pc->size, p->level) ?
+	z = snap_worth_compressing(cctx, b->z, b->zcap, b->raw, pc->size, p->level) ?
 		    ZSTD_compressCCtx(cctx, b->z, b->zcap, b->raw, pc->size, p->level) : pc->size;
 	pc->has_compressed = 1;
 	pc->compressed = !ZSTD_isError(z) && z < pc->size;

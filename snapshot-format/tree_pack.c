@@ -6,9 +6,10 @@
  * phase to what zstd does on one core, far below the link's speed.
  *
  * Each chunk is either a zstd frame (level 1) or raw, as before, so the
- * stream is unchanged. A chunk whose first 64 KiB do not shrink by a
- * tenth is sent raw without compressing the rest: tensors and other
- * random-looking data cost no compression time. CICADA_PACK_THREADS sets
+ * stream is unchanged. A chunk whose samples do not shrink by a tenth
+ * (snap_worth_compressing, as for snapshot pieces) is sent raw without
+ * compressing the rest: tensors and other random-looking data cost no
+ * compression time. CICADA_PACK_THREADS sets
  * the threads per stream (default 4; 1 does it all on the sender's).
  *
  * The sender takes chunk i from slot i % SLOTS when a worker has filled
@@ -22,7 +23,6 @@
 #include "internal.h"
 
 #define PACK_WORKERS_MAX 16
-#define SAMPLE (64u << 10)
 
 enum slot_state { SLOT_FREE, SLOT_BUSY, SLOT_READY, SLOT_FAILED };
 
@@ -52,16 +52,15 @@ static unsigned pack_threads(void)
 	return n < 1 ? 1 : n > PACK_WORKERS_MAX ? PACK_WORKERS_MAX : (unsigned)n;
 }
 
-/* Compresses s->raw into s->z when that pays (a sample first). */
+/* Compresses s->raw into s->z when that pays (samples decide first). */
 static void pack_chunk(ZSTD_CCtx *c, struct slot *s, size_t zcap)
 {
-	size_t sample = s->n < SAMPLE ? s->n : SAMPLE, z;
+	size_t z;
 
 	s->packed = 0;
-	z = ZSTD_compressCCtx(c, s->z, zcap, s->raw, sample, 1);
-	if (ZSTD_isError(z) || z >= sample / 10 * 9)
+	if (!snap_worth_compressing(c, s->z, zcap, s->raw, s->n, 1))
 		return;
-	z = sample == s->n ? z : ZSTD_compressCCtx(c, s->z, zcap, s->raw, s->n, 1);
+	z = ZSTD_compressCCtx(c, s->z, zcap, s->raw, s->n, 1);
 	if (!ZSTD_isError(z) && z < s->n / 10 * 9) {
 		s->zlen = z;
 		s->packed = 1;

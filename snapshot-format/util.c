@@ -431,3 +431,19 @@ int snap_zstd_level(void)
 {
 	return (int)env_long("CICADA_ZSTD_LEVEL", ZSTD_minCLevel(), ZSTD_maxCLevel(), 1);
 }
+
+int snap_worth_compressing(ZSTD_CCtx *c, void *scratch, size_t cap, const void *data, size_t size, int level)
+{
+	const size_t sample = 32u << 10;
+
+	if (size < 4 * sample)
+		return 1;
+	for (int i = 0; i < 3; i++) {
+		size_t off = (size - sample) / 2 * (size_t)i;
+		size_t z = ZSTD_compressCCtx(c, scratch, cap, (const char *)data + off, sample, level);
+
+		if (!ZSTD_isError(z) && z < sample / 10 * 9)
+			return 1;
+	}
+	return 0;
+}
