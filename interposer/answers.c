@@ -200,39 +200,32 @@ CUresult client_cached_code_call(unsigned proc, const uint64_t *in, unsigned nin
  * drops what the other kind remembers: a function and the kernel it came
  * from name the same code.
  */
-static int setting_key(unsigned kind, const uint64_t *in, unsigned nin, uint64_t *key)
+static int setting_ok(unsigned kind, unsigned nin)
 {
-	if (nin + 1 > KEY_MAX || answers_off || (kind != SETTING_KERNEL && kind != SETTING_FUNC))
-		return -1;
-	memcpy(key, in, nin * sizeof(*in));
-	key[nin] = 0;
-	return 0;
+	return nin <= KEY_MAX && !answers_off && (kind == SETTING_KERNEL || kind == SETTING_FUNC);
 }
 
-int answers_setting_is(unsigned proc, unsigned kind, const uint64_t *in, unsigned nin, uint64_t value)
+int answers_setting_is(unsigned proc, unsigned kind, const uint64_t *key, unsigned n, uint64_t value)
 {
-	uint64_t key[KEY_MAX];
 	struct answer *a;
 	int same;
 
-	if (setting_key(kind, in, nin, key))
+	if (!setting_ok(kind, n))
 		return 0;
 	pthread_mutex_lock(&lock);
-	a = slot_of(proc, key, nin + 1);
+	a = slot_of(proc, key, n);
 	same = fresh(a) && a->scope == kind && a->value[0] == value;
 	pthread_mutex_unlock(&lock);
 	return same;
 }
 
-void answers_setting_keep(unsigned proc, unsigned kind, const uint64_t *in, unsigned nin, uint64_t value)
+void answers_setting_keep(unsigned proc, unsigned kind, const uint64_t *key, unsigned n, uint64_t value)
 {
-	uint64_t key[KEY_MAX];
-
-	if (setting_key(kind, in, nin, key))
+	if (!setting_ok(kind, n))
 		return;
 	pthread_mutex_lock(&lock);
 	epochs[kind == SETTING_KERNEL ? SETTING_FUNC : SETTING_KERNEL]++;
-	keep(proc, key, nin + 1, &value, 1, kind, generation, epochs[kind]);
+	keep(proc, key, n, &value, 1, kind, generation, epochs[kind]);
 	pthread_mutex_unlock(&lock);
 }
 
