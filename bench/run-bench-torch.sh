@@ -106,30 +106,25 @@ done
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'; }
 figure() { cat "$TMP/$1".[0-9]* 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }' | median; }
-# ratio MODE KEY: the median over rounds of MODE's figure / native's, same round.
+# per_round PREFIX ROUNDS MODE KEY: each round's MODE and native figures
+# of KEY, side by side (PREFIX: "" for the rates, "llm-" for the LLM runs).
+per_round() {
+	for r in $(seq "$2"); do
+		awk -v k="$4" '$1 == k { print $2 }' "$TMP/$1$3.$r" "$TMP/${1}native.$r" 2>/dev/null | paste -sd' '
+	done
+}
+# ratio MODE KEY [PREFIX ROUNDS [INV]]: the median over rounds of MODE's
+# figure / native's, same round; INV 1 for times (native's / the mode's,
+# so above 1 is faster too).
 ratio() {
-	for r in $(seq "$ROUNDS"); do
-		awk -v k="$2" '$1 == k { print $2 }' "$TMP/$1.$r" "$TMP/native.$r" 2>/dev/null | paste -sd' ' |
-			awk 'NF == 2 && $2 > 0 { printf "%.4f\n", $1 / $2 }'
-	done | median | awk '{ if ($1 == "nan") print "-"; else printf "%.3f", $1 }'
+	per_round "${3:-}" "${4:-$ROUNDS}" "$1" "$2" |
+		awk -v inv="${5:-0}" 'NF == 2 && (inv ? $1 > 0 : $2 > 0) { printf "%.4f\n", inv ? $2 / $1 : $1 / $2 }' |
+		median | awk '{ if ($1 == "nan") print "-"; else printf "%.3f", $1 }'
 }
-
-# The same over the LLM runs: FILE PREFIX is llm; inverse ratios for
-# times (native's time / the mode's, so above 1 is faster too), and the
-# cold start as the median of each round's difference to native.
-llm_figure() { cat "$TMP/llm-$1".[0-9]* 2>/dev/null | awk -v k="$2" '$1 == k { print $2 }' | median; }
-llm_ratio() {
-	local inv=${3:-0}
-	for r in $(seq "$LLM_ROUNDS"); do
-		awk -v k="$2" '$1 == k { print $2 }' "$TMP/llm-$1.$r" "$TMP/llm-native.$r" 2>/dev/null | paste -sd' ' |
-			awk -v inv="$inv" 'NF == 2 && $1 > 0 && $2 > 0 { printf "%.4f\n", inv ? $2 / $1 : $1 / $2 }'
-	done | median | awk '{ if ($1 == "nan") print "-"; else printf "%.3f", $1 }'
-}
-llm_delta() {
-	for r in $(seq "$LLM_ROUNDS"); do
-		awk -v k="$2" '$1 == k { print $2 }' "$TMP/llm-$1.$r" "$TMP/llm-native.$r" 2>/dev/null | paste -sd' ' |
-			awk 'NF == 2 { printf "%+.3f\n", $1 - $2 }'
-	done | median | awk '{ if ($1 == "nan") print "-"; else printf "%+.2fs", $1 }'
+# delta MODE KEY: the LLM runs' median of each round's difference to native.
+delta() {
+	per_round llm- "$LLM_ROUNDS" "$1" "$2" | awk 'NF == 2 { printf "%+.3f\n", $1 - $2 }' |
+		median | awk '{ if ($1 == "nan") print "-"; else printf "%+.2fs", $1 }'
 }
 # Whether every run's digests (tokens, prefill argmax, the server's
 # answer) equal the native run's of the same round.
@@ -194,18 +189,17 @@ fi
 	fi
 	if [ "$LLM_ROUNDS" -gt 0 ]; then
 		for k in decode-fp16-b1 decode-fp16-b8 decode-bf16-b1 decode-bf16-b8 prefill-fp16-2048 prefill-bf16-2048; do
-			n=$(llm_figure native "$k") s=$(llm_figure shm "$k") t=$(llm_figure tcp "$k")
-			printf '%-26s %12s %12s %12s %9s %9s\n' "$k (tok/s)" "$n" "$s" "$t" "$(llm_ratio shm "$k")" \
-				"$(llm_ratio tcp "$k")"
+			n=$(figure llm-native "$k") s=$(figure llm-shm "$k") t=$(figure llm-tcp "$k")
+			printf '%-26s %12s %12s %12s %9s %9s\n' "$k (tok/s)" "$n" "$s" "$t" "$(ratio shm "$k" llm- "$LLM_ROUNDS")" \
+				"$(ratio tcp "$k" llm- "$LLM_ROUNDS")"
 		done
 		for k in ttft-fp16-b1 ttft-bf16-b1 first-call-fp16-b1; do
-			n=$(llm_figure native "$k") s=$(llm_figure shm "$k") t=$(llm_figure tcp "$k")
-			printf '%-26s %12s %12s %12s %9s %9s\n' "$k (s)" "$n" "$s" "$t" "$(llm_ratio shm "$k" 1)" \
-				"$(llm_ratio tcp "$k" 1)"
+			n=$(figure llm-native "$k") s=$(figure llm-shm "$k") t=$(figure llm-tcp "$k")
+			printf '%-26s %12s %12s %12s %9s %9s\n' "$k (s)" "$n" "$s" "$t" "$(ratio shm "$k" llm- "$LLM_ROUNDS" 1)" \
+				"$(ratio tcp "$k" llm- "$LLM_ROUNDS" 1)"
 		done
-		k=cold-start-s n=$(llm_figure native $k) s=$(llm_figure shm $k) t=$(llm_figure tcp $k)
-		printf '%-26s %12s %12s %12s %9s %9s\n' "cold start (s)" "$n" "$s" "$t" "$(llm_delta shm $k)" \
-			"$(llm_delta tcp $k)"
+		k=cold-start-s n=$(figure llm-native $k) s=$(figure llm-shm $k) t=$(figure llm-tcp $k)
+		printf '%-26s %12s %12s %12s %9s %9s\n' "cold start (s)" "$n" "$s" "$t" "$(delta shm $k)" "$(delta tcp $k)"
 		echo "(LLM rows: $LLM_ROUNDS rounds; times: ratio = native's time / the mode's; cold start: the difference)"
 		echo "LLM tokens, prefill and server answers bit-identical to native: $(llm_identical)"
 	fi
