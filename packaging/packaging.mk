@@ -7,8 +7,11 @@
 #                system's library path, so they never shadow the driver
 #   $(CRIU_PLUGIN_DIR)  cicada.so (PREFIX=/usr: /usr/lib/criu, where
 #                criu looks without -L)
-#   $(LIBEXECDIR)  cicada-hwbp-probe
-#   $(UNIT_DIR)  gpu-server.service; $(SYSCONFDIR)/default/gpu-server
+#   $(LIBEXECDIR)  cicada-hwbp-probe; and CRIU, where `make bundle` put
+#                it: the binary (criu) with its wrapper in
+#                $(SBINDIR)/cicada-criu and its libraries in
+#                $(CICADA_LIBDIR)/criu-deps
+#   $(SYSTEMD_UNIT_DIR)  gpu-server.service; $(SYSCONFDIR)/default/gpu-server
 #   man pages and the documentation
 # make deb: cicada_$(VERSION)_$(DEB_ARCH).deb in $(DEB_DIR), with
 #   dpkg-deb; Depends from dpkg-shlibdeps.
@@ -23,7 +26,7 @@ CRIU_PLUGIN_DIR ?= $(LIBDIR)/criu
 LIBEXECDIR      ?= $(PREFIX)/libexec/cicada
 MANDIR          ?= $(PREFIX)/share/man
 DOCDIR          ?= $(PREFIX)/share/doc/cicada
-UNIT_DIR        ?= $(LIBDIR)/systemd/system
+SYSTEMD_UNIT_DIR ?= $(LIBDIR)/systemd/system
 SYSCONFDIR      ?= /etc
 INSTALL         ?= install
 
@@ -50,7 +53,7 @@ $(BUILD)/packaging/gpu-server.service: packaging/gpu-server.service.in
 .PHONY: install uninstall deb
 install: $(INSTALL_BUILT) $(BUILD)/packaging/gpu-server.service
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(CICADA_LIBDIR) \
-		$(DESTDIR)$(CRIU_PLUGIN_DIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(UNIT_DIR) \
+		$(DESTDIR)$(CRIU_PLUGIN_DIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(SYSTEMD_UNIT_DIR) \
 		$(DESTDIR)$(SYSCONFDIR)/default $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/examples
 	$(INSTALL) -m 755 $(SERVER_BIN) $(MIGRATE_BIN) $(DESTDIR)$(SBINDIR)/
@@ -59,7 +62,7 @@ install: $(INSTALL_BUILT) $(BUILD)/packaging/gpu-server.service
 	ln -sf libcicada.so $(DESTDIR)$(CICADA_LIBDIR)/libcuda.so.1
 	$(INSTALL) -m 755 $(PLUGIN_SO) $(DESTDIR)$(CRIU_PLUGIN_DIR)/cicada.so
 	$(INSTALL) -m 755 $(HWBP_PROBE) $(DESTDIR)$(LIBEXECDIR)/
-	$(INSTALL) -m 644 $(BUILD)/packaging/gpu-server.service $(DESTDIR)$(UNIT_DIR)/
+	$(INSTALL) -m 644 $(BUILD)/packaging/gpu-server.service $(DESTDIR)$(SYSTEMD_UNIT_DIR)/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/default/gpu-server ] || \
 		$(INSTALL) -m 644 packaging/gpu-server.default $(DESTDIR)$(SYSCONFDIR)/default/gpu-server
 	$(INSTALL) -m 644 packaging/man/*.1 $(DESTDIR)$(MANDIR)/man1/
@@ -70,6 +73,23 @@ install: $(INSTALL_BUILT) $(BUILD)/packaging/gpu-server.service
 	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/bench
 	$(INSTALL) -m 644 bench/RESULTS.md $(DESTDIR)$(DOCDIR)/bench/
 	$(INSTALL) -m 644 packaging/accept-migrations.conf $(DESTDIR)$(DOCDIR)/examples/
+	$(MAKE) --no-print-directory install-criu
+
+# The CRIU that `make deps` built with the project's patches, as `make
+# bundle` gathered it; its wrapper names the installed paths. Without a
+# bundle (no `make deps` here), a system criu is used and this says so.
+.PHONY: install-criu
+install-criu:
+	@if [ ! -x $(BUILD)/libexec/criu ]; then \
+		echo "install: no bundled CRIU in $(BUILD)/libexec ('make deps bundle'); a system criu will be used"; \
+	else \
+		$(INSTALL) -d $(DESTDIR)$(CICADA_LIBDIR)/criu-deps && \
+		$(INSTALL) -m 755 $(BUILD)/libexec/criu $(DESTDIR)$(LIBEXECDIR)/criu && \
+		$(INSTALL) -m 644 $(BUILD)/lib/criu-deps/* $(DESTDIR)$(CICADA_LIBDIR)/criu-deps/ && \
+		sed -e 's|@LIBEXEC@|$(LIBEXECDIR)|g' -e 's|@CRIU_DEPS@|$(CICADA_LIBDIR)/criu-deps|g' \
+			scripts/criu-wrapper.in >$(DESTDIR)$(SBINDIR)/cicada-criu && \
+		chmod 755 $(DESTDIR)$(SBINDIR)/cicada-criu; \
+	fi
 
 # The configuration file ($(SYSCONFDIR)/default/gpu-server) is left.
 uninstall:
@@ -77,7 +97,9 @@ uninstall:
 	rm -f $(DESTDIR)$(CICADA_LIBDIR)/libcicada.so $(DESTDIR)$(CICADA_LIBDIR)/libcuda.so.1 \
 		$(DESTDIR)$(CICADA_LIBDIR)/libnvidia-ml.so.1
 	rm -f $(DESTDIR)$(CRIU_PLUGIN_DIR)/cicada.so $(DESTDIR)$(LIBEXECDIR)/cicada-hwbp-probe
-	rm -f $(DESTDIR)$(UNIT_DIR)/gpu-server.service
+	rm -f $(DESTDIR)$(SBINDIR)/cicada-criu $(DESTDIR)$(LIBEXECDIR)/criu
+	rm -rf $(DESTDIR)$(CICADA_LIBDIR)/criu-deps
+	rm -f $(DESTDIR)$(SYSTEMD_UNIT_DIR)/gpu-server.service
 	rm -f $(DESTDIR)$(MANDIR)/man8/gpu-server.8 $(DESTDIR)$(MANDIR)/man8/gpu-migrate.8 \
 		$(DESTDIR)$(MANDIR)/man1/gpu-snapshot.1 $(DESTDIR)$(MANDIR)/man7/cicada.7
 	rm -rf $(DESTDIR)$(DOCDIR)
@@ -89,8 +111,8 @@ deb: $(INSTALL_BUILT)
 	rm -rf $(DEB_DIR)/root && mkdir -p $(DEB_DIR)/root/DEBIAN
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEB_DIR)/root) PREFIX=/usr \
 		LIBEXECDIR=/usr/libexec/cicada SYSCONFDIR=/etc
-	cd $(DEB_DIR)/root && strip --strip-unneeded usr/sbin/* usr/bin/* usr/lib/cicada/*.so* \
-		usr/lib/criu/cicada.so usr/libexec/cicada/*
+	cd $(DEB_DIR)/root && strip --strip-unneeded usr/bin/* usr/lib/cicada/*.so* \
+		usr/lib/criu/cicada.so usr/libexec/cicada/* $$(find usr/sbin -type f ! -name cicada-criu)
 	gzip -9n $(DEB_DIR)/root/usr/share/man/man*/*
 	rm -f $(DEB_DIR)/root/usr/share/doc/cicada/CONTRIBUTING.md
 	$(INSTALL) -m 644 packaging/debian/copyright $(DEB_DIR)/root/usr/share/doc/cicada/

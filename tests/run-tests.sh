@@ -29,7 +29,7 @@ context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
 nvml trace compute-cache handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
-criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse
+criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged
 cr-shm cr-unix cr-tcp cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-mapped cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
@@ -83,6 +83,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/security/security-tests.sh
 . tests/torch/torch-tests.sh
 . tests/multigpu/multigpu-tests.sh
+. tests/packaging/install-tests.sh
 T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
@@ -839,6 +840,7 @@ test_server_death shm
 test_server_death tcp
 test_client_isolation
 run_admission_tests
+run_install_tests
 run_security_tests
 run_cr_tests
 run_carry_tests
