@@ -90,6 +90,6 @@ all: $(BUILD)/lib/deps/.stamp
 # its libraries, for GPU nodes that have none (bin/criu wraps it). It
 # reads this machine's installed criu, so it is not part of `all`; the
 # tests, the demo and the benchmarks run it through `make` or `make test`.
-$(BUILD)/bin/criu: scripts/bundle-criu.sh $(wildcard scripts/criu-patches/*.patch)
+$(BUILD)/bin/criu: scripts/bundle-criu.sh scripts/criu-wrapper.in $(wildcard scripts/criu-patches/*.patch)
 	bash scripts/bundle-criu.sh $(BUILD)
 bundle: $(BUILD)/bin/criu

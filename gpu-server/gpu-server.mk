@@ -12,7 +12,7 @@ SERVER_SRCS := $(SERVER_FRONT:%=gpu-server/front/%.c) $(SERVER_CHECKPOINT:%=gpu-
                $(SERVER_CALLS:%=gpu-server/calls/%.c) $(SERVER_STATE:%=gpu-server/state/%.c)
 # With the session library's requests (request.c), as gpu-migrate: an
 # incoming migration whose copy may not run has its restored session ended.
-SERVER_SHARED := session/request.c session/session_file.c
+SERVER_SHARED := session/request.c session/session_file.c session/criu_path.c
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o \
                $(BUILD)/gen/devhash_image.o
 SERVER_BIN := $(BUILD)/bin/gpu-server

@@ -39,23 +39,10 @@ static void usage(FILE *f)
 		"  Without it, the target places the application as it places new sessions.\n");
 }
 
-/* Beside this program: build/bin/criu (scripts/bundle-criu.sh) and
- * ../lib/criu; else criu on the usual paths. */
+/* criu and its plugins as gpu-server finds them (session/criu_path.c). */
 static void default_paths(struct migrate_opts *o)
 {
-	char self[1024], path[1100];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash;
-
-	self[n > 0 ? n : 0] = 0;
-	if ((slash = strrchr(self, '/')))
-		*slash = 0;
-	snprintf(path, sizeof(path), "%s/criu", self);
-	if (!o->criu[0])
-		snprintf(o->criu, sizeof(o->criu), "%s", !access(path, X_OK) ? path :
-			 !access("/usr/local/sbin/criu", X_OK) ? "/usr/local/sbin/criu" : "/usr/sbin/criu");
-	if (!o->plugins[0])
-		snprintf(o->plugins, sizeof(o->plugins), "%s/../lib/criu", self);
+	criu_default_paths(o->criu, sizeof(o->criu), o->plugins, sizeof(o->plugins));
 	if (!o->work_dir[0])
 		snprintf(o->work_dir, sizeof(o->work_dir), "%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 }

@@ -13,32 +13,7 @@ ldd "$criu" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | while read -r na
 	case $name in libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) continue ;; esac
 	cp -L "$path" "$build/lib/criu-deps/$name"
 done
-cat >"$build/bin/criu" <<'WRAP'
-#!/bin/sh
-# criu, as bundled by Cicada's build (scripts/bundle-criu.sh). Some
-# hypervisors never deliver the hardware breakpoint with which CRIU's
-# compel catches the end of its parasite, and criu then hangs in every
-# dump. cicada-hwbp-probe finds out, once per boot (cached), and where
-# breakpoints are not delivered CRIU_FAULT=130 makes criu trace syscalls
-# instead. A CRIU_FAULT already set is left as it is.
-here=$(dirname "$(readlink -f "$0")")
-hwbp_delivered() {
-	boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
-	dir=/run/cicada
-	[ -d "$dir" ] && [ -w "$dir" ] || mkdir -p "$dir" 2>/dev/null || dir=${XDG_RUNTIME_DIR:-/tmp}
-	cache=$dir/criu-hwbp.$(id -u)
-	if [ -f "$cache" ] && [ -O "$cache" ] && read -r b v <"$cache" && [ "$b" = "$boot" ]; then
-		[ "$v" = yes ]
-		return
-	fi
-	if "$here/../libexec/cicada-hwbp-probe" >/dev/null 2>&1; then v=yes; else v=no; fi
-	tmp=$(mktemp "$cache.XXXXXX" 2>/dev/null) && echo "$boot $v" >"$tmp" && mv -f "$tmp" "$cache"
-	[ "$v" = yes ]
-}
-if [ -z "${CRIU_FAULT:-}" ] && ! hwbp_delivered; then
-	CRIU_FAULT=130
-	export CRIU_FAULT
-fi
-LD_LIBRARY_PATH="$here/../lib/criu-deps${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/../libexec/criu" "$@"
-WRAP
+# The wrapper finds the binary and its libraries relative to itself.
+sed -e 's|@LIBEXEC@|$here/../libexec|g' -e 's|@CRIU_DEPS@|$here/../lib/criu-deps|g' \
+	-e '/^hwbp_delivered/i here=$(dirname "$(readlink -f "$0")")' "$(dirname "$0")/criu-wrapper.in" >"$build/bin/criu"
 chmod +x "$build/bin/criu"

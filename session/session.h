@@ -3,7 +3,8 @@
  * a process's GPU session: its control socket (pause.c: pause, resume,
  * pre-copy rounds), requests to a gpu-server to checkpoint, restore or
  * release it (request.c), and the session files a restore reads from
- * CRIU's image directory (session_file.c). Built as libsession.a.
+ * CRIU's image directory (session_file.c), and which criu to run
+ * (criu_path.c). Built as libsession.a.
  */
 #ifndef CICADA_SESSION_H
 #define CICADA_SESSION_H
@@ -43,5 +44,8 @@ int session_file_pid(const char *name);
 void session_token_load(struct gpu_session *s, const char *path);
 int token_file_hex(const char *path, char *hex, size_t len, char *err);
 size_t token_from_hex(const char *hex, char *out, size_t len);
+
+/* criu_path.c: fills whichever of the two is empty (""); NULL skips one. */
+void criu_default_paths(char *criu, size_t criu_len, char *plugins, size_t plugins_len);
 
 #endif

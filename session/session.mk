@@ -2,7 +2,7 @@
 # plugin share about a process's GPU session (session/session.h).
 # Position independent: the plugin links it into cicada.so.
 
-SESSION_SRCS := session/pause.c session/request.c session/session_file.c
+SESSION_SRCS := session/pause.c session/request.c session/session_file.c session/criu_path.c
 SESSION_OBJS := $(SESSION_SRCS:%.c=$(BUILD)/%.o)
 SESSION_LIB  := $(BUILD)/session/libsession.a
 SESSION_CFLAGS := -Isession $(SNAPSHOT_CFLAGS)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "front.h"
+#include "session.h"
 #include "snapshot.h"
 
 #define MAX_LISTENERS 8
@@ -91,7 +92,7 @@ static void usage(FILE *f)
 		"  ones are restored.\n"
 		"  --accept-migrations: gpu-migrate may restore whole processes here (as this\n"
 		"  server's user; needs a unix listener); criu defaults to the one beside this\n"
-		"  program, else criu on PATH, and its plugins to ../lib/criu beside it. Over\n"
+		"  program (criu or cicada-criu), else a system criu, and its plugins to ../lib/criu beside it. Over\n"
 		"  TCP a migration proves --migration-token-file's token (never the tenants').\n"
 		"  Workers run as their tenant: a unix client's user, or for TCP and TLS\n"
 		"  clients --user (default: 'cicada', else 'nobody'). --worker-aslr gives\n"
@@ -136,9 +137,6 @@ static int number(const char *text, const char *name, int lo, int hi, int *out, 
  * listener, through which the plugin restores the GPU state. */
 static int migrate_setup(struct server *s, char *err)
 {
-	char self[1024], dir[1024], path[1100];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
 	for (int i = 0; i < s->nlisteners && !s->migrate.restore_server[0]; i++)
 		if (s->listeners[i].addr.kind == WIRE_UNIX)
 			wire_format_addr(&s->listeners[i].addr, s->migrate.restore_server,
@@ -147,18 +145,8 @@ static int migrate_setup(struct server *s, char *err)
 		wire_fail(err, "--accept-migrations needs a unix listener (criu's plugin restores through it)");
 		return -1;
 	}
-	self[n > 0 ? n : 0] = 0;
-	snprintf(dir, sizeof(dir), "%s", n > 0 ? self : ".");
-	*(strrchr(dir, '/') ? strrchr(dir, '/') : dir) = 0;
-	if (!s->migrate.criu[0]) {
-		snprintf(path, sizeof(path), "%s/criu", dir);
-		snprintf(s->migrate.criu, sizeof(s->migrate.criu), "%s",
-			 access(path, X_OK) ? "/usr/local/sbin/criu" : path);
-		if (access(s->migrate.criu, X_OK) && !access("/usr/sbin/criu", X_OK))
-			snprintf(s->migrate.criu, sizeof(s->migrate.criu), "/usr/sbin/criu");
-	}
-	if (!s->migrate.plugins[0])
-		snprintf(s->migrate.plugins, sizeof(s->migrate.plugins), "%s/../lib/criu", dir);
+	criu_default_paths(s->migrate.criu, sizeof(s->migrate.criu), s->migrate.plugins,
+			   sizeof(s->migrate.plugins));
 	if (access(s->migrate.criu, X_OK)) {
 		wire_fail(err, "--accept-migrations: no criu at %.400s (--criu PATH)", s->migrate.criu);
 		return -1;

@@ -9,7 +9,11 @@ root=$(cd "$dir/root" && pwd)
 work=$dir/shlibdeps
 rm -rf "$work" && mkdir -p "$work/debian"
 printf 'Source: cicada\n\nPackage: cicada\nArchitecture: any\n' >"$work/debian/control"
-bins=$(cd "$root" && find usr -type f \( -perm -u+x -o -name '*.so*' \) | sed "s|^|$root/|")
+# The bundled CRIU brings its own libraries (usr/lib/cicada/criu-deps):
+# neither it nor they add to Depends.
+bins=$(cd "$root" && find usr -type f \( -perm -u+x -o -name '*.so*' \) \
+	! -path 'usr/lib/cicada/criu-deps/*' ! -path 'usr/libexec/cicada/criu' ! -name cicada-criu \
+	| sed "s|^|$root/|")
 # shellcheck disable=SC2086
 deps=$(cd "$work" && dpkg-shlibdeps -O --ignore-missing-info -l"$stubs" -l"$root/usr/lib/cicada" \
 	-xlibcuda1 $bins | sed -n "s/^shlibs:Depends=//p")
@@ -21,7 +25,6 @@ Architecture: $arch
 Maintainer: Cicada developers <cicada@localhost>
 Installed-Size: $size
 Depends: $deps, adduser
-Suggests: criu (>= 4)
 Section: utils
 Priority: optional
 Description: remote, checkpointable and movable GPUs for unmodified CUDA programs
@@ -33,6 +36,7 @@ Description: remote, checkpointable and movable GPUs for unmodified CUDA program
  .
  This package holds gpu-server (with a systemd unit), gpu-migrate,
  gpu-snapshot, the client libraries in /usr/lib/cicada (kept off the
- system's library path: point LD_LIBRARY_PATH there), and the CRIU
- plugin in /usr/lib/criu.
+ system's library path: point LD_LIBRARY_PATH there), the CRIU
+ plugin in /usr/lib/criu, and cicada-criu: CRIU 4 with the project's
+ patches and its own libraries, which gpu-server and gpu-migrate run.
 CONTROL
