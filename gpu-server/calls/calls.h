@@ -85,6 +85,7 @@ struct nvml_reply {
 	char data[4096];
 	unsigned ndata;
 };
+/* nvml_put.c: the reply being filled (below the three) */
 void nvml_put(struct nvml_reply *r, uint64_t v);
 void nvml_put_text(struct nvml_reply *r, const char *text);
 void nvml_prepare(void);

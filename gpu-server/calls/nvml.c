@@ -20,26 +20,6 @@ enum { SOURCE_NONE, SOURCE_NVML, SOURCE_DRIVER };
 static int source;
 static unsigned device_count;
 
-void nvml_put(struct nvml_reply *r, uint64_t v)
-{
-	if (r->nv < CICADA_SCALARS_MAX)
-		r->v[r->nv++] = v;
-}
-
-/* Appends text and its NUL (cut to what fits). */
-void nvml_put_text(struct nvml_reply *r, const char *text)
-{
-	size_t room = sizeof(r->data) - r->ndata, n = strlen(text);
-
-	if (!room)
-		return;
-	if (n >= room)
-		n = room - 1;
-	memcpy(r->data + r->ndata, text, n);
-	r->data[r->ndata + n] = '\0';
-	r->ndata += (unsigned)n + 1;
-}
-
 void nvml_prepare(void)
 {
 	char why[256] = "";
