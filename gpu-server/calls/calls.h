@@ -24,6 +24,10 @@ CUresult vmm_adopt(struct worker *w, CUmemGenericAllocationHandle h, uint64_t si
 typedef CUresult (*vmm_open_fn)(struct worker *w, const void *token, CUmemGenericAllocationHandle *h, void *ctx);
 CUresult vmm_resume(struct worker *w, vmm_open_fn open, void *ctx);
 int vmm_each_import(struct worker *w, int (*each)(struct worker *w, const void *token, void *ctx), void *ctx);
+/* graph_copy.c: a copy node's parameters (below graph_node.c, graph_stage.c) */
+CUresult graph_ctx_in(struct worker *w, uint64_t id, CUcontext *ctx);
+CUresult graph_copy_in(struct worker *w, const uint64_t *v, CUgraphNodeParams *p);
+void graph_copy_out(struct worker *w, const CUDA_MEMCPY3D *c, uint64_t *v);
 /* graph_node.c: a node's parameters between the wire and the driver */
 CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p, void **ptrs);
 CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g);

@@ -6,9 +6,9 @@
  * ids become handles, a kernel's packed values become kernelParams (by
  * the function's own layout), a host node runs the application's
  * function through the host function channel (hostfn.c), and a copy names
- * device memory, arrays, or host memory the client shares with the worker;
- * one of the client's pageable memory is a child graph of a host node and
- * a copy (graph_stage.c). A conditional node's body graphs become handles.
+ * device memory, arrays, or host memory the client shares with the worker
+ * (graph_copy.c); one of the client's pageable memory is a child graph of
+ * a host node and a copy (graph_stage.c). A conditional node's body graphs become handles.
  * The getters turn the driver's parameters back into graph_params.
  */
 #include <stdio.h>
@@ -45,59 +45,6 @@ static CUresult function_of(struct worker *w, uint64_t id, CUfunction *f, CUkern
 	}
 	*f = real;
 	return CUDA_SUCCESS;
-}
-
-/* Where the client's host memory is in the worker: a region it shares. */
-static CUresult host_of(struct worker *w, uint64_t region, uint64_t off, void **out)
-{
-	if (!region || region >= MAX_HOST_REGIONS || !w->regions[region].base || off > w->regions[region].size) {
-		log_warn("client %s: a graph copy names host memory not shared with the worker", w->peer);
-		return CUDA_ERROR_NOT_SUPPORTED;
-	}
-	*out = (char *)w->regions[region].base + off;
-	return CUDA_SUCCESS;
-}
-
-static CUresult copy_side_in(struct worker *w, const uint64_t *v, CUmemorytype *type, const void **host,
-			     CUdeviceptr *dev, CUarray *array, size_t *x, size_t *y, size_t *z, size_t *pitch,
-			     size_t *height)
-{
-	CUresult err = CUDA_SUCCESS;
-
-	*type = (CUmemorytype)v[GM_TYPE];
-	*x = v[GM_X], *y = v[GM_Y], *z = v[GM_Z], *pitch = v[GM_PITCH], *height = v[GM_HEIGHT];
-	if (*type == CU_MEMORYTYPE_DEVICE || *type == CU_MEMORYTYPE_UNIFIED) {
-		*dev = (CUdeviceptr)v[GM_DEVICE];
-		*type = CU_MEMORYTYPE_DEVICE;
-	} else if (*type == CU_MEMORYTYPE_ARRAY) {
-		err = handle_get(w, H_ARRAY, v[GM_ARRAY], (void **)array);
-	} else if (*type == CU_MEMORYTYPE_HOST) {
-		err = host_of(w, v[GM_REGION], v[GM_DEVICE], (void **)host);
-	} else {
-		err = CUDA_ERROR_INVALID_VALUE;
-	}
-	return err;
-}
-
-/* A host side of a copy must stay inside its region: the last byte the
- * copy reaches, from the side's offset and the copy's shape. */
-static CUresult host_span_ok(struct worker *w, const uint64_t *v, uint64_t width, uint64_t rows, uint64_t depth)
-{
-	unsigned __int128 pitch = v[GM_PITCH] ? v[GM_PITCH] : width, height = v[GM_HEIGHT] ? v[GM_HEIGHT] : rows;
-	unsigned __int128 end;
-
-	if (v[GM_TYPE] != CU_MEMORYTYPE_HOST)
-		return CUDA_SUCCESS;
-	rows = rows ? rows : 1, depth = depth ? depth : 1;
-	end = (unsigned __int128)v[GM_DEVICE] + v[GM_X] + ((unsigned __int128)v[GM_Z] * height + v[GM_Y]) * pitch +
-	      ((depth - 1) * height + (rows - 1)) * pitch + width;
-	return end <= w->regions[v[GM_REGION]].size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-static CUresult ctx_of(struct worker *w, uint64_t id, CUcontext *ctx)
-{
-	*ctx = NULL;
-	return id ? handle_get(w, H_CTX, id, (void **)ctx) : cuCtxGetCurrent(ctx);
 }
 
 /* A staged copy: a child graph node, its graph made here (the caller
@@ -163,7 +110,7 @@ CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p
 		CUfunction f;
 		if (n != GK_N || (err = function_of(w, v[GK_FUNC], &f, &k->kern)) ||
 		    (err = kernel_ptrs(f, g->data.data_val, g->data.data_len, ptrs, &np)) ||
-		    (err = ctx_of(w, v[GK_CTX], &k->ctx)))
+		    (err = graph_ctx_in(w, v[GK_CTX], &k->ctx)))
 			return n != GK_N ? CUDA_ERROR_INVALID_VALUE : err;
 		k->func = k->kern ? NULL : f;
 		k->gridDimX = v[GK_GRID_X], k->gridDimY = v[GK_GRID_Y], k->gridDimZ = v[GK_GRID_Z];
@@ -178,25 +125,11 @@ CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p
 		p->memset.dst = v[GS_DST], p->memset.pitch = v[GS_PITCH], p->memset.value = (unsigned)v[GS_VALUE];
 		p->memset.elementSize = (unsigned)v[GS_ELEMENT], p->memset.width = v[GS_WIDTH];
 		p->memset.height = v[GS_HEIGHT];
-		return ctx_of(w, v[GS_CTX], &p->memset.ctx);
-	case CU_GRAPH_NODE_TYPE_MEMCPY: {
-		CUDA_MEMCPY3D *c = &p->memcpy.copyParams;
+		return graph_ctx_in(w, v[GS_CTX], &p->memset.ctx);
+	case CU_GRAPH_NODE_TYPE_MEMCPY:
 		if (graph_staged(g))
 			return staged_in(w, g, p);
-		if (n != GM_N)
-			return CUDA_ERROR_INVALID_VALUE;
-		if ((err = copy_side_in(w, v, &c->srcMemoryType, &c->srcHost, &c->srcDevice, &c->srcArray,
-					&c->srcXInBytes, &c->srcY, &c->srcZ, &c->srcPitch, &c->srcHeight)) ||
-		    (err = copy_side_in(w, v + GM_SIDE, &c->dstMemoryType, (const void **)&c->dstHost, &c->dstDevice,
-					&c->dstArray, &c->dstXInBytes, &c->dstY, &c->dstZ, &c->dstPitch,
-					&c->dstHeight)))
-			return err;
-		c->WidthInBytes = v[GM_WIDTH], c->Height = v[GM_ROWS], c->Depth = v[GM_DEPTH];
-		if ((err = host_span_ok(w, v, v[GM_WIDTH], v[GM_ROWS], v[GM_DEPTH])) ||
-		    (err = host_span_ok(w, v + GM_SIDE, v[GM_WIDTH], v[GM_ROWS], v[GM_DEPTH])))
-			return err;
-		return ctx_of(w, v[GM_CTX], &p->memcpy.copyCtx);
-	}
+		return n != GM_N ? CUDA_ERROR_INVALID_VALUE : graph_copy_in(w, v, p);
 	case CU_GRAPH_NODE_TYPE_HOST:
 		if (n != GH_N)
 			return CUDA_ERROR_INVALID_VALUE;
@@ -232,7 +165,7 @@ CUresult graph_params_in(struct worker *w, graph_params *g, CUgraphNodeParams *p
 		p->conditional.handle = v[GD_HANDLE];
 		p->conditional.type = (CUgraphConditionalNodeType)v[GD_TYPE];
 		p->conditional.size = (unsigned)v[GD_SIZE];
-		return ctx_of(w, v[GD_CTX], &p->conditional.ctx);
+		return graph_ctx_in(w, v[GD_CTX], &p->conditional.ctx);
 	default:
 		log_warn("client %s: graph nodes of type %u are not supported", w->peer, g->type);
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -326,22 +259,6 @@ static CUresult kernel_out(struct worker *w, CUgraphNode node, graph_params *g)
 	return CUDA_SUCCESS;
 }
 
-static void copy_side_out(struct worker *w, uint64_t *v, CUmemorytype type, const void *host, CUdeviceptr dev,
-			  CUarray array, size_t x, size_t y, size_t z, size_t pitch, size_t height)
-{
-	v[GM_TYPE] = type;
-	v[GM_DEVICE] = dev;
-	v[GM_ARRAY] = id_of(w, H_ARRAY, array);
-	v[GM_X] = x, v[GM_Y] = y, v[GM_Z] = z, v[GM_PITCH] = pitch, v[GM_HEIGHT] = height;
-	for (unsigned r = 1; type == CU_MEMORYTYPE_HOST && r < MAX_HOST_REGIONS; r++) {
-		const char *b = w->regions[r].base;
-		if (b && (const char *)host >= b && (const char *)host <= b + w->regions[r].size) {
-			v[GM_REGION] = r;
-			v[GM_DEVICE] = (uint64_t)((const char *)host - b);
-		}
-	}
-}
-
 CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g)
 {
 	CUgraphNodeType type;
@@ -366,12 +283,7 @@ CUresult graph_params_out(struct worker *w, CUgraphNode node, graph_params *g)
 		CUDA_MEMCPY3D c;
 		if ((err = cuGraphMemcpyNodeGetParams(node, &c)) || (err = params_alloc(g, type, GM_N)))
 			return err;
-		v = g->v.v_val;
-		copy_side_out(w, v, c.srcMemoryType, c.srcHost, c.srcDevice, c.srcArray, c.srcXInBytes, c.srcY,
-			      c.srcZ, c.srcPitch, c.srcHeight);
-		copy_side_out(w, v + GM_SIDE, c.dstMemoryType, c.dstHost, c.dstDevice, c.dstArray, c.dstXInBytes,
-			      c.dstY, c.dstZ, c.dstPitch, c.dstHeight);
-		v[GM_WIDTH] = c.WidthInBytes, v[GM_ROWS] = c.Height, v[GM_DEPTH] = c.Depth;
+		graph_copy_out(w, &c, g->v.v_val);
 		return CUDA_SUCCESS;
 	}
 	case CU_GRAPH_NODE_TYPE_HOST: {

@@ -50,19 +50,17 @@ static int is_app(const uint64_t *side)
 }
 
 /* The copy between the stage and the other side, the program's side
- * first named as no memory (graph_params_in checks the other). */
+ * first named as no memory (graph_copy_in checks the other). */
 static CUresult stage_copy(struct worker *w, const uint64_t *v, int to_device, void *stage, CUgraphNodeParams *p)
 {
-	static void *ptrs[1];
 	uint64_t plain[GM_N], *app = to_device ? plain : plain + GM_SIDE;
-	graph_params g = { CU_GRAPH_NODE_TYPE_MEMCPY, { GM_N, plain }, { 0, NULL } };
 	CUDA_MEMCPY3D *c = &p->memcpy.copyParams;
 	CUresult err;
 
 	memcpy(plain, v, sizeof(plain));
 	memset(app, 0, GM_SIDE * sizeof(*app));
 	app[GM_TYPE] = CU_MEMORYTYPE_DEVICE;
-	if ((err = graph_params_in(w, &g, p, ptrs)))
+	if ((err = graph_copy_in(w, plain, p)))
 		return err;
 	if (to_device) {
 		c->srcMemoryType = CU_MEMORYTYPE_HOST, c->srcHost = stage, c->srcDevice = 0;
