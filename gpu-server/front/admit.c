@@ -170,22 +170,6 @@ static void session_bound(pid_t pid, void *arg)
 
 /* An answer to a hello that needs no worker: a refusal, or (migrate_in.c)
  * a migration's progress; msg is cut to the wire's limit. */
-void hello_reply(int fd, uint32_t xid, int err, uint64_t pid, const char *msg)
-{
-	struct wire_stream st;
-	struct wire_buf out = { 0 };
-	hello_res r = { .err = err, .proto_version = CICADA_PROTO_VERSION, .worker_pid = pid };
-	char text[CICADA_NAME_MAX];
-
-	snprintf(text, sizeof(text), "%s", msg);
-	r.message = text;
-	r.ticket = "";
-	wire_stream_init(&st, fd);
-	if (!wire_encode_reply(&out, xid, WIRE_SUCCESS, (xdrproc_t)xdr_hello_res, &r))
-		wire_send_record(&st, &out);
-	wire_buf_free(&out);
-}
-
 static void refuse(int fd, const struct wire_buf *b, CUresult err, const char *why)
 {
 	hello_reply(fd, b->len >= 4 ? ntohl(*(uint32_t *)b->data) : 0, err, 0, why);

@@ -82,8 +82,10 @@ struct admit_config {
 	int hello_timeout_ms, queue_timeout_ms;
 };
 int admit_serve(const struct admit_config *cfg, const struct listener *ls, int nls);
-void hello_reply(int fd, uint32_t xid, int err, uint64_t pid, const char *msg);
 void admit_worker_ended(pid_t pid);
+
+/* hello.c: a hello answered here, not by a worker */
+void hello_reply(int fd, uint32_t xid, int err, uint64_t pid, const char *msg);
 
 int token_load(const char *path, char *token, size_t len, char *err);
 
