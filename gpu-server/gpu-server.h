@@ -9,6 +9,10 @@
  *
  * A lower part reaches a higher one only through hooks registered at
  * start-up (handles_on_load, primary_on_take, devmem_on_unmap, ...).
+ * The worker is split the same way: struct worker (state.h) holds what
+ * state/ uses; the fields only a higher part uses are in that part's
+ * struct worker_calls, worker_ckpt or worker_front, which w->calls,
+ * w->ckpt and w->front point to (front/worker.c makes them).
  * This header includes them all: for the generated procedure table
  * (build/gen/server_calls.c) and the unit tests.
  */

@@ -24,8 +24,8 @@ CUresult wrap_cuMemFree_v2(struct worker *w, CUdeviceptr dptr)
 {
 	CUresult err = cuCtxSynchronize();
 
-	if (err && w->pending == CUDA_SUCCESS)
-		w->pending = err;
+	if (err && w->calls->pending == CUDA_SUCCESS)
+		w->calls->pending = err;
 	return ordered_free(w, dptr);
 }
 

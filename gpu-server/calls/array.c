@@ -95,7 +95,7 @@ static CUresult object_reply(struct worker *w, scalar_res *r, uint64_t value, in
 	CUresult err = one_scalar(r, value);
 
 	if (!err) {
-		w->tex_objects++;
+		w->calls->tex_objects++;
 		objects_tex_created(w, value, surface, a);
 	}
 	return err;
@@ -138,8 +138,8 @@ CUresult wrap_cuTexObjectDestroy(struct worker *w, CUtexObject t)
 {
 	CUresult err = cuTexObjectDestroy(t);
 
-	if (!err && w->tex_objects)
-		w->tex_objects--;
+	if (!err && w->calls->tex_objects)
+		w->calls->tex_objects--;
 	if (!err)
 		objects_tex_destroyed(w, t);
 	return err;
@@ -149,8 +149,8 @@ CUresult wrap_cuSurfObjectDestroy(struct worker *w, CUsurfObject s)
 {
 	CUresult err = cuSurfObjectDestroy(s);
 
-	if (!err && w->tex_objects)
-		w->tex_objects--;
+	if (!err && w->calls->tex_objects)
+		w->calls->tex_objects--;
 	if (!err)
 		objects_tex_destroyed(w, s);
 	return err;

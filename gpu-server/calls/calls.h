@@ -1,7 +1,8 @@
 /*
  * calls.h: the driver calls a client makes: the dispatch loop and
- * the wrap_ and hand_ functions calls.tbl names, object by object. Above
- * state/ alone.
+ * the wrap_ and hand_ functions calls.tbl names, object by object, and
+ * the worker's fields that only they and the parts above use (struct
+ * worker_calls). Above state/ alone.
  */
 #ifndef CICADA_GPU_SERVER_CALLS_H
 #define CICADA_GPU_SERVER_CALLS_H
@@ -10,6 +11,42 @@
 
 /* The wrap_ functions calls.tbl names, which the generated handlers call. */
 #include "server_calls.h"
+
+#define MAX_HOST_REGIONS CICADA_MAX_REGIONS
+
+struct host_region {
+	void *base;                          /* the server's mapping */
+	size_t size;
+	unsigned flags;
+	unsigned staged;                     /* graph copy nodes staged in it: it stays mapped */
+};
+
+struct vmm;
+struct vmm_restoring;
+struct lanes;
+
+/* The worker's fields of calls/ and of the parts above it alone
+ * (w->calls). */
+struct worker_calls {
+	struct wire_stream stream;
+	struct shm_segment shm;
+	const char *run_dir;                 /* session sockets of detached workers */
+	CUresult pending;                    /* first error of a pipelined call */
+	/* session.c's: opens a channel to the client (hostfn.c, lanes.c) */
+	CUresult (*channel_call)(struct worker *w, const scalars *a, name_res *r, int *fd);
+	struct host_region regions[MAX_HOST_REGIONS];
+	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
+	struct vmm *vmm;                     /* the application's own VMM */
+	struct vmm_restoring *vmm_restoring; /* while a restore runs */
+	int callback_fd;                     /* host functions: the client's channel */
+	struct lanes *lanes;                 /* a remote client's bulk lanes (lanes.c) */
+	unsigned tex_objects;                /* texture and surface objects alive */
+	unsigned captures;                   /* stream captures in progress */
+	uint64_t call_parent;                /* set by hand calls that derive */
+	uint64_t client_pid;                 /* as the client said in its hello */
+	int detach;                          /* the client asked to detach */
+	int exiting;
+};
 /* vmm.c: the application's own virtual memory (cuMemCreate, cuMemMap) */
 struct snap_range;
 struct Cicada__Manifest;

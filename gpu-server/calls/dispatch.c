@@ -13,8 +13,8 @@
 
 static void set_pending(struct worker *w, CUresult err)
 {
-	if (err != CUDA_SUCCESS && w->pending == CUDA_SUCCESS)
-		w->pending = err;
+	if (err != CUDA_SUCCESS && w->calls->pending == CUDA_SUCCESS)
+		w->calls->pending = err;
 }
 
 static CUresult run_scalar(struct worker *w, const struct proc_desc *d, scalars *a, scalar_res *r, uint64_t *out)
@@ -30,7 +30,7 @@ static CUresult run_scalar(struct worker *w, const struct proc_desc *d, scalars 
 static void prepare_args(struct worker *w, unsigned proc, void *args)
 {
 	if (proc == P_memcpy_htod || proc == P_memcpy_htod_async)
-		((htod_args *)args)->data.data_val = w->scratch_in;
+		((htod_args *)args)->data.data_val = w->calls->scratch_in;
 }
 
 static void release_args(unsigned proc, void *args)
@@ -48,7 +48,7 @@ static void release_res(unsigned proc, void *res)
 static int send_reply(struct worker *w, struct wire_buf *out, uint32_t xid, enum wire_accept stat,
 		      xdrproc_t xres, void *res)
 {
-	if (wire_encode_reply(out, xid, stat, xres, res) || wire_send_record(&w->stream, out))
+	if (wire_encode_reply(out, xid, stat, xres, res) || wire_send_record(&w->calls->stream, out))
 		return -1;
 	return 0;
 }
@@ -101,7 +101,7 @@ void worker_free_args(unsigned proc, const struct proc_desc *d, void *args)
 static void after_call(struct worker *w, const struct proc_desc *d, void *args)
 {
 	scalars *a = args;
-	uint64_t parent = w->call_parent;
+	uint64_t parent = w->calls->call_parent;
 
 	if (d->proc == P_cuCtxSetCurrent && a->v.v_len == 1)
 		w->current_ctx = a->v.v_val[0];
@@ -119,7 +119,7 @@ CUresult worker_execute(struct worker *w, const struct proc_desc *d, void *args,
 	CUresult rc;
 
 	w->created = 0;
-	w->call_parent = 0;
+	w->calls->call_parent = 0;
 	if (d->scalar)
 		rc = run_scalar(w, d, (scalars *)args, (scalar_res *)res, scalar_out);
 	else
@@ -146,7 +146,8 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	memset(&res, 0, d->res_size > sizeof(int) ? d->res_size : sizeof(int));
 	log_debug("%s", d->name);
 	rc = worker_execute(w, d, &args, &res, scalar_out);
-	if (rc && (log_enabled(LOG_DEBUG) || ((d->flags & PROC_ASYNC) && !w->pending && log_enabled(LOG_INFO)))) {
+	if (rc &&
+	    (log_enabled(LOG_DEBUG) || ((d->flags & PROC_ASYNC) && !w->calls->pending && log_enabled(LOG_INFO)))) {
 		const char *name = "?";
 		cuGetErrorName(rc, &name);
 		if (d->flags & PROC_ASYNC)
@@ -158,11 +159,11 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	worker_free_args(hdr.proc, d, &args);
 	if (d->flags & PROC_ASYNC) {
 		set_pending(w, rc);
-		return w->exiting ? -1 : 0;
+		return w->calls->exiting ? -1 : 0;
 	}
-	if (rc == CUDA_SUCCESS && (d->flags & PROC_SYNCPOINT) && w->pending) {
-		rc = w->pending;
-		w->pending = CUDA_SUCCESS;
+	if (rc == CUDA_SUCCESS && (d->flags & PROC_SYNCPOINT) && w->calls->pending) {
+		rc = w->calls->pending;
+		w->calls->pending = CUDA_SUCCESS;
 	}
 	*(int *)&res = rc;
 	if (d->xres == (xdrproc_t)xdr_name_res && !((name_res *)&res)->name)
@@ -176,7 +177,7 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		release_res(hdr.proc, &res);
 		xdr_free(d->xres, (char *)&res);
 	}
-	return st ? st : w->detach;
+	return st ? st : w->calls->detach;
 }
 
 /* Serves the client until it goes away (0) or detaches (1). */
@@ -186,7 +187,7 @@ int worker_serve(struct worker *w)
 	int rc, result = 0;
 
 	for (;;) {
-		rc = wire_recv_record(&w->stream, &in, WIRE_MAX_RECORD);
+		rc = wire_recv_record(&w->calls->stream, &in, WIRE_MAX_RECORD);
 		if (rc == -1) {
 			log_info("client %s disconnected", w->peer);
 			break;

@@ -43,7 +43,7 @@ CUresult wrap_cuStreamBeginCapture_v2(struct worker *w, CUstream stream, CUstrea
 	CUresult err = cuStreamBeginCapture(stream, mode);
 
 	if (!err)
-		w->captures++;
+		w->calls->captures++;
 	return err;
 }
 
@@ -56,8 +56,8 @@ CUresult wrap_cuStreamEndCapture(struct worker *w, CUstream stream, CUgraph *gra
 
 	cuStreamGetCaptureInfo(stream, &st, NULL, &cur, NULL, NULL, NULL);
 	err = cuStreamEndCapture(stream, graph);
-	if (st != CU_STREAM_CAPTURE_STATUS_NONE && w->captures)
-		w->captures--;
+	if (st != CU_STREAM_CAPTURE_STATUS_NONE && w->calls->captures)
+		w->calls->captures--;
 	for (unsigned i = 0; err && cur && i < w->nhandles; i++)
 		if (w->handles[i].kind == H_GRAPH && w->handles[i].real == cur)
 			handle_forget(w, HANDLE_BASE + i);

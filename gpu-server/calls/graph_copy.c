@@ -18,11 +18,12 @@ CUresult graph_ctx_in(struct worker *w, uint64_t id, CUcontext *ctx)
 /* Where the client's host memory is in the worker: a region it shares. */
 static CUresult host_of(struct worker *w, uint64_t region, uint64_t off, void **out)
 {
-	if (!region || region >= MAX_HOST_REGIONS || !w->regions[region].base || off > w->regions[region].size) {
+	if (!region || region >= MAX_HOST_REGIONS || !w->calls->regions[region].base ||
+	    off > w->calls->regions[region].size) {
 		log_warn("client %s: a graph copy names host memory not shared with the worker", w->peer);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
-	*out = (char *)w->regions[region].base + off;
+	*out = (char *)w->calls->regions[region].base + off;
 	return CUDA_SUCCESS;
 }
 
@@ -59,7 +60,7 @@ static CUresult host_span_ok(struct worker *w, const uint64_t *v, uint64_t width
 	rows = rows ? rows : 1, depth = depth ? depth : 1;
 	end = (unsigned __int128)v[GM_DEVICE] + v[GM_X] + ((unsigned __int128)v[GM_Z] * height + v[GM_Y]) * pitch +
 	      ((depth - 1) * height + (rows - 1)) * pitch + width;
-	return end <= w->regions[v[GM_REGION]].size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	return end <= w->calls->regions[v[GM_REGION]].size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* A copy's scalars (GM_N of them) -> the driver's parameters. */
@@ -90,8 +91,8 @@ static void copy_side_out(struct worker *w, uint64_t *v, CUmemorytype type, cons
 	v[GM_ARRAY] = array ? handle_put(w, H_ARRAY, array) : 0;
 	v[GM_X] = x, v[GM_Y] = y, v[GM_Z] = z, v[GM_PITCH] = pitch, v[GM_HEIGHT] = height;
 	for (unsigned r = 1; type == CU_MEMORYTYPE_HOST && r < MAX_HOST_REGIONS; r++) {
-		const char *b = w->regions[r].base;
-		if (b && (const char *)host >= b && (const char *)host <= b + w->regions[r].size) {
+		const char *b = w->calls->regions[r].base;
+		if (b && (const char *)host >= b && (const char *)host <= b + w->calls->regions[r].size) {
 			v[GM_REGION] = r;
 			v[GM_DEVICE] = (uint64_t)((const char *)host - b);
 		}

@@ -589,7 +589,7 @@ CUresult hand_graph_edges(struct worker *w, void *args, void *res)
 			err = err ? err : CUDA_ERROR_INVALID_VALUE;
 		else if (!(err = cuStreamBeginCaptureToGraph(h, g, from, edges, a->from.from_len,
 							     (CUstreamCaptureMode)a->mode)))
-			w->captures++;
+			w->calls->captures++;
 		break;
 	}
 	default: err = cuStreamUpdateCaptureDependencies_v2(h, from, edges, a->from.from_len, a->mode); break;

@@ -24,11 +24,11 @@ int graph_staged(const graph_params *g)
 /* A local client's stage: inside a region it shares. */
 static CUresult shared_stage(struct worker *w, uint64_t region, uint64_t off, uint64_t size, void **out)
 {
-	if (region >= MAX_HOST_REGIONS || !w->regions[region].base || off > w->regions[region].size ||
-	    size > w->regions[region].size - off)
+	if (region >= MAX_HOST_REGIONS || !w->calls->regions[region].base || off > w->calls->regions[region].size ||
+	    size > w->calls->regions[region].size - off)
 		return CUDA_ERROR_INVALID_VALUE;
-	*out = (char *)w->regions[region].base + off;
-	w->regions[region].staged++;         /* the node holds it: never unmapped under it */
+	*out = (char *)w->calls->regions[region].base + off;
+	w->calls->regions[region].staged++;  /* the node holds it: never unmapped under it */
 	return CUDA_SUCCESS;
 }
 

@@ -66,11 +66,11 @@ static void call_client(struct host_call *c)
 	struct wire_stream st;
 
 	pthread_mutex_lock(&channel_lock);
-	wire_stream_init(&st, c->w->callback_fd);
-	if (c->w->callback_fd >= 0 && exchange(&st, c)) {
+	wire_stream_init(&st, c->w->calls->callback_fd);
+	if (c->w->calls->callback_fd >= 0 && exchange(&st, c)) {
 		log_warn("client %s: host function channel lost", c->w->peer);
-		close(c->w->callback_fd);
-		c->w->callback_fd = -1;
+		close(c->w->calls->callback_fd);
+		c->w->calls->callback_fd = -1;
 	}
 	pthread_mutex_unlock(&channel_lock);
 	if (!c->persistent)
@@ -97,7 +97,7 @@ CUresult wrap_host_func_launch(struct worker *w, CUstream stream, unsigned long 
 	struct host_call *c;
 	CUresult err;
 
-	if (w->callback_fd < 0)
+	if (w->calls->callback_fd < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if ((err = cuStreamIsCapturing(stream, &st)))
 		return err;
@@ -142,7 +142,7 @@ CUresult wrap_capture_host_copy(struct worker *w, CUstream stream, CUdeviceptr d
 	struct host_call *c;
 	CUresult err;
 
-	if (w->callback_fd < 0)
+	if (w->calls->callback_fd < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!id || !size || size > STAGE_MAX || to_device > 1)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -171,7 +171,7 @@ CUresult hostfn_node(struct worker *w, uint64_t id, CUhostFn *fn, void **data)
 {
 	struct host_call *c;
 
-	if (w->callback_fd < 0)
+	if (w->calls->callback_fd < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!id || !(c = malloc(sizeof(*c))))
 		return id ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
@@ -190,7 +190,7 @@ CUresult hostfn_copy_node(struct worker *w, const uint64_t *params, unsigned n, 
 {
 	struct host_call *c;
 
-	if (w->callback_fd < 0)
+	if (w->calls->callback_fd < 0)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!params[GM_STAGE_ID] || !size || size > STAGE_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -240,14 +240,14 @@ CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
 	CUresult err;
 	int fd;
 
-	if (!w->channel_call)
+	if (!w->calls->channel_call)
 		return CUDA_ERROR_NOT_SUPPORTED;       /* no session (cannot happen) */
-	if ((err = w->channel_call(w, args, res, &fd)) || fd < 0)
+	if ((err = w->calls->channel_call(w, args, res, &fd)) || fd < 0)
 		return err;
 	pthread_mutex_lock(&channel_lock);
-	if (w->callback_fd >= 0)
-		close(w->callback_fd);
-	w->callback_fd = fd;
+	if (w->calls->callback_fd >= 0)
+		close(w->calls->callback_fd);
+	w->calls->callback_fd = fd;
 	pthread_mutex_unlock(&channel_lock);
 	log_info("client %s: host function channel open", w->peer);
 	return CUDA_SUCCESS;
@@ -257,8 +257,8 @@ CUresult hand_host_func_channel(struct worker *w, void *args, void *res)
 void hostfn_close(struct worker *w)
 {
 	pthread_mutex_lock(&channel_lock);
-	if (w->callback_fd >= 0)
-		close(w->callback_fd);
-	w->callback_fd = -1;
+	if (w->calls->callback_fd >= 0)
+		close(w->calls->callback_fd);
+	w->calls->callback_fd = -1;
 	pthread_mutex_unlock(&channel_lock);
 }

@@ -157,7 +157,7 @@ static unsigned socket_addr(const struct worker *w, uint64_t owner, struct socka
 	char leaf[32];
 
 	snprintf(leaf, sizeof(leaf), "ipc-%016llx", (unsigned long long)owner);
-	return run_socket_addr(w->run_dir, leaf, sa);
+	return run_socket_addr(w->calls->run_dir, leaf, sa);
 }
 
 /* A worker this session was restored from may answer for it still (the

@@ -155,11 +155,11 @@ static struct lanes *lanes_new(void)
 /* A new lane on fd, with its buffers and thread. */
 static CUresult lane_add(struct worker *w, int fd)
 {
-	struct lanes *ls = w->lanes;
+	struct lanes *ls = w->calls->lanes;
 	struct lane *l;
 	CUcontext cur = NULL;
 
-	if (!ls && !(ls = w->lanes = lanes_new()))
+	if (!ls && !(ls = w->calls->lanes = lanes_new()))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (ls->n == LANE_MAX)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -189,22 +189,22 @@ CUresult hand_lane_open(struct worker *w, void *args, void *res)
 	CUresult err;
 	int fd;
 
-	if (!w->channel_call)
+	if (!w->calls->channel_call)
 		return CUDA_ERROR_NOT_SUPPORTED;       /* no session (cannot happen) */
-	if ((err = w->channel_call(w, args, res, &fd)) || fd < 0)
+	if ((err = w->calls->channel_call(w, args, res, &fd)) || fd < 0)
 		return err;
 	if ((err = lane_add(w, fd))) {
 		close(fd);
 		return err;
 	}
-	log_info("client %s: bulk lane %u open", w->peer, w->lanes->n - 1);
+	log_info("client %s: bulk lane %u open", w->peer, w->calls->lanes->n - 1);
 	return CUDA_SUCCESS;
 }
 
 CUresult hand_memcpy_lanes(struct worker *w, void *args, void *res)
 {
 	lane_copy_args *a = args;
-	struct lanes *ls = w->lanes;
+	struct lanes *ls = w->calls->lanes;
 	struct job j = { .device = a->device, .size = a->size, .chunk = a->chunk, .nlanes = a->lanes,
 			 .to_device = !!a->to_device };
 	CUresult err;
@@ -239,7 +239,7 @@ CUresult hand_memcpy_lanes(struct worker *w, void *args, void *res)
  * connections close, their buffers go. */
 void lanes_close(struct worker *w)
 {
-	struct lanes *ls = w->lanes;
+	struct lanes *ls = w->calls->lanes;
 
 	if (!ls)
 		return;
@@ -257,5 +257,5 @@ void lanes_close(struct worker *w)
 		worker_pinned_free(l->buf[1], LANE_CHUNK_MAX);
 	}
 	free(ls);
-	w->lanes = NULL;
+	w->calls->lanes = NULL;
 }

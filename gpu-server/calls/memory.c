@@ -80,10 +80,10 @@ CUresult hand_memcpy_dtoh(struct worker *w, void *args, void *res)
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((err = stream_of(w, a->stream, &s)))
 		return err;
-	err = copy_dtoh(w->scratch_out, a->src, a->size, s, a->async, 1);
+	err = copy_dtoh(w->calls->scratch_out, a->src, a->size, s, a->async, 1);
 	if (err)
 		return err;
-	r->data.data_val = w->scratch_out;
+	r->data.data_val = w->calls->scratch_out;
 	r->data.data_len = a->size;
 	return CUDA_SUCCESS;
 }
@@ -91,15 +91,15 @@ CUresult hand_memcpy_dtoh(struct worker *w, void *args, void *res)
 /* Finds the worker's address of a client host range, or NULL. */
 static char *shm_host(struct worker *w, const shm_copy_args *a)
 {
-	if (!w->shm.hdr)
+	if (!w->calls->shm.hdr)
 		return NULL;
 	if (a->region == 0)
-		return a->slot < 0 ? NULL : shm_slot(&w->shm, (unsigned)a->slot, a->size);
-	if (a->region >= MAX_HOST_REGIONS || !w->regions[a->region].base)
+		return a->slot < 0 ? NULL : shm_slot(&w->calls->shm, (unsigned)a->slot, a->size);
+	if (a->region >= MAX_HOST_REGIONS || !w->calls->regions[a->region].base)
 		return NULL;
-	if (a->offset > w->regions[a->region].size || a->size > w->regions[a->region].size - a->offset)
+	if (a->offset > w->calls->regions[a->region].size || a->size > w->calls->regions[a->region].size - a->offset)
 		return NULL;
-	return (char *)w->regions[a->region].base + a->offset;
+	return (char *)w->calls->regions[a->region].base + a->offset;
 }
 
 static CUresult shm_copy(struct worker *w, shm_copy_args *a)
@@ -122,9 +122,9 @@ out:
 		return err;
 	/* Staged copies report through the slot, never twice. */
 	if (!a->async && output_waiting())
-		atomic_store(&w->shm.hdr->output_pending, 1);
-	atomic_store(&w->shm.hdr->slot_err[a->slot], err);
-	shm_slot_set(&w->shm, a->slot, a->to_device ? SLOT_FREE : SLOT_READY);
+		atomic_store(&w->calls->shm.hdr->output_pending, 1);
+	atomic_store(&w->calls->shm.hdr->slot_err[a->slot], err);
+	shm_slot_set(&w->calls->shm, a->slot, a->to_device ? SLOT_FREE : SLOT_READY);
 	return CUDA_SUCCESS;
 }
 
@@ -164,10 +164,10 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 	int fd = -1;
 
 	if (!(a->flags & CICADA_REGION_OWN) && (fd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS)) < 0) {
-		w->exiting = 1;
+		w->calls->exiting = 1;
 		return CUDA_ERROR_OPERATING_SYSTEM;
 	}
-	if (!a->region || a->region >= MAX_HOST_REGIONS || w->regions[a->region].base || !a->size)
+	if (!a->region || a->region >= MAX_HOST_REGIONS || w->calls->regions[a->region].base || !a->size)
 		goto out;
 	/* the worker's own memory counts against --max-staged (a client's
 	 * memory file is the client's own) */
@@ -175,7 +175,7 @@ CUresult hand_host_region_map(struct worker *w, void *args, void *res)
 		err = CUDA_ERROR_OUT_OF_MEMORY;
 		goto out;
 	}
-	reg = &w->regions[a->region];
+	reg = &w->calls->regions[a->region];
 	reg->base = region_map(a, fd);
 	if (!reg->base || reg->base == MAP_FAILED) {
 		err = reg->base ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
@@ -226,7 +226,7 @@ CUresult hand_host_region_unmap(struct worker *w, void *args, void *res)
 
 	if (a->v.v_len != 1 || !a->v.v_val[0] || a->v.v_val[0] >= MAX_HOST_REGIONS)
 		return CUDA_ERROR_INVALID_VALUE;
-	reg = &w->regions[a->v.v_val[0]];
+	reg = &w->calls->regions[a->v.v_val[0]];
 	if (!reg->base)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (reg->staged) {

@@ -74,7 +74,7 @@ CUresult hand_module_get_function(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_MODULE, a->handle, (void **)&mod)) ||
 	    (err = cuModuleGetFunction(&f, mod, a->name)))
 		return err;
-	w->call_parent = a->handle;
+	w->calls->call_parent = a->handle;
 	return one_scalar(res, handle_put(w, H_FUNCTION, f));
 }
 
@@ -88,7 +88,7 @@ CUresult hand_library_get_kernel(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_LIBRARY, a->handle, (void **)&lib)) ||
 	    (err = cuLibraryGetKernel(&k, lib, a->name)))
 		return err;
-	w->call_parent = a->handle;
+	w->calls->call_parent = a->handle;
 	return one_scalar(res, handle_put(w, H_KERNEL, k));
 }
 
@@ -208,7 +208,7 @@ CUresult hand_module_get_global(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_MODULE, a->handle, (void **)&mod)) ||
 	    (err = cuModuleGetGlobal(&ptr, &size, mod, a->name)))
 		return err;
-	w->call_parent = a->handle;
+	w->calls->call_parent = a->handle;
 	replay_note_global(w, a->handle, ptr, size);
 	log_debug("variable %s of module %llu in context %llu: 0x%llx (%zu bytes)", a->name,
 		  (unsigned long long)a->handle, (unsigned long long)w->current_ctx, (unsigned long long)ptr, size);
@@ -229,7 +229,7 @@ CUresult hand_library_get_global(struct worker *w, void *args, void *res)
 	if ((err = handle_get(w, H_LIBRARY, a->handle, (void **)&lib)) ||
 	    (err = cuLibraryGetGlobal(&ptr, &size, lib, a->name)))
 		return err;
-	w->call_parent = a->handle;
+	w->calls->call_parent = a->handle;
 	replay_note_global(w, a->handle, ptr, size);
 	log_debug("variable %s of library %llu in context %llu: 0x%llx (%zu bytes)", a->name,
 		  (unsigned long long)a->handle, (unsigned long long)w->current_ctx, (unsigned long long)ptr, size);

@@ -165,7 +165,8 @@ static int processes(struct worker *w, nvmlDevice_t dev, struct nvml_reply *r)
 	nvml_put(r, n);
 	for (unsigned i = 0; i < n && i < NVML_PROC_MAX; i++) {
 		rec = (unsigned char *)r->data + i * NVML_PROC_RECORD;
-		wire_put_be64(rec, p[i].pid == (unsigned)getpid() && w->client_pid ? w->client_pid : p[i].pid);
+		wire_put_be64(rec,
+			      p[i].pid == (unsigned)getpid() && w->calls->client_pid ? w->calls->client_pid : p[i].pid);
 		wire_put_be64(rec + 8, p[i].usedGpuMemory);
 		wire_put_be64(rec + 16, p[i].gpuInstanceId);
 		wire_put_be64(rec + 24, p[i].computeInstanceId);

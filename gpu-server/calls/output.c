@@ -60,7 +60,8 @@ static int send_piece(struct worker *w, struct wire_buf *out, unsigned notice, c
 {
 	notice_output n = { { (u_int)len, data } };
 
-	if (wire_encode_call(out, 0, notice, (xdrproc_t)xdr_notice_output, &n) || wire_send_record(&w->stream, out))
+	if (wire_encode_call(out, 0, notice, (xdrproc_t)xdr_notice_output, &n) ||
+	    wire_send_record(&w->calls->stream, out))
 		return -1;
 	return 0;
 }

@@ -64,11 +64,12 @@ struct vmm {
 
 static struct vmm *vmm_of(struct worker *w)
 {
-	if (!w->vmm && (w->vmm = calloc(1, sizeof(*w->vmm))) && !(w->vmm->places = places_new())) {
-		free(w->vmm);
-		w->vmm = NULL;
+	if (!w->calls->vmm && (w->calls->vmm = calloc(1, sizeof(*w->calls->vmm))) &&
+	    !(w->calls->vmm->places = places_new())) {
+		free(w->calls->vmm);
+		w->calls->vmm = NULL;
 	}
-	return w->vmm;
+	return w->calls->vmm;
 }
 
 static CUresult alloc_of(struct worker *w, uint64_t id, struct vmm_alloc **a)
@@ -127,7 +128,7 @@ static CUresult reserve(struct worker *w, CUdeviceptr *ptr, size_t size, size_t 
 		return err;
 	if (!carved)
 		places_note(v->places, *ptr, size);      /* (a restore's explicit addresses too) */
-	if (!places_in_regions(*ptr) && addr && !w->vmm_restoring)
+	if (!places_in_regions(*ptr) && addr && !w->calls->vmm_restoring)
 		log_info("client %s: %zu bytes reserved where it asked, at 0x%llx, outside the worker's regions: "
 			 "a restore needs that place free", w->peer, size, (unsigned long long)*ptr);
 	log_debug("client %s: reserved 0x%llx, %zu bytes%s (asked at 0x%llx, alignment %zu, flags %llu)", w->peer,
@@ -439,7 +440,7 @@ static int accessible(const struct vmm *v, uint64_t va, uint64_t size)
  * driver's ordinal), or -1 where there is none. */
 CUdevice vmm_device_of(const struct worker *w, uint64_t va)
 {
-	const struct vmm *v = w->vmm;
+	const struct vmm *v = w->calls->vmm;
 
 	for (unsigned i = 0; v && i < v->nmaps; i++) {
 		const CUmemAllocationProp *p = &v->maps[i].a->prop;
@@ -455,7 +456,7 @@ CUdevice vmm_device_of(const struct worker *w, uint64_t va)
  * NULL, how many there are. */
 unsigned vmm_ranges(const struct worker *w, struct snap_range *out)
 {
-	const struct vmm *v = w->vmm;
+	const struct vmm *v = w->calls->vmm;
 	unsigned n = 0;
 
 	for (unsigned i = 0; v && i < v->nmaps; i++)
@@ -596,7 +597,7 @@ struct vmm_restoring {
 
 static struct vmm_restoring *restoring(struct worker *w, const Cicada__Manifest *m)
 {
-	struct vmm_restoring *st = w->vmm_restoring;
+	struct vmm_restoring *st = w->calls->vmm_restoring;
 
 	if (st || !vmm_of(w))
 		return st;
@@ -611,7 +612,7 @@ static struct vmm_restoring *restoring(struct worker *w, const Cicada__Manifest 
 		free(st);
 		return NULL;
 	}
-	return w->vmm_restoring = st;
+	return w->calls->vmm_restoring = st;
 }
 
 static int restore_reservation(struct worker *w, const Cicada__VmmReservation *r, char *err)
@@ -677,7 +678,7 @@ static int restore_alloc(struct worker *w, const Cicada__VmmAllocation *p, struc
 
 static int restore_map(struct worker *w, const Cicada__VmmMapping *p, struct vmm_alloc *al, char *err)
 {
-	struct vmm *v = w->vmm;
+	struct vmm *v = w->calls->vmm;
 
 	if (!al || array_grow((void **)&v->maps, &v->cap_maps, v->nmaps, sizeof(*v->maps)) ||
 	    (!al->pending && cuMemMap(p->va, p->size, p->offset, al->h, 0))) {
@@ -694,7 +695,7 @@ static int restore_map(struct worker *w, const Cicada__VmmMapping *p, struct vmm
  * unmaps may have left holes in it, which the driver would refuse). */
 static int restore_access(struct worker *w, const Cicada__VmmAccess *x, char *err)
 {
-	struct vmm *v = w->vmm;
+	struct vmm *v = w->calls->vmm;
 	CUmemAccessDesc d = { { (CUmemLocationType)x->location_type, x->location_id }, (CUmemAccess_flags)x->flags };
 
 	for (unsigned i = 0; i < v->nmaps; i++) {
@@ -750,7 +751,7 @@ int vmm_restore(struct worker *w, const Cicada__Manifest *m, char *err)
 	if (!m->n_vmm_reservations && !m->n_vmm_allocations)
 		return 0;
 	rc = vmm_restore_upto(w, m, UINT64_MAX, err);
-	if (!(st = w->vmm_restoring))
+	if (!(st = w->calls->vmm_restoring))
 		return rc;
 	for (size_t i = 0; i < m->n_vmm_allocations; i++) {
 		struct vmm_alloc *a = st->a[i];
@@ -762,7 +763,7 @@ int vmm_restore(struct worker *w, const Cicada__Manifest *m, char *err)
 	}
 	free(st->a), free(st->done_r), free(st->done_m), free(st->done_x);
 	free(st);
-	w->vmm_restoring = NULL;
+	w->calls->vmm_restoring = NULL;
 	return rc;
 }
 
@@ -772,7 +773,7 @@ int vmm_restore(struct worker *w, const Cicada__Manifest *m, char *err)
  * and opened here (not pending): the first nonzero answer, else 0. */
 int vmm_each_import(struct worker *w, int (*each)(struct worker *w, const void *token, void *ctx), void *ctx)
 {
-	struct vmm *v = w->vmm;
+	struct vmm *v = w->calls->vmm;
 	int rc;
 
 	for (unsigned i = 0; i < w->nhandles; i++) {
@@ -795,7 +796,7 @@ int vmm_each_import(struct worker *w, int (*each)(struct worker *w, const void *
  * client had given there. */
 static CUresult resume_alloc(struct worker *w, struct vmm_alloc *a, vmm_open_fn open, void *ctx)
 {
-	struct vmm *v = w->vmm;
+	struct vmm *v = w->calls->vmm;
 	CUresult err;
 
 	if ((err = open(w, a->imported, &a->h, ctx)))
@@ -824,7 +825,7 @@ static CUresult resume_alloc(struct worker *w, struct vmm_alloc *a, vmm_open_fn 
  * from other processes is imported and mapped again. 0, or an error. */
 CUresult vmm_resume(struct worker *w, vmm_open_fn open, void *ctx)
 {
-	struct vmm *v = w->vmm;
+	struct vmm *v = w->calls->vmm;
 	CUresult err;
 
 	for (unsigned i = 0; i < w->nhandles; i++) {

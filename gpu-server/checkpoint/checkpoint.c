@@ -21,7 +21,7 @@ int worker_quiesce(struct worker *w, char *err)
 	CUcontext ctx;
 	CUresult rc;
 
-	if (w->captures) {
+	if (w->calls->captures) {
 		wire_fail(err, "a CUDA graph capture is in progress; try again when it has ended");
 		return -1;
 	}
@@ -33,8 +33,8 @@ int worker_quiesce(struct worker *w, char *err)
 			goto fail;
 		rc = cuCtxSynchronize();
 		cuCtxPopCurrent(&ctx);
-		if (rc && w->pending == CUDA_SUCCESS)
-			w->pending = rc;             /* reported to the client later */
+		if (rc && w->calls->pending == CUDA_SUCCESS)
+			w->calls->pending = rc;      /* reported to the client later */
 	}
 	ordered_collect(w, 1);
 	return 0;
@@ -260,9 +260,9 @@ int worker_checkpoint(struct worker *w, int dirfd, const char *name, const char 
 	p.m.current_ctx = w->current_ctx;
 	p.m.has_arena_va = p.m.has_arena_size = p.m.has_current_ctx = 1;
 	/* whose it is: only they restore it (restore.c); the key signs it */
-	p.m.owner = w->owner[0] ? w->owner : NULL;
-	p.m.owner_uid = (uint32_t)w->owner_uid;
-	p.m.has_owner_uid = w->owner_uid != (uid_t)-1;
+	p.m.owner = w->ckpt->owner[0] ? w->ckpt->owner : NULL;
+	p.m.owner_uid = (uint32_t)w->ckpt->owner_uid;
+	p.m.has_owner_uid = w->ckpt->owner_uid != (uid_t)-1;
 	worker_memory_ops(w, &ops);
 	if (!(b.wr = snap_writer_begin(dirfd, name, err)))
 		goto out;

@@ -143,7 +143,7 @@ static const char *check_request(struct worker *w, const precopy_args *a, int *d
 	*dirfd = wire_recv_fd_within(w->sock, CLIENT_FD_TIMEOUT_MS);
 	if (*dirfd < 0 || fstat(*dirfd, &st) || !S_ISDIR(st.st_mode))
 		return "no staging directory came with the request";
-	if (w->precopy && w->precopy->state == PRECOPY_RUNNING)
+	if (w->ckpt->precopy && w->ckpt->precopy->state == PRECOPY_RUNNING)
 		return "a pre-copy round is running already";
 	if (!a->name[0] || strchr(a->name, '/') || a->name[0] == '.' || !parent_ok(a->parent, a->name))
 		return "not a snapshot name, or not a parent beside it";
@@ -152,7 +152,7 @@ static const char *check_request(struct worker *w, const precopy_args *a, int *d
 
 static void precopy_reset(struct worker *w)
 {
-	struct precopy *p = w->precopy;
+	struct precopy *p = w->ckpt->precopy;
 
 	if (!p)
 		return;
@@ -183,9 +183,9 @@ CUresult hand_precopy(struct worker *w, void *args, void *res)
 		r->state = PRECOPY_FAILED;
 		return r->message ? CUDA_ERROR_NOT_PERMITTED : CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	if (!w->precopy && (w->precopy = calloc(1, sizeof(*w->precopy))))
-		w->precopy->dirfd = -1;
-	if (!(p = w->precopy) || !r->message) {
+	if (!w->ckpt->precopy && (w->ckpt->precopy = calloc(1, sizeof(*w->ckpt->precopy))))
+		w->ckpt->precopy->dirfd = -1;
+	if (!(p = w->ckpt->precopy) || !r->message) {
 		close(dirfd);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
@@ -209,7 +209,7 @@ CUresult hand_precopy(struct worker *w, void *args, void *res)
 
 CUresult hand_precopy_status(struct worker *w, void *args, void *res)
 {
-	struct precopy *p = w->precopy;
+	struct precopy *p = w->ckpt->precopy;
 	precopy_res *r = res;
 
 	r->state = p ? (precopy_state)p->state : PRECOPY_IDLE;
@@ -230,6 +230,6 @@ CUresult hand_precopy_status(struct worker *w, void *args, void *res)
 void precopy_end(struct worker *w)
 {
 	precopy_reset(w);
-	free(w->precopy);
-	w->precopy = NULL;
+	free(w->ckpt->precopy);
+	w->ckpt->precopy = NULL;
 }

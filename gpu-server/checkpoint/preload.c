@@ -118,14 +118,14 @@ static int have(struct preload *p, uint64_t va, uint64_t size, uint64_t sum)
 /* The round's ops (ctx: the worker): what an earlier round wrote stays. */
 static int have_loaded(void *ctx, uint64_t va, uint64_t size, uint64_t sum)
 {
-	return have(((struct worker *)ctx)->preload, va, size, sum);
+	return have(((struct worker *)ctx)->ckpt->preload, va, size, sum);
 }
 
 /* A piece outside the arena's chunks (a final snapshot holds module
  * globals too) is left to the restore. */
 static int write_scratch(void *ctx, uint64_t va, const void *buf, size_t size)
 {
-	struct preload *p = ((struct worker *)ctx)->preload;
+	struct preload *p = ((struct worker *)ctx)->ckpt->preload;
 	struct pre_chunk *c = chunk_at(p, va, size);
 
 	if (!c)
@@ -220,8 +220,8 @@ void preload_start(struct worker *w, int ctl)
 	}
 	p->w = w;
 	p->ctl = ctl;
-	w->preload = p;
-	log_info("preloading a migration's device memory (session %.8s)", w->ticket);
+	w->ckpt->preload = p;
+	log_info("preloading a migration's device memory (session %.8s)", w->ckpt->ticket);
 }
 
 /* A command from migrate_in: 1 to go on, 0 once it has gone (EOF). A
@@ -259,7 +259,7 @@ static int command(struct preload *p)
 int preload_wait(struct worker *w, int lfd, struct wire_buf *hello, int timeout,
 		 int (*accept)(int lfd, struct wire_buf *hello))
 {
-	struct preload *p = w->preload;
+	struct preload *p = w->ckpt->preload;
 	struct pollfd f[2] = { { .fd = p->ctl, .events = POLLIN }, { .fd = lfd, .events = POLLIN } };
 	int fd;
 
@@ -316,7 +316,7 @@ static int take(void *ctx, uint64_t va, uint64_t size, CUmemGenericAllocationHan
  * the restore took as it was. */
 int preload_in_place(void *ctx, uint64_t va, uint64_t size, uint64_t sum)
 {
-	struct preload *p = ((struct worker *)ctx)->preload;
+	struct preload *p = ((struct worker *)ctx)->ckpt->preload;
 	struct pre_chunk *c = p ? chunk_at(p, va, size) : NULL;
 
 	if (!c || !c->taken || !have(p, va, size, sum))
@@ -329,7 +329,7 @@ int preload_in_place(void *ctx, uint64_t va, uint64_t size, uint64_t sum)
  * arena's chunks come from here; 1 if there is anything. */
 int preload_attach(struct worker *w)
 {
-	struct preload *p = w->preload;
+	struct preload *p = w->ckpt->preload;
 
 	if (!p)
 		return 0;
@@ -352,7 +352,7 @@ int preload_attach(struct worker *w)
 /* After the restore, or when the worker ends: what was not taken goes. */
 void preload_end(struct worker *w)
 {
-	struct preload *p = w->preload;
+	struct preload *p = w->ckpt->preload;
 	unsigned n, taken;
 
 	if (!p)
@@ -367,5 +367,5 @@ void preload_end(struct worker *w)
 	free(p->chunks);
 	free(p->pieces);
 	free(p);
-	w->preload = NULL;
+	w->ckpt->preload = NULL;
 }

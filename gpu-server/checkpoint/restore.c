@@ -306,7 +306,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	w->current_ctx = m->current_ctx;
 	if (m->current_ctx && !handle_get(w, H_CTX, m->current_ctx, (void **)&ctx))
 		cuCtxSetCurrent(ctx);
-	w->regions_lost = 1;
+	w->ckpt->regions_lost = 1;
 	return 0;
 }
 
@@ -322,23 +322,24 @@ static int owner_check(struct worker *w, struct snap_reader *r, char *err)
 	char who[48];
 	uid_t dir_uid;
 
-	if (w->req_class == REQ_UNKNOWN)
+	if (w->ckpt->req_class == REQ_UNKNOWN)
 		return wire_fail(err, "this snapshot belongs to another user");
-	if (w->req_class == REQ_USER)
-		snprintf(who, sizeof(who), "uid %u", (unsigned)w->req_uid);
+	if (w->ckpt->req_class == REQ_USER)
+		snprintf(who, sizeof(who), "uid %u", (unsigned)w->ckpt->req_uid);
 	else
 		snprintf(who, sizeof(who), "token");
-	if (w->req_stream && w->req_class != REQ_PRIVILEGED) {
-		snprintf(w->owner, sizeof(w->owner), "%s", who);     /* theirs from now on */
-		w->owner_uid = w->req_class == REQ_USER ? w->req_uid : (uid_t)-1;
+	if (w->ckpt->req_stream && w->ckpt->req_class != REQ_PRIVILEGED) {
+		snprintf(w->ckpt->owner, sizeof(w->ckpt->owner), "%s", who); /* theirs from now on */
+		w->ckpt->owner_uid = w->ckpt->req_class == REQ_USER ? w->ckpt->req_uid : (uid_t)-1;
 		return 0;
 	}
-	if (w->req_class == REQ_PRIVILEGED || (m->owner && !strcmp(m->owner, who)) ||
-	    (!m->owner && w->req_class == REQ_USER && !snap_reader_dir_uid(r, &dir_uid) && dir_uid == w->req_uid)) {
+	if (w->ckpt->req_class == REQ_PRIVILEGED || (m->owner && !strcmp(m->owner, who)) ||
+	    (!m->owner && w->ckpt->req_class == REQ_USER && !snap_reader_dir_uid(r, &dir_uid) &&
+	     dir_uid == w->ckpt->req_uid)) {
 		if (m->owner)
-			snprintf(w->owner, sizeof(w->owner), "%s", m->owner);
+			snprintf(w->ckpt->owner, sizeof(w->ckpt->owner), "%s", m->owner);
 		if (m->has_owner_uid)
-			w->owner_uid = m->owner_uid;
+			w->ckpt->owner_uid = m->owner_uid;
 		return 0;
 	}
 	log_warn("refused a restore by %s of a snapshot of %s", who, m->owner ? m->owner : "(no owner)");

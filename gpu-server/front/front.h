@@ -2,12 +2,23 @@
  * front.h: the daemon and the worker process: the listening
  * front door (admission, authentication, placement, the pool of
  * workers, incoming migrations), the handing over of connections, a
- * worker's session and its privilege separation. Above every other part.
+ * worker's session and its privilege separation, with the worker's
+ * fields only they use (struct worker_front). Above every other part.
  */
 #ifndef CICADA_GPU_SERVER_FRONT_H
 #define CICADA_GPU_SERVER_FRONT_H
 
 #include "checkpoint/checkpoint.h"
+
+/* The worker's fields of front/ alone (w->front). */
+struct worker_front {
+	int started;                         /* base_ctx is made (on start_gpu) */
+	CUdevice start_gpu;
+	int dropped;                         /* runs as run_uid for good (privsep.c) */
+	uid_t run_uid;
+	const char *scratch_dir;             /* private, for snapshots that travel (privsep.c) */
+	int session_fd;                      /* detached: listening session socket */
+};
 
 /* worker.c: the worker process (above session.c) */
 int worker_main(int control_fd, const char *cache_dir, const char *run_dir);

@@ -121,10 +121,10 @@ static int prepare_dirs(struct worker *w, uid_t uid, gid_t gid, char *err)
 	static char scratch[64], cache[64];
 	char path[1100];
 
-	snprintf(path, sizeof(path), "%s/w-%d", w->run_dir, (int)getpid());
+	snprintf(path, sizeof(path), "%s/w-%d", w->calls->run_dir, (int)getpid());
 	if (own_dir(path, uid, gid, err) || hold_dir(path, scratch, sizeof(scratch), err))
 		return -1;
-	w->scratch_dir = scratch;
+	w->front->scratch_dir = scratch;
 	if (!w->cache_dir)
 		return 0;
 	snprintf(path, sizeof(path), "%s/u%u", w->cache_dir, (unsigned)uid);
@@ -173,8 +173,8 @@ int privsep_drop_for(struct worker *w, int fd, char *err)
 
 	if (rc)
 		return rc > 0 ? 0 : -1;
-	if (w->dropped)
-		return uid == w->run_uid ? 0 : wire_fail(err, "this session's worker runs as another user");
+	if (w->front->dropped)
+		return uid == w->front->run_uid ? 0 : wire_fail(err, "this session's worker runs as another user");
 	if (geteuid() != 0) {                /* a server of one user's: nothing to drop to */
 		log_warn("the server is not root: the worker of uid %u runs as the server's user (docs/security.md)",
 			 (unsigned)uid);
@@ -184,8 +184,8 @@ int privsep_drop_for(struct worker *w, int fd, char *err)
 		return -1;
 	if (become(uid, gid, err))
 		return -2;
-	w->dropped = 1;
-	w->run_uid = uid;
+	w->front->dropped = 1;
+	w->front->run_uid = uid;
 	log_info("worker runs as uid %u from now on", (unsigned)uid);
 	return 0;
 }

@@ -66,12 +66,12 @@ static int ticket_make(struct worker *w)
 {
 	unsigned char rnd[CICADA_TICKET_LEN / 2];
 
-	if (w->ticket[0])
+	if (w->ckpt->ticket[0])
 		return 0;
 	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
 		return -1;
 	for (unsigned i = 0; i < sizeof(rnd); i++)
-		sprintf(w->ticket + 2 * i, "%02x", rnd[i]);
+		sprintf(w->ckpt->ticket + 2 * i, "%02x", rnd[i]);
 	return 0;
 }
 
@@ -82,10 +82,10 @@ static int session_listen(struct worker *w, int *lfd)
 
 	if (ticket_make(w))
 		return -1;
-	len = handoff_path(w->run_dir, w->ticket, &sa);
+	len = handoff_path(w->calls->run_dir, w->ckpt->ticket, &sa);
 	*lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (*lfd < 0 || bind(*lfd, (struct sockaddr *)&sa, len) || listen(*lfd, 8)) {
-		log_error("cannot listen for session %.8s: %s", w->ticket, strerror(errno));
+		log_error("cannot listen for session %.8s: %s", w->ckpt->ticket, strerror(errno));
 		if (*lfd >= 0)
 			close(*lfd);
 		return -1;
@@ -106,14 +106,15 @@ static int attach_shm(struct worker *w, const hello_args *h, char *err)
 		wire_fail(err, "no shared memory segment received");
 		return -1;
 	}
-	if (shm_segment_attach(&w->shm, fd, h->shm_size, err)) {
+	if (shm_segment_attach(&w->calls->shm, fd, h->shm_size, err)) {
 		close(fd);
 		return -1;
 	}
-	if (w->shm.nslots && cuMemHostRegister(shm_slot(&w->shm, 0, 0), (size_t)w->shm.nslots * w->shm.slot_size,
-					       CU_MEMHOSTREGISTER_PORTABLE)) {
+	if (w->calls->shm.nslots &&
+	    cuMemHostRegister(shm_slot(&w->calls->shm, 0, 0), (size_t)w->calls->shm.nslots * w->calls->shm.slot_size,
+			      CU_MEMHOSTREGISTER_PORTABLE)) {
 		wire_fail(err, "cannot pin the staging area");
-		shm_segment_detach(&w->shm);
+		shm_segment_detach(&w->calls->shm);
 		return -1;
 	}
 	return 0;
@@ -121,12 +122,12 @@ static int attach_shm(struct worker *w, const hello_args *h, char *err)
 
 static void detach_shm(struct worker *w)
 {
-	if (!w->shm.hdr)
+	if (!w->calls->shm.hdr)
 		return;
 	cuCtxSetCurrent(w->base_ctx);
-	if (w->shm.nslots)
-		cuMemHostUnregister(shm_slot(&w->shm, 0, 0));
-	shm_segment_detach(&w->shm);
+	if (w->calls->shm.nslots)
+		cuMemHostUnregister(shm_slot(&w->calls->shm, 0, 0));
+	shm_segment_detach(&w->calls->shm);
 }
 
 /* A client session, new or reattached. Returns 1 if it detached. */
@@ -136,9 +137,9 @@ static int serve_client(struct worker *w, struct handed *c)
 
 	w->sock = c->fd;
 	modcache_identify(w);                /* its own index of the module cache */
-	wire_stream_init(&w->stream, c->fd);
+	wire_stream_init(&w->calls->stream, c->fd);
 	snprintf(w->peer, sizeof(w->peer), "%s/%llu", c->h.host, (unsigned long long)c->h.pid);
-	w->client_pid = c->h.pid;
+	w->calls->client_pid = c->h.pid;
 	if (c->h.want_shm && attach_shm(w, &c->h, c->msg)) {
 		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, c->msg);
 		return 0;
@@ -150,19 +151,19 @@ static int serve_client(struct worker *w, struct handed *c)
 		return 0;
 	}
 	c->r.shm_ok = c->h.want_shm;
-	c->r.regions_lost = w->regions_lost;
+	c->r.regions_lost = w->ckpt->regions_lost;
 	if (reply(c)) {
 		detach_shm(w);
 		return 0;
 	}
-	w->regions_lost = 0;
+	w->ckpt->regions_lost = 0;
 	log_info("client %s %s%s", w->peer, c->h.op == OP_REATTACH ? "reattached" : "connected",
 		 c->r.shm_ok ? " (shared memory)" : "");
 	if (c->r.shm_ok)
-		wire_stream_use_shm(&w->stream, &w->shm, 1);
-	w->detach = 0;
+		wire_stream_use_shm(&w->calls->stream, &w->calls->shm, 1);
+	w->calls->detach = 0;
 	detached = worker_serve(w);
-	wire_stream_init(&w->stream, -1);
+	wire_stream_init(&w->calls->stream, -1);
 	detach_shm(w);
 	w->sock = -1;
 	return detached;
@@ -177,7 +178,7 @@ static int snapshot_dir(struct worker *w, struct handed *c, char *tmp, size_t le
 	tmp[0] = 0;
 	if (!c->h.stream)
 		return wire_recv_fd_within(c->fd, CLIENT_FD_TIMEOUT_MS);
-	snprintf(tmp, len, "%s/xfer-XXXXXX", w->scratch_dir ? w->scratch_dir : w->run_dir);
+	snprintf(tmp, len, "%s/xfer-XXXXXX", w->front->scratch_dir ? w->front->scratch_dir : w->calls->run_dir);
 	if (!mkdtemp(tmp))
 		return -1;
 	dirfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -242,7 +243,7 @@ static int preload(struct worker *w, struct handed *c, int *lfd)
 		close(c->fd);
 		return -1;
 	}
-	c->r.ticket = w->ticket;
+	c->r.ticket = w->ckpt->ticket;
 	if (reply(c)) {
 		close(c->fd);
 		return -1;
@@ -262,7 +263,7 @@ static int restore(struct worker *w, struct handed *c, int *lfd)
 		refuse(c, CUDA_ERROR_INVALID_VALUE, "no valid snapshot directory");
 		return -1;
 	}
-	w->req_stream = !!c->h.stream;
+	w->ckpt->req_stream = !!c->h.stream;
 	if (c->h.stream && snap_recv_dir(c->fd, dirfd, c->h.snapshot, err))
 		refuse(c, CUDA_ERROR_INVALID_VALUE, err);
 	else if (worker_restore(w, dirfd, c->h.snapshot, err))
@@ -270,9 +271,9 @@ static int restore(struct worker *w, struct handed *c, int *lfd)
 	else if (*lfd < 0 && session_listen(w, lfd))      /* (a preloading worker listens already) */
 		refuse(c, CUDA_ERROR_OPERATING_SYSTEM, "cannot create the session socket");
 	else {
-		c->r.ticket = w->ticket;
+		c->r.ticket = w->ckpt->ticket;
 		rc = reply(c);
-		log_info("restored snapshot %s as session %.8s in %.3f s", c->h.snapshot, w->ticket,
+		log_info("restored snapshot %s as session %.8s in %.3f s", c->h.snapshot, w->ckpt->ticket,
 			 (wire_now_ns() - t0) / 1e9);
 	}
 	snapshot_dir_done(dirfd, tmp, c->h.snapshot);
@@ -306,7 +307,7 @@ static int wait_handed(struct worker *w, int lfd, struct wire_buf *hello, int ti
 		uint64_t now = wire_now_ns();
 
 		if (now >= end || poll(&p, 1, (int)((end - now) / 1000000) + 1) <= 0) {
-			log_warn("session %.8s: nobody came within %d s", w->ticket, timeout);
+			log_warn("session %.8s: nobody came within %d s", w->ckpt->ticket, timeout);
 			return -1;
 		}
 		fd = handoff_accept(lfd, hello);
@@ -324,12 +325,12 @@ static int open_channel(struct worker *w, int prepare)
 	int fd;
 
 	if (prepare)
-		return w->session_fd < 0 ? session_listen(w, &w->session_fd) : 0;
-	if (w->session_fd < 0 || (c.fd = wait_handed(w, w->session_fd, &hello, 5)) < 0) {
+		return w->front->session_fd < 0 ? session_listen(w, &w->front->session_fd) : 0;
+	if (w->front->session_fd < 0 || (c.fd = wait_handed(w, w->front->session_fd, &hello, 5)) < 0) {
 		wire_buf_free(&hello);
 		return -1;
 	}
-	if (decode_hello(&c, &hello) || c.h.op != OP_CALLBACK || strcmp(c.h.ticket, w->ticket)) {
+	if (decode_hello(&c, &hello) || c.h.op != OP_CALLBACK || strcmp(c.h.ticket, w->ckpt->ticket)) {
 		refuse(&c, CUDA_ERROR_INVALID_VALUE, "this request does not fit the worker's session");
 		close(c.fd);
 		c.fd = -1;
@@ -355,7 +356,7 @@ static CUresult channel_call(struct worker *w, const scalars *a, name_res *r, in
 		return CUDA_ERROR_INVALID_VALUE;
 	if (a->v.v_val[0] == 0 && open_channel(w, 1))
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	if (!(r->name = strdup(w->ticket)))
+	if (!(r->name = strdup(w->ckpt->ticket)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	if (a->v.v_val[0] == 1 && (*fd = open_channel(w, 0)) < 0)
 		return CUDA_ERROR_OPERATING_SYSTEM;
@@ -371,30 +372,30 @@ static int owner_ok(struct worker *w, int fd)
 	struct ucred cred;
 
 	if (peer_cred(fd, &cred)) {
-		w->req_class = REQ_REMOTE;
-		if (!w->owner[0])
-			snprintf(w->owner, sizeof(w->owner), "token");
+		w->ckpt->req_class = REQ_REMOTE;
+		if (!w->ckpt->owner[0])
+			snprintf(w->ckpt->owner, sizeof(w->ckpt->owner), "token");
 		return 1;                    /* the token and the ticket */
 	}
-	w->req_class = peer_is_server(cred.uid) ? REQ_PRIVILEGED : REQ_USER;
-	w->req_uid = cred.uid;
-	if (w->req_class == REQ_PRIVILEGED) {
-		if (!w->owner[0] && !w->ticket[0])   /* a new session of root's (a restore names its own) */
-			snprintf(w->owner, sizeof(w->owner), "uid %u", (unsigned)cred.uid);
+	w->ckpt->req_class = peer_is_server(cred.uid) ? REQ_PRIVILEGED : REQ_USER;
+	w->ckpt->req_uid = cred.uid;
+	if (w->ckpt->req_class == REQ_PRIVILEGED) {
+		if (!w->ckpt->owner[0] && !w->ckpt->ticket[0]) /* a new session of root's (a restore names its own) */
+			snprintf(w->ckpt->owner, sizeof(w->ckpt->owner), "uid %u", (unsigned)cred.uid);
 		return 1;
 	}
-	if (w->owner_uid == (uid_t)-1) {
-		w->owner_uid = cred.uid;
-		snprintf(w->owner, sizeof(w->owner), "uid %u", (unsigned)cred.uid);
+	if (w->ckpt->owner_uid == (uid_t)-1) {
+		w->ckpt->owner_uid = cred.uid;
+		snprintf(w->ckpt->owner, sizeof(w->ckpt->owner), "uid %u", (unsigned)cred.uid);
 	}
-	return cred.uid == w->owner_uid;
+	return cred.uid == w->ckpt->owner_uid;
 }
 
 /* One handed connection: returns 1 to stay (detached), 0 to exit. */
 static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd)
 {
 	struct handed c = { .fd = fd };
-	int fresh = !w->ticket[0], stay = 0, drop;
+	int fresh = !w->ckpt->ticket[0], stay = 0, drop;
 
 	if (decode_hello(&c, hello)) {
 		log_warn("handed connection without a valid hello");
@@ -414,28 +415,29 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 	} else if (c.h.op == OP_PRELOAD && fresh) {
 		stay = !preload(w, &c, lfd);
 		c.fd = -1;                   /* the preload keeps it */
-	} else if (w->preload && c.h.op == OP_RESTORE && !strcmp(c.h.ticket, w->ticket) && peer_privileged(fd)) {
-		w->req_class = REQ_PRIVILEGED;
+	} else if (w->ckpt->preload && c.h.op == OP_RESTORE && !strcmp(c.h.ticket, w->ckpt->ticket) &&
+		   peer_privileged(fd)) {
+		w->ckpt->req_class = REQ_PRIVILEGED;
 		stay = !restore(w, &c, lfd);     /* into what the pre-copy rounds loaded */
 	} else if ((c.h.op == OP_CONNECT || c.h.op == OP_RESTORE) != fresh ||
-		   (!fresh && strcmp(c.h.ticket, w->ticket))) {
+		   (!fresh && strcmp(c.h.ticket, w->ckpt->ticket))) {
 		refuse(&c, CUDA_ERROR_INVALID_VALUE, "this request does not fit the worker's session");
 		stay = !fresh;
 	} else if (!owner_ok(w, fd)) {
 		log_warn("refused %s of session %.8s: another user's", c.h.op == OP_REATTACH ? "a reattach" : "a request",
-			 w->ticket);
+			 w->ckpt->ticket);
 		refuse(&c, CUDA_ERROR_NOT_PERMITTED, "this session belongs to another user");
 		stay = !fresh;
 	} else if ((drop = privsep_drop_for(w, fd, c.msg))) {
-		log_error("session %.8s: %s", w->ticket[0] ? w->ticket : "(new)", c.msg);
+		log_error("session %.8s: %s", w->ckpt->ticket[0] ? w->ckpt->ticket : "(new)", c.msg);
 		refuse(&c, CUDA_ERROR_NOT_PERMITTED, c.msg);
 		stay = !fresh && drop != -2;         /* a drop failed part-way: nothing to trust */
 	} else if (c.h.op == OP_CONNECT || c.h.op == OP_REATTACH) {
 		if (!fresh)
 			session_unlisten(w, *lfd);
-		*lfd = w->session_fd = -1;
+		*lfd = w->front->session_fd = -1;
 		stay = serve_client(w, &c);
-		*lfd = w->session_fd;            /* opened by the detach */
+		*lfd = w->front->session_fd;     /* opened by the detach */
 	} else if (c.h.op == OP_CHECKPOINT) {
 		checkpoint(w, &c);
 		stay = 1;
@@ -443,7 +445,7 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		stay = !restore(w, &c, lfd);
 	} else if (c.h.op == OP_RELEASE) {
 		reply(&c);
-		log_info("session %.8s released", w->ticket);
+		log_info("session %.8s released", w->ckpt->ticket);
 		session_unlisten(w, *lfd);
 		*lfd = -1;
 	} else {
@@ -461,9 +463,10 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello)
 	const char *env = getenv("CICADA_DETACH_TIMEOUT");
 	int timeout = env ? atoi(env) : DETACH_TIMEOUT_S, lfd = -1;
 
-	w->channel_call = channel_call;
+	w->calls->channel_call = channel_call;
 	while (fd >= 0 && handle_one(w, fd, hello, &lfd))
-		fd = w->preload ? preload_wait(w, lfd, hello, timeout, handoff_accept) : wait_handed(w, lfd, hello, timeout);
+		fd = w->ckpt->preload ? preload_wait(w, lfd, hello, timeout, handoff_accept) :
+					wait_handed(w, lfd, hello, timeout);
 	preload_end(w);
 	if (lfd >= 0)
 		session_unlisten(w, lfd);
@@ -486,12 +489,12 @@ CUresult hand_detach(struct worker *w, void *args, void *res)
 	lanes_close(w);
 	/* The socket listens before the ticket leaves: the plugin's next
 	 * request may come at once. */
-	if (w->session_fd < 0 && session_listen(w, &w->session_fd))
+	if (w->front->session_fd < 0 && session_listen(w, &w->front->session_fd))
 		return CUDA_ERROR_OPERATING_SYSTEM;
-	if (!(r->name = strdup(w->ticket)))
+	if (!(r->name = strdup(w->ckpt->ticket)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	w->detach = 1;
-	log_info("client %s paused (session %.8s)", w->peer, w->ticket);
+	w->calls->detach = 1;
+	log_info("client %s paused (session %.8s)", w->peer, w->ckpt->ticket);
 	return CUDA_SUCCESS;
 }
 
@@ -502,6 +505,6 @@ CUresult hand_hello(struct worker *w, void *args, void *res)
 
 CUresult hand_goodbye(struct worker *w, void *args, void *res)
 {
-	w->exiting = 1;
+	w->calls->exiting = 1;
 	return CUDA_SUCCESS;
 }

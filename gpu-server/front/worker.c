@@ -2,7 +2,8 @@
  * worker.c: one worker process per client. It initialises CUDA before any
  * client arrives, waits for the gpu-server to hand it an authenticated
  * connection, then runs the client's session (session.c) until the
- * client goes away; the calls themselves go through dispatch.c.
+ * client goes away; the calls themselves go through dispatch.c. It makes
+ * the worker: the core state.h declares and each part's own fields.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -76,8 +77,8 @@ static int start_on(struct worker *w, CUdevice dev)
 	CUresult err = ctx ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 
 	if (err || (err = cuCtxSetCurrent(ctx)) ||
-	    (err = cuMemHostAlloc(&w->scratch_in, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
-	    (err = cuMemHostAlloc(&w->scratch_out, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
+	    (err = cuMemHostAlloc(&w->calls->scratch_in, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
+	    (err = cuMemHostAlloc(&w->calls->scratch_out, CICADA_CHUNK_MAX, CU_MEMHOSTALLOC_PORTABLE)) ||
 	    (err = devmem_init(w, 0, 0))) {
 		const char *name = "?";
 		cuGetErrorName(err, &name);
@@ -85,8 +86,8 @@ static int start_on(struct worker *w, CUdevice dev)
 		return -1;
 	}
 	w->base_ctx = ctx;
-	w->started = 1;
-	w->start_gpu = dev;
+	w->front->started = 1;
+	w->front->start_gpu = dev;
 	warm_ctx();
 	devhash_load(dev);
 	primary_on_take(ready_gpu);          /* other GPUs: before the program's modules */
@@ -103,8 +104,8 @@ static int start_on(struct worker *w, CUdevice dev)
  * back where they were. */
 static int start_session(struct worker *w, CUdevice dev)
 {
-	if (w->started)
-		return dev == w->start_gpu ? 0 : -1;
+	if (w->front->started)
+		return dev == w->front->start_gpu ? 0 : -1;
 	return start_on(w, dev);
 }
 
@@ -135,6 +136,9 @@ static int worker_prepare(struct worker *w)
 int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 {
 	static struct worker w;
+	static struct worker_calls calls;
+	static struct worker_ckpt ckpt;
+	static struct worker_front front;
 	struct wire_buf hello = { 0 };
 	struct handoff h = { 0 };
 	char ready[2] = { 'R', 0 }, go;
@@ -143,13 +147,16 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	hostarea_enable();                   /* before CUDA: see wire/hostarea.c */
 	worker_index_procs();
 	handles_on_load(replay_note_load);
+	w.calls = &calls;                    /* each part's fields (state.h) */
+	w.ckpt = &ckpt;
+	w.front = &front;
 	w.cache_dir = cache_dir;
-	w.owner_uid = (uid_t)-1;
-	w.run_dir = run_dir;
-	w.shm.fd = -1;
+	w.ckpt->owner_uid = (uid_t)-1;
+	w.calls->run_dir = run_dir;
+	w.calls->shm.fd = -1;
 	w.sock = -1;
-	w.session_fd = -1;
-	w.callback_fd = -1;
+	w.front->session_fd = -1;
+	w.calls->callback_fd = -1;
 	if (output_capture())
 		return 1;
 	if (read(control_fd, &go, 1) != 1 || go != 'G')    /* the pool's word to start CUDA */

@@ -1,10 +1,12 @@
 /*
- * state.h: the worker's state, below every other part: the
- * per-client worker (struct worker), its handle table, the procedure table
- * by number, its GPUs and their primary contexts, the device memory arena
- * and the stream-ordered allocator, the replay log, the records of live
- * objects a checkpoint describes, module images, pinned buffers and who
- * is at the other end of a socket.
+ * state.h: the worker's state, below every other part: the per-client
+ * worker (struct worker: the fields state/ uses, whoever else does; a
+ * field no lower part uses is in the header of the lowest part that
+ * does), its handle table, the procedure table by number, its GPUs and
+ * their primary contexts, the device memory arena and the
+ * stream-ordered allocator, the replay log, the records of live objects
+ * a checkpoint describes, module images, pinned buffers and who is at
+ * the other end of a socket.
  */
 #ifndef CICADA_GPU_SERVER_STATE_H
 #define CICADA_GPU_SERVER_STATE_H
@@ -12,8 +14,6 @@
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include "wire.h"
-
-#define MAX_HOST_REGIONS CICADA_MAX_REGIONS
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
 		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK, H_GRAPH_NODE, H_VMM };
@@ -25,67 +25,41 @@ struct handle_entry {
 	void *real;
 };
 
-struct host_region {
-	void *base;                          /* the server's mapping */
-	size_t size;
-	unsigned flags;
-	unsigned staged;                     /* graph copy nodes staged in it: it stays mapped */
-};
-
 struct devmem;
-struct vmm;
-struct vmm_restoring;
 struct objects;
 struct ordered_free;
 struct replay_log;
 struct image_table;
-struct precopy;
+struct worker_calls;                         /* calls.h */
+struct worker_ckpt;                          /* checkpoint.h */
+struct worker_front;                         /* front.h */
 
+/* The worker: what state/ keeps, and each upper part's own fields, in
+ * the struct its header declares (front/worker.c makes them all). */
 struct worker {
-	struct wire_stream stream;
-	struct shm_segment shm;
 	int sock;
 	char peer[128];
 	const char *cache_dir;
 	char cache_part[80];                 /* the module cache index of this client */
-	const char *run_dir;                 /* session sockets of detached workers */
-	CUresult pending;                    /* first error of a pipelined call */
 	struct handle_entry *handles;
 	unsigned nhandles, cap_handles;
 	uint64_t kernel_ctxs[64];            /* contexts library kernels were used in (handles.c) */
 	unsigned nkernel_ctxs;
 	void (*on_forget)(struct worker *w, enum handle_kind kind, uint64_t id);   /* handles_on_forget */
-	/* session.c's: opens a channel to the client (hostfn.c, lanes.c) */
-	CUresult (*channel_call)(struct worker *w, const scalars *a, name_res *r, int *fd);
-	struct host_region regions[MAX_HOST_REGIONS];
-	void *scratch_in, *scratch_out;      /* pinned, CICADA_CHUNK_MAX each */
 	CUcontext base_ctx;                  /* the first GPU's primary, for copies */
-	int started;                         /* base_ctx is made (on start_gpu) */
-	CUdevice start_gpu;
 	int (*start_on)(struct worker *w, CUdevice dev);   /* worker.c's: base_ctx on dev */
 	struct devmem *devmem;
-	struct vmm *vmm;                     /* the application's own VMM */
-	struct vmm_restoring *vmm_restoring; /* while a restore runs */
 	struct objects *objects;             /* textures, exec graphs' sources */
 	struct ordered_free *frees;          /* cuMemFreeAsync not yet reached */
-	struct precopy *precopy;             /* a migration's pre-copy round */
-	struct preload *preload;             /* a migration's memory, coming in */
 	unsigned nfrees, cap_frees;
 	uint64_t *graph_mem;                 /* graph memory: allocated in captures */
 	unsigned ngraph_mem, cap_graph_mem;
-	int callback_fd;                     /* host functions: the client's channel */
-	struct lanes *lanes;                 /* a remote client's bulk lanes (lanes.c) */
-	unsigned tex_objects;                /* texture and surface objects alive */
-	unsigned captures;                   /* stream captures in progress */
 	struct replay_log *replay;
 	struct image_table *images;          /* module images a snapshot brought */
 	uint64_t current_ctx;                /* the client's current context id */
 	uint64_t created;                    /* handle the running call created */
-	uint64_t call_parent;                /* set by hand calls that derive */
 	uint64_t replay_id;                  /* restore: id the next handle takes */
 	int replay_broken;
-	int regions_lost;                    /* restored: the client must share them again */
-	uint64_t client_pid;                 /* as the client said in its hello */
 	int ngpus;                           /* the GPUs the client sees, by its ordinal */
 	CUdevice gpu[CICADA_MAX_GPUS];
 	/* the client's ordinals in the order the worker took their primary
@@ -95,23 +69,10 @@ struct worker {
 	int nreal;                           /* GPUs of the node (the driver's count) */
 	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
 	unsigned nassigned;
-	uid_t owner_uid;                     /* the session's unix user; -1 until known */
-	char owner[48];                      /* its identity: "uid N", "token"; "" until known */
-	int dropped;                         /* runs as run_uid for good (privsep.c) */
-	uid_t run_uid;
-	const char *scratch_dir;             /* private, for snapshots that travel (privsep.c) */
-	int req_class;                       /* the request being served: REQ_* */
-	uid_t req_uid;                       /* REQ_USER: its uid */
-	int req_stream;                      /* its snapshot comes over the connection */
-	char ticket[CICADA_TICKET_LEN + 1];
-	int detach;                          /* the client asked to detach */
-	int session_fd;                      /* detached: listening session socket */
-	int exiting;
+	struct worker_calls *calls;          /* the calls' fields (calls.h) */
+	struct worker_ckpt *ckpt;            /* checkpoints' and restores' (checkpoint.h) */
+	struct worker_front *front;          /* the session's (front.h) */
 };
-
-/* Who a request comes from (session.c sets it, restore.c checks owners;
- * REQ_UNKNOWN, where nothing set it, restores nothing from a directory). */
-enum { REQ_UNKNOWN, REQ_PRIVILEGED, REQ_USER, REQ_REMOTE };
 
 #define HANDLE_BASE 0x1000u
 #define HANDLE_MAX (1u << 24)               /* ids a restore may bind */

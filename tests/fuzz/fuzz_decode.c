@@ -25,6 +25,7 @@
 #define STREAM_RECORDS 64                /* records read per input */
 
 static struct worker fuzz_worker;
+static struct worker_calls fuzz_calls;
 static const char fuzz_token[] = "fuzz-token-0123456789";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -33,9 +34,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	log_init("fuzz");
 	worker_index_procs();
 	memset(&fuzz_worker, 0, sizeof(fuzz_worker));
-	fuzz_worker.shm.fd = -1;
-	fuzz_worker.scratch_in = malloc(CICADA_CHUNK_MAX);
-	if (!fuzz_worker.scratch_in)
+	fuzz_worker.calls = &fuzz_calls;
+	fuzz_worker.calls->shm.fd = -1;
+	fuzz_worker.calls->scratch_in = malloc(CICADA_CHUNK_MAX);
+	if (!fuzz_worker.calls->scratch_in)
 		abort();
 	snprintf(fuzz_worker.peer, sizeof(fuzz_worker.peer), "fuzz");
 	return 0;
