@@ -11,8 +11,11 @@ SERVER_STATE      := procs handles replay devmem ordered primary gpus globals vm
 SERVER_SRCS := $(SERVER_FRONT:%=gpu-server/front/%.c) $(SERVER_CHECKPOINT:%=gpu-server/checkpoint/%.c) \
                $(SERVER_CALLS:%=gpu-server/calls/%.c) $(SERVER_STATE:%=gpu-server/state/%.c)
 # With the session library's requests (request.c), as gpu-migrate: an
-# incoming migration whose copy may not run has its restored session ended.
-SERVER_SHARED := session/request.c session/session_file.c session/criu_path.c
+# incoming migration whose copy may not run has its restored session ended;
+# its image stream (tree.c) and criu log reader, to take one in; and which
+# criu runs it (criu_path.c).
+SERVER_SHARED := session/request.c session/session_file.c session/tree.c session/tree_pack.c \
+                 session/criu_log.c session/criu_path.c
 SERVER_OBJS := $(SERVER_SRCS:%.c=$(BUILD)/%.o) $(SERVER_SHARED:%.c=$(BUILD)/%.o) $(BUILD)/gen/server_calls.o \
                $(BUILD)/gen/devhash_image.o
 SERVER_BIN := $(BUILD)/bin/gpu-server

@@ -1,6 +1,6 @@
 # migrate.mk: gpu-migrate. It speaks to the application's control socket
 # and to gpu-servers with the session library (session/), and moves
-# images with snapshot-format's image stream.
+# images with its image stream.
 
 MIGRATE_SRCS := migrate/main.c migrate/whole.c migrate/gpu_only.c migrate/staging.c migrate/progress.c \
                 migrate/guard.c

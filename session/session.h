@@ -2,9 +2,11 @@
  * session.h: what gpu-server, gpu-migrate and the CRIU plugin share about
  * a process's GPU session: its control socket (pause.c: pause, resume,
  * pre-copy rounds), requests to a gpu-server to checkpoint, restore or
- * release it (request.c), and the session files a restore reads from
- * CRIU's image directory (session_file.c), and which criu to run
- * (criu_path.c). Built as libsession.a.
+ * release it (request.c), the session files a restore reads from CRIU's
+ * image directory (session_file.c), which criu to run (criu_path.c); and
+ * (criu_images.h) moving that image directory to another node and
+ * reading why criu failed from its log. Built as libsession.a, over wire/
+ * and the snapshot library.
  */
 #ifndef CICADA_SESSION_H
 #define CICADA_SESSION_H
@@ -12,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "wire.h"
+#include "criu_images.h"
 
 #define TOKEN_HEX_MAX (2 * CICADA_TOKEN_MAX + 1)
 

@@ -1,7 +1,8 @@
 /*
  * internal.h: what the snapshot library's files share and nothing else
  * sees: file names, limits, the writer and reader, and small helpers for
- * errors, whole-file I/O, directories and the tuning knobs.
+ * errors, whole-file I/O, directories and the tuning knobs (snapshot.h
+ * has the file helpers session/ uses too).
  */
 #ifndef CICADA_SNAPSHOT_INTERNAL_H
 #define CICADA_SNAPSHOT_INTERNAL_H
@@ -84,33 +85,9 @@ struct snap_reader {
 };
 
 /* util.c */
-int snap_fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-uint64_t snap_get_le(const uint8_t *p, int n);
-void snap_put_le(uint8_t *p, uint64_t v, int n);
 const char *snap_size_str(char *buf, size_t len, uint64_t n);
 #define SNAP_AT_POSITION UINT64_MAX
-int snap_write_all(int fd, const void *buf, size_t len);
 int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
-ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);
-/* Whether data compresses at all: data that does not (weights, random)
- * is stored raw without paying for a whole compression; three 32 KiB
- * samples, compressed into scratch (cap bytes), decide. */
-int snap_worth_compressing(ZSTD_CCtx *c, void *scratch, size_t cap, const void *data, size_t size, int level);
-
-/* tree_pack.c: a compressible file of an image stream (tree.c), its
- * chunks packed by several threads and handed to put in order, each a
- * u32 word (its stored length, TREE_ZCHUNK_FLAG if a zstd frame) and its
- * bytes; logical (if not NULL) counts the file's bytes sent. */
-#define TREE_ZCHUNK_FLAG 0x80000000u
-struct tree_pack_out {
-	int (*put)(void *ctx, const void *p, size_t len);
-	void *ctx;
-	uint64_t *logical;
-};
-int tree_pack_send(int fd, uint64_t size, size_t chunk, const struct tree_pack_out *out, const char *name,
-		   char *err);
-int snap_openat(int dirfd, const char *path, int flags, mode_t mode);
-const char *snap_open_why(int e);
 int snap_read_file(int dirfd, const char *name, size_t max, void **buf, size_t *len, char *err);
 int snap_write_file(int dirfd, const char *name, const void *buf, size_t len, char *err);
 int snap_rmtree(int dirfd, const char *name);

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <zstd.h>
 #include "manifest.pb-c.h"
 
 #define SNAP_FORMAT_VERSION 2            /* what this build writes */
@@ -170,39 +171,13 @@ Cicada__Manifest *snap_manifest_parse(const void *buf, size_t len, char *err);
 Cicada__Manifest *snap_manifest_load(int dirfd, const char *name, char *err);
 void snap_manifest_free(Cicada__Manifest *m);
 
-/* --- moving a snapshot over a connection (remote gpu-servers) --- */
+/* --- moving a snapshot over a connection (remote gpu-servers, transfer.c) --- */
 /* Sends the snapshot name under dirfd (found as by snap_reader_open) over
  * fd, each file framed and the whole stream checksummed; the receiver
  * writes it as name under its dirfd with the same temporary-then-rename
  * rule, after the end marker and the received manifest check out. */
 int snap_send_dir(int dirfd, const char *name, int fd, char *err);
 int snap_recv_dir(int fd, int dirfd, const char *name, char *err);
-/* A whole CRIU image directory (its files, and those of its
- * subdirectories, two levels down) over fd, for moving a process to
- * another node; only the top-level entry only, if not NULL, and none
- * whose name starts with one of skip's space-separated prefixes, if not
- * NULL. The receiver writes into dirfd (several streams may go into one
- * directory: their files must not meet), and the caller removes it
- * after a failure. progress (may be NULL) is told the
- * bytes moved so far; a non-zero return stops the transfer (fault tests).
- * *bytes (may be NULL) gets the bytes moved either way. */
-struct snap_progress {
-	int (*fn)(void *ctx, uint64_t bytes);
-	void *ctx;
-	uint64_t logical;                 /* the sender adds the bytes of the files sent */
-};
-int snap_send_tree(int dirfd, int fd, const char *only, const char *skip, struct snap_progress *p,
-		   uint64_t *bytes, char *err);
-int snap_recv_tree(int fd, int dirfd, struct snap_progress *p, uint64_t *bytes, char *err);
-/* The same over nfds connections at once (at most SNAP_STREAMS_MAX), so
- * that one TCP stream's limit is not the transfer's: the files are shared
- * out by size, each connection carrying a whole stream of its own (an
- * empty one if no file falls to it); progress is told the sum. The
- * receiver takes every stream at once, into one directory. */
-#define SNAP_STREAMS_MAX 16
-int snap_send_trees(int dirfd, const int *fds, unsigned nfds, const char *only, const char *skip,
-		    struct snap_progress *p, uint64_t *bytes, char *err);
-int snap_recv_trees(const int *fds, unsigned nfds, int dirfd, uint64_t *bytes, char *err);
 /* Removes the snapshot name under dirfd (for temporary copies); a missing
  * one is not an error. */
 int snap_remove_dir(int dirfd, const char *name, char *err);
@@ -212,8 +187,27 @@ int snap_remove_dir(int dirfd, const char *name, char *err);
  * up as dirty pages. A piece read from them later fails its checksum.
  * Returns the bytes freed; best effort (0 where holes cannot be made). */
 uint64_t snap_drop_data(int dirfd);
-/* Why a criu run failed, from its log name under dirfd: the Cicada
- * plugin's error if it gave one, else criu's first error; "" if none. */
-void snap_criu_reason(int dirfd, const char *name, char *out, size_t len);
+
+/* --- files as the format opens them (util.c) ---
+ * Also for session/'s image stream and CRIU log reader (criu_images.h),
+ * which keep the same rules: nothing opened through a symbolic link,
+ * one-line errors, little-endian stream words, one test of whether data
+ * compresses. */
+/* Writes one line (no control characters) into err (SNAP_ERRLEN bytes)
+ * and returns -1, as wire_fail does. */
+int snap_fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* openat beneath dirfd, never through a symbolic link (openat2's
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, else a component at a time with
+ * O_NOFOLLOW); a link fails with ELOOP, which snap_open_why words. */
+int snap_openat(int dirfd, const char *path, int flags, mode_t mode);
+const char *snap_open_why(int e);
+uint64_t snap_get_le(const uint8_t *p, int n);
+void snap_put_le(uint8_t *p, uint64_t v, int n);
+int snap_write_all(int fd, const void *buf, size_t len);
+ssize_t snap_pread_full(int fd, void *buf, size_t len, uint64_t off);
+/* Whether data compresses at all: data that does not (weights, random)
+ * is stored raw without paying for a whole compression; three 32 KiB
+ * samples, compressed into scratch (cap bytes), decide. */
+int snap_worth_compressing(ZSTD_CCtx *c, void *scratch, size_t cap, const void *data, size_t size, int level);
 
 #endif

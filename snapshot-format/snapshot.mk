@@ -6,7 +6,7 @@
 
 SNAPSHOT_SRCS   := snapshot-format/util.c snapshot-format/manifest.c snapshot-format/writer.c \
                    snapshot-format/memory.c snapshot-format/reader.c snapshot-format/transfer.c \
-                   snapshot-format/tree.c snapshot-format/tree_pack.c snapshot-format/key.c snapshot-format/criu_log.c
+                   snapshot-format/key.c
 SNAPSHOT_GEN    := $(GEN)/manifest.pb-c.c $(GEN)/manifest.pb-c.h
 SNAPSHOT_HDRS   := snapshot-format/snapshot.h snapshot-format/internal.h snapshot-format/devhash.h \
                    $(GEN)/manifest.pb-c.h

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "criu_images.h"
 
 struct feed {
 	int fd;

@@ -9,10 +9,13 @@ SNAPTEST_DIR   := $(BUILD)/tests/snapshot
 SNAPTEST_BIN   := $(SNAPTEST_DIR)/test_snapshot
 SNAPTEST_SPEED := $(SNAPTEST_DIR)/snap_speed
 SNAPTEST_SEEDS := $(SNAPTEST_DIR)/manifest_seeds
-SNAPTEST_CFLAGS := $(CFLAGS) -D_GNU_SOURCE $(SNAPSHOT_CFLAGS)
-SNAPTEST_LINK  := $(SNAPSHOT_LIB) $(SNAPSHOT_LDLIBS) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
+# With session/'s image stream and criu log reader, which test_snapshot
+# also covers (they use the format's file helpers).
+SNAPTEST_CFLAGS := $(CFLAGS) -D_GNU_SOURCE $(SESSION_CFLAGS)
+SNAPTEST_LIBS  := $(SESSION_LIB) $(SNAPSHOT_LIB)
+SNAPTEST_LINK  := $(SNAPTEST_LIBS) $(SNAPSHOT_LDLIBS) -Wl,-rpath,'$$ORIGIN/../../lib/deps'
 
-$(SNAPTEST_DIR)/%: tests/snapshot/%.c $(SNAPSHOT_LIB) | $(GEN)/manifest.pb-c.h
+$(SNAPTEST_DIR)/%: tests/snapshot/%.c $(SNAPTEST_LIBS) | $(GEN)/manifest.pb-c.h
 	@mkdir -p $(@D)
 	$(CC) $(SNAPTEST_CFLAGS) -o $@ $< $(SNAPTEST_LINK)
 
@@ -40,13 +43,15 @@ $(SFUZZ_BIN): $(SFUZZ_SRCS) $(SNAPSHOT_HDRS)
 	$(FUZZ_CC) -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
 		$(SFUZZ_SAN) -I$(GEN) $(SNAPSHOT_CFLAGS) -o $@ $(SFUZZ_SRCS) $(SNAPSHOT_LDLIBS)
 
-# The stream decoders (migration images, GPU snapshots), same way.
+# The stream decoders (migration images: session/'s tree.c; GPU
+# snapshots), same way.
 SFUZZ_STREAM := $(SFUZZ_DIR)/fuzz_stream
-$(SFUZZ_STREAM): tests/snapshot/fuzz_stream.c $(SNAPSHOT_SRCS) $(GEN)/manifest.pb-c.c $(SNAPSHOT_HDRS)
+SFUZZ_STREAM_SRCS := tests/snapshot/fuzz_stream.c $(SNAPSHOT_SRCS) session/tree.c session/tree_pack.c \
+                     $(GEN)/manifest.pb-c.c
+$(SFUZZ_STREAM): $(SFUZZ_STREAM_SRCS) $(SNAPSHOT_HDRS) session/criu_images.h session/tree_pack.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-		$(SFUZZ_SAN) -I$(GEN) $(SNAPSHOT_CFLAGS) -o $@ tests/snapshot/fuzz_stream.c $(SNAPSHOT_SRCS) \
-		$(GEN)/manifest.pb-c.c $(SNAPSHOT_LDLIBS)
+		$(SFUZZ_SAN) -I$(GEN) $(SESSION_CFLAGS) -o $@ $(SFUZZ_STREAM_SRCS) $(SNAPSHOT_LDLIBS)
 
 .PHONY: fuzz-stream
 fuzz-stream: $(SFUZZ_STREAM)

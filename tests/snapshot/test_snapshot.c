@@ -2,8 +2,10 @@
  * test_snapshot.c: tests of the snapshot library on host buffers standing
  * in for device memory: round trips, image dedup, verification, refusal
  * of corrupted snapshots and manifests, atomic replacement, aborted
- * writers, and moving a snapshot over a socketpair. Prints "PASS name" or
- * "FAIL name: reason" per case, then "N passed, M failed".
+ * writers, and moving a snapshot over a socketpair; also session/'s image
+ * stream and criu log reader, which use the library's file helpers.
+ * Prints "PASS name" or "FAIL name: reason" per case, then "N passed, M
+ * failed".
  * Hostile snapshots too: symbolic links where a snapshot, its files or
  * its parent's path should be, parents by odd paths or of another owner.
  * "test_snapshot sample DIR" writes the sample snapshot under DIR (for
@@ -25,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "internal.h"
+#include "criu_images.h"
 
 #define MiB (1u << 20)
 #define NREGIONS 4

@@ -1,15 +1,16 @@
 /*
  * tree.c: a whole CRIU image directory over a connection, for moving a
- * process to another node: its top-level files (CRIU's images, the
- * plugin's session files) and the files of its subdirectories (the GPU
- * snapshots), two levels down at most (a migration's pre-copy rounds:
- * precopy-1/cicada-gpu-42/). The stream: "CICADAIM", u32 version, u32
- * reserved; per file a u32 name length, the name ("a", "dir/a" or
- * "dir/sub/a"), a u64 size and a mode byte, then the bytes: as they are
- * (mode 0), or (mode 1, CRIU's page images, where zstd pays) in chunks
- * of at most 4 MiB, each a u32 of its stored length (the top bit set if
- * it is a zstd frame) and its bytes, packed by several threads
- * (tree_pack.c). The stream ends with a zero name
+ * process to another node (gpu-migrate sends it, a gpu-server taking the
+ * migration receives it; criu_images.h declares it): its top-level files
+ * (CRIU's images, the plugin's session files) and the files of its
+ * subdirectories (the GPU snapshots), two levels down at most (a
+ * migration's pre-copy rounds: precopy-1/cicada-gpu-42/). The stream:
+ * "CICADAIM", u32 version, u32 reserved; per file a u32 name length, the
+ * name ("a", "dir/a" or "dir/sub/a"), a u64 size and a mode byte, then
+ * the bytes: as they are (mode 0), or (mode 1, CRIU's page images, where
+ * zstd pays) in chunks of at most 4 MiB, each a u32 of its stored length
+ * (the top bit set if it is a zstd frame) and its bytes, packed by
+ * several threads (tree_pack.c). The stream ends with a zero name
  * length and the XXH3-64 of everything before it (little endian). Several
  * such streams may carry one directory at once (snap_send_trees), its
  * files shared out among them by size. The receiver accepts only plain
@@ -31,7 +32,9 @@
 #include <unistd.h>
 #include <xxhash.h>
 #include <zstd.h>
-#include "internal.h"
+#include "criu_images.h"
+#include "snapshot.h"
+#include "tree_pack.h"
 
 #define TREE_MAGIC "CICADAIM"
 #define TREE_VERSION 2

@@ -1,9 +1,10 @@
 /*
  * tree_pack.c: the chunks of one compressible file of an image stream
  * (tree.c's mode 1: CRIU's page images), read and compressed by several
- * threads and sent in order. A whole move sends a process's memory as
- * one page image; one thread compressing it at a time held the frozen
- * phase to what zstd does on one core, far below the link's speed.
+ * threads and sent in order (tree_pack.h, for tree.c alone). A whole
+ * move sends a process's memory as one page image; one thread
+ * compressing it at a time held the frozen phase to what zstd does on
+ * one core, far below the link's speed.
  *
  * Each chunk is either a zstd frame (level 1) or raw, as before, so the
  * stream is unchanged. A chunk whose samples do not shrink by a tenth
@@ -20,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
-#include "internal.h"
+#include "criu_images.h"
+#include "snapshot.h"
+#include "tree_pack.h"
 
 #define PACK_WORKERS_MAX 16
 

@@ -1,17 +1,18 @@
 /*
  * criu_log.c: why a criu run failed, read from its log in an image
  * directory, for the one-line errors of gpu-migrate and of a gpu-server
- * taking a migration. The Cicada plugin's own errors ("cicada: ...",
- * its info lines say "cicada-info: ") say most; otherwise criu's first
- * error, the cause (its last one is usually the generic "Dumping
- * FAILED."), passing over the rlimit one it logs and goes on from where
- * it may not raise its own file limit.
+ * taking a migration (so in session/, which both link; criu_images.h). The Cicada
+ * plugin's own errors ("cicada: ...", its info lines say "cicada-info: ")
+ * say most; otherwise criu's first error, the cause (its last one is
+ * usually the generic "Dumping FAILED."), passing over the rlimit one it
+ * logs and goes on from where it may not raise its own file limit.
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "internal.h"
+#include "criu_images.h"
+#include "snapshot.h"
 
 /* The text after criu's "(seconds) " stamp. */
 static const char *unstamped(const char *line)
