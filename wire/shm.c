@@ -116,6 +116,30 @@ static int header_ok(const struct shm_header *h, size_t size)
 	       (uint64_t)h->nslots * h->slot_size <= size - h->staging_offset;
 }
 
+static void *plain_map(size_t size, int prot, int flags, int fd, off_t off)
+{
+	return mmap(NULL, size, prot, flags, fd, off);
+}
+
+static void plain_unmap(void *p, size_t size)
+{
+	if (p && p != MAP_FAILED)
+		munmap(p, size);
+}
+
+/* The server side's mapping of segments (shm_set_mapper). */
+static struct {
+	void *(*map)(size_t size, int prot, int flags, int fd, off_t off);
+	void (*unmap)(void *p, size_t size);
+} mapper = { plain_map, plain_unmap };
+
+void shm_set_mapper(void *(*map)(size_t size, int prot, int flags, int fd, off_t off),
+		    void (*unmap)(void *p, size_t size))
+{
+	mapper.map = map ? map : plain_map;
+	mapper.unmap = unmap ? unmap : plain_unmap;
+}
+
 int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 {
 	struct shm_header copy, *h;
@@ -129,7 +153,7 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 		wire_fail(err, "shared memory segment can shrink (no F_SEAL_SHRINK)");
 		return -1;
 	}
-	h = hostarea_map(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	h = mapper.map(size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (h == MAP_FAILED) {
 		wire_fail(err, "cannot map shared memory: %s", strerror(errno));
 		return -1;
@@ -142,7 +166,7 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 	memcpy(&copy, h, sizeof(copy));
 	if (!header_ok(&copy, size)) {
 		wire_fail(err, "shared memory segment header is invalid");
-		hostarea_unmap(h, size);         /* fd stays the caller's, as on every refusal */
+		mapper.unmap(h, size);           /* fd stays the caller's, as on every refusal */
 		seg->hdr = NULL;
 		seg->fd = -1;
 		return -1;
@@ -158,7 +182,7 @@ int shm_segment_attach(struct shm_segment *seg, int fd, size_t size, char *err)
 void shm_segment_detach(struct shm_segment *seg)
 {
 	if (seg->hdr)
-		hostarea_unmap(seg->hdr, seg->size);
+		mapper.unmap(seg->hdr, seg->size);
 	if (seg->fd >= 0)
 		close(seg->fd);
 	seg->hdr = NULL;

@@ -123,16 +123,14 @@ int shm_fd_sealed(int fd);
 int shm_slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state, int peer_fd, int poll);
 void shm_slot_set(struct shm_segment *seg, unsigned slot, uint32_t state);
 
-/* ---- a worker's own host mappings, away from the driver's (hostarea.c) ---- */
-#include <pthread.h>
+/* How shm_segment_attach maps a client's segment and shm_segment_detach
+ * unmaps a segment: mmap(NULL, ...) and munmap unless a program sets
+ * others, once, before it attaches any. The gpu-server's worker does, to
+ * keep its own mappings at places of their own (gpu-server/state/
+ * hostarea.c); the ring needs nothing else of where they go. */
 #include <sys/types.h>
-void hostarea_enable(void);
-int hostarea_enabled(void);
-void *hostarea_map(size_t size, int prot, int flags, int fd, off_t off);   /* as mmap(NULL, ...) */
-void *hostarea_map_at(uint64_t at, size_t size, int prot, int flags, int fd, off_t off);
-void hostarea_unmap(void *p, size_t size);
-int hostarea_thread(pthread_t *t, void *(*fn)(void *), void *arg);
-int hostarea_join(pthread_t t, void **ret);
+void shm_set_mapper(void *(*map)(size_t size, int prot, int flags, int fd, off_t off),
+		    void (*unmap)(void *p, size_t size));
 
 /* ---- byte streams ---- */
 struct wire_stream {

@@ -6,7 +6,7 @@ GEN := $(BUILD)/gen
 GEN_CALLS_OPTS = --cc $(CC) --include $(CUDA)/include
 WIRE_GEN := $(GEN)/cicada.x $(GEN)/cicada.h $(GEN)/cicada_xdr.c \
             $(GEN)/client_calls.c $(GEN)/client_calls.h $(GEN)/server_calls.c $(GEN)/server_calls.h
-WIRE_SRCS := wire/addr.c wire/shm.c wire/message.c wire/log.c wire/attr.c wire/auth.c wire/hostarea.c wire/tls.c wire/proc.c wire/control.c
+WIRE_SRCS := wire/addr.c wire/shm.c wire/message.c wire/log.c wire/attr.c wire/auth.c wire/tls.c wire/proc.c wire/control.c
 WIRE_OBJS := $(WIRE_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/gen/cicada_xdr.o
 WIRE_LIB := $(BUILD)/wire/libwire.a
 

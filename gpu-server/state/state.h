@@ -14,6 +14,7 @@
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include "wire.h"
+#include "hostarea.h"
 
 enum handle_kind { H_FREE, H_CTX, H_MODULE, H_FUNCTION, H_LIBRARY, H_KERNEL, H_STREAM, H_EVENT,
 		   H_GRAPH, H_GRAPH_EXEC, H_ARRAY, H_LINK, H_GRAPH_NODE, H_VMM };

@@ -172,7 +172,7 @@ static struct func *func_new(const struct fc_kernel *k, struct module *m)
  * reused. So the same loads in a new process give the same addresses,
  * unless the process mapped something else of its own in between, or made
  * its contexts in another order, as on a GPU (the gpu-server's workers
- * keep their own mappings elsewhere: wire/hostarea.c). */
+ * keep their own mappings elsewhere: gpu-server/state/hostarea.c). */
 #define GLOBALS_WINDOW (2ull << 20)
 
 static void *globals_take(struct fc_ctx *c, size_t size)

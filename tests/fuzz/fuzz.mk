@@ -60,7 +60,9 @@ fuzz: $(FUZZ_BIN) $(FUZZ_SEEDGEN)
 
 # fuzz_shm (tests/fuzz/fuzz_shm.c): the shared-memory ring as the worker
 # reads it while a client thread rewrites the segment. Built with clang
-# from the wire/ sources alone (objects of its own, under obj-shm);
+# from the wire/ sources and the worker's host area (gpu-server/state/
+# hostarea.c, which maps the segment as in a worker; objects of its own,
+# under obj-shm);
 # `make fuzz-shm` runs it like `make fuzz` on a corpus seeded by
 # make_shm_seeds and prints "fuzz-shm: N executions, M crashes".
 FUZZ_SHM_OBJDIR := $(FUZZ_DIR)/obj-shm
@@ -69,10 +71,10 @@ FUZZ_SHM_SEEDGEN := $(FUZZ_DIR)/make_shm_seeds
 FUZZ_SHM_SEEDS  := $(FUZZ_DIR)/shm-seeds
 FUZZ_SHM_CORPUS := $(FUZZ_DIR)/shm-corpus
 FUZZ_SHM_LOG    := $(FUZZ_DIR)/fuzz-shm.log
-FUZZ_SHM_SRCS   := tests/fuzz/fuzz_shm.c $(WIRE_SRCS)
+FUZZ_SHM_SRCS   := tests/fuzz/fuzz_shm.c $(WIRE_SRCS) gpu-server/state/hostarea.c
 FUZZ_SHM_OBJS   := $(FUZZ_SHM_SRCS:%.c=$(FUZZ_SHM_OBJDIR)/%.o) $(FUZZ_SHM_OBJDIR)/gen/cicada_xdr.o
 FUZZ_SHM_CFLAGS := -O1 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -pthread -D_GNU_SOURCE \
-                   $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire $(DEPFLAGS)
+                   $(FUZZ_SAN) -I$(CUDA)/include -I/usr/include/tirpc -I$(GEN) -Iwire -Igpu-server/state $(DEPFLAGS)
 
 $(FUZZ_SHM_OBJDIR)/%.o: %.c | $(GEN)/cicada.h
 	@mkdir -p $(@D)

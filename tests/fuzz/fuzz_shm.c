@@ -54,6 +54,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "wire.h"
+#include "hostarea.h"
 
 #define SLOTS_MAX 4                      /* the segment a client makes here */
 #define PROBES_MAX 16

@@ -12,8 +12,13 @@
  * calls hostarea_enable (before CUDA starts), what it maps itself goes
  * here, at fixed places well away from the default area, the device
  * arena and the application's own reservations; only the driver's own
- * mappings stay in the default area. Elsewhere (the client, tools) these
+ * mappings stay in the default area. Elsewhere (tools, tests) these
  * calls are plain mmap, munmap and pthread_create.
+ *
+ * Only the worker keeps such an area, so it lives in gpu-server/state/
+ * (hostarea.h). The shared-memory ring (wire/shm.c) maps a client's
+ * segment through the mapper hostarea_enable gives it (shm_set_mapper)
+ * and knows nothing of the layout.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -22,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "hostarea.h"
 #include "wire.h"
 
 #define AREA_BASE 0x180000000000ull          /* 24 TiB: below the arena (32 TiB) */
@@ -53,6 +59,7 @@ void hostarea_enable(void)
 	mallopt(M_ARENA_MAX, 1);
 	area.on = 1;
 	area.next = AREA_BASE;
+	shm_set_mapper(hostarea_map, hostarea_unmap);   /* the client's segment too */
 }
 
 int hostarea_enabled(void)
