@@ -1,39 +1,23 @@
 /*
  * handles.c: NVML device handles. A handle is the address of one slot in
  * a table of the server's devices, so checking one is a bounds check; the
- * device count comes from the server at nvmlInit (the server's devices do
- * not change while it runs). Lookups by UUID or PCI bus id are answered
- * by the server, which knows the devices' identities.
+ * device count is the one init.c learns from the server at nvmlInit
+ * (nvml_count; the server's devices do not change while it runs).
+ * Lookups by UUID or PCI bus id are answered by the server, which knows
+ * the devices' identities.
  */
 #include <stdio.h>
 #include <string.h>
 #include "wire.h"
 #include "nvml-lib.h"
 
-#define MAX_DEVICES 64
-
+/* A handle's index is its slot's place in the table; the slot holds
+ * nothing else (a member only so that slots have a size). */
 struct nvmlDevice_st {
-	unsigned index;
+	unsigned char slot;
 };
 
-static struct nvmlDevice_st devices[MAX_DEVICES];
-static unsigned device_count;
-
-void nvml_set_count(unsigned count)
-{
-	if (count > MAX_DEVICES) {
-		log_warn("the server has %u GPUs; NVML shows the first %d", count, MAX_DEVICES);
-		count = MAX_DEVICES;
-	}
-	for (unsigned i = 0; i < count; i++)
-		devices[i].index = i;
-	__atomic_store_n(&device_count, count, __ATOMIC_RELEASE);
-}
-
-static unsigned count_now(void)
-{
-	return __atomic_load_n(&device_count, __ATOMIC_ACQUIRE);
-}
+static struct nvmlDevice_st devices[NVML_DEVICES_MAX];
 
 nvmlDevice_t nvml_handle(unsigned index)
 {
@@ -48,7 +32,7 @@ nvmlReturn_t nvml_index(nvmlDevice_t device, unsigned *index)
 	if (ret)
 		return ret;
 	if (p < base || p >= base + sizeof(devices) || (p - base) % sizeof(devices[0]) ||
-	    (p - base) / sizeof(devices[0]) >= count_now())
+	    (p - base) / sizeof(devices[0]) >= nvml_count())
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*index = (unsigned)((p - base) / sizeof(devices[0]));
 	return NVML_SUCCESS;
@@ -62,7 +46,7 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
 		return ret;
 	if (!deviceCount)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	*deviceCount = count_now();
+	*deviceCount = nvml_count();
 	return NVML_SUCCESS;
 }
 
@@ -77,7 +61,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 
 	if (ret)
 		return ret;
-	if (!device || index >= count_now())
+	if (!device || index >= nvml_count())
 		return NVML_ERROR_INVALID_ARGUMENT;
 	*device = nvml_handle(index);
 	return NVML_SUCCESS;
@@ -100,7 +84,7 @@ static nvmlReturn_t by_text(unsigned func, const char *text, nvmlDevice_t *devic
 		return NVML_ERROR_INVALID_ARGUMENT;
 	if ((ret = nvml_ask(func, 0, 0, text, &a)))
 		return ret;
-	if (a.nv < 1 || a.v[0] >= count_now())
+	if (a.nv < 1 || a.v[0] >= nvml_count())
 		return NVML_ERROR_NOT_FOUND;
 	*device = nvml_handle((unsigned)a.v[0]);
 	return NVML_SUCCESS;

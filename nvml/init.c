@@ -22,6 +22,7 @@ const int cicada_nvml_replacement = 1;
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static int init_count;
+static unsigned device_count;             /* the server's, at most NVML_DEVICES_MAX */
 
 /* Logging works from the first call, nvmlInit or not. */
 __attribute__((constructor)) static void nvml_lib_init(void)
@@ -72,6 +73,21 @@ static nvmlReturn_t ask(unsigned func, unsigned device, uint64_t arg, const char
 	return (nvmlReturn_t)r.ret;
 }
 
+unsigned nvml_count(void)
+{
+	return __atomic_load_n(&device_count, __ATOMIC_ACQUIRE);
+}
+
+/* The count the server gave, as many as handles.c has slots for. */
+static void set_count(unsigned count)
+{
+	if (count > NVML_DEVICES_MAX) {
+		log_warn("the server has %u GPUs; NVML shows the first %d", count, NVML_DEVICES_MAX);
+		count = NVML_DEVICES_MAX;
+	}
+	__atomic_store_n(&device_count, count, __ATOMIC_RELEASE);
+}
+
 nvmlReturn_t nvml_ask(unsigned func, unsigned device, uint64_t arg, const char *text, struct nvml_answer *out)
 {
 	nvmlReturn_t ret = nvml_ready();
@@ -98,7 +114,7 @@ static nvmlReturn_t first_init(void)
 		return ret;
 	if (a.nv < 1)
 		return NVML_ERROR_UNKNOWN;
-	nvml_set_count((unsigned)a.v[0]);
+	set_count((unsigned)a.v[0]);
 	return NVML_SUCCESS;
 }
 

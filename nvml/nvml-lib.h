@@ -26,9 +26,12 @@ struct nvml_answer {
 nvmlReturn_t nvml_ask(unsigned func, unsigned device, uint64_t arg, const char *text, struct nvml_answer *out);
 nvmlReturn_t nvml_ready(void);
 nvmlReturn_t nvml_unsupported(const char *name);
+/* The server's device count, learnt at nvmlInit (0 before): at most
+ * NVML_DEVICES_MAX, the slots of handles.c's table. */
+#define NVML_DEVICES_MAX 64
+unsigned nvml_count(void);
 
 /* handles.c */
-void nvml_set_count(unsigned count);
 nvmlReturn_t nvml_index(nvmlDevice_t device, unsigned *index);
 nvmlDevice_t nvml_handle(unsigned index);
 
