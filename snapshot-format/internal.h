@@ -115,7 +115,4 @@ const Cicada__Piece *snap_piece_at(const struct snap_reader *r, uint64_t va, uin
 const Cicada__Piece *snap_chain_find(const struct snap_reader *r, uint64_t va, uint64_t size, uint64_t sum,
 				     struct snap_reader **owner);
 
-/* memory.c: ops NULL only checks the pieces */
-int snap_pieces_read(struct snap_reader *r, const struct snap_memory_ops *ops, char *err);
-
 #endif

@@ -13,6 +13,9 @@
  * caller hashes device memory where it is (ops->hash, devhash.h), a piece
  * whose hash equals its parent's is left out without being read, and
  * every piece records the hash of its bytes for the next snapshot.
+ * snap_verify is here too: it reads every piece as a restore would,
+ * without a device, then the module images (reader.c opens the snapshot
+ * and finds pieces in its chain; nothing there calls this file).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -345,7 +348,9 @@ static void heap_free(void *ctx, void *buf, size_t size)
 	free(buf);
 }
 
-int snap_pieces_read(struct snap_reader *r, const struct snap_memory_ops *ops, char *err)
+/* Reads every piece of r and checks it, writing it to the device through
+ * ops (NULL: only checks). */
+static int pieces_read(struct snap_reader *r, const struct snap_memory_ops *ops, char *err)
 {
 	static const struct snap_memory_ops check_only = { .alloc_host = heap_alloc,
 							   .free_host = heap_free };
@@ -358,5 +363,22 @@ int snap_pieces_read(struct snap_reader *r, const struct snap_memory_ops *ops, c
 
 int snap_read_memory(struct snap_reader *r, const struct snap_memory_ops *ops, char *err)
 {
-	return ops_ok(ops, 0, err) ? -1 : snap_pieces_read(r, ops, err);
+	return ops_ok(ops, 0, err) ? -1 : pieces_read(r, ops, err);
 }
+
+/* The pieces checked as a restore reads them, then the module images. */
+int snap_verify(struct snap_reader *r, char *err)
+{
+	void *data;
+	size_t size;
+
+	if (pieces_read(r, NULL, err))
+		return -1;
+	for (size_t i = 0; i < r->m->n_images; i++) {
+		if (snap_read_image(r, i, &data, &size, err))
+			return -1;
+		free(data);
+	}
+	return 0;
+}
+

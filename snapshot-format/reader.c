@@ -318,21 +318,6 @@ int snap_read_image(struct snap_reader *r, size_t index, void **data, size_t *si
 	return snap_fail(err, "%s: checksum mismatch: corrupted", im->file);
 }
 
-int snap_verify(struct snap_reader *r, char *err)
-{
-	void *data;
-	size_t size;
-
-	if (snap_pieces_read(r, NULL, err))
-		return -1;
-	for (size_t i = 0; i < r->m->n_images; i++) {
-		if (snap_read_image(r, i, &data, &size, err))
-			return -1;
-		free(data);
-	}
-	return 0;
-}
-
 void snap_reader_close(struct snap_reader *r)
 {
 	if (!r)
