@@ -1,80 +1,15 @@
 /*
- * context.c: each application thread's current context, kept here in the
- * application (as the driver keeps it per thread). The server's worker is
+ * context.c: contexts made and destroyed (cuCtxCreate, cuCtxDestroy) and
+ * their scheduling flags, which say how the client waits for replies.
+ * The thread's current context is current.c's; the server's worker is
  * told which context to use only when a call needs it (client.c). A
- * context's scheduling flags say how the client waits for replies.
+ * destroyed context leaves the thread's stack, its ids (ids.c) and its
+ * context-local storage (export_tables.c): this file calls them all, and
+ * none of them calls it.
  */
 #include "interposer.h"
 
-#define CTX_STACK_MAX 64
-
-static __thread CUcontext ctx_stack[CTX_STACK_MAX];
-static __thread int ctx_depth;
-
 void client_set_server_ctx(CUcontext ctx, int known);
-
-CUcontext ctx_current(void)
-{
-	return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL;
-}
-
-void ctx_push(CUcontext ctx)
-{
-	if (ctx_depth < CTX_STACK_MAX)
-		ctx_stack[ctx_depth++] = ctx;
-}
-
-/* A destroyed context leaves this thread's stack. */
-void ctx_forget(CUcontext ctx)
-{
-	int j = 0;
-
-	for (int i = 0; i < ctx_depth; i++)
-		if (ctx_stack[i] != ctx)
-			ctx_stack[j++] = ctx_stack[i];
-	ctx_depth = j;
-}
-
-CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
-{
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pctx = ctx_current();
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
-{
-	CUresult err = client_connect();
-
-	if (err)
-		return err;
-	if (ctx_depth)
-		ctx_stack[ctx_depth - 1] = ctx;
-	else if (ctx)
-		ctx_push(ctx);
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
-{
-	if (!ctx)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	if (ctx_depth == CTX_STACK_MAX)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	ctx_push(ctx);
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-	if (!ctx_depth)
-		return CUDA_ERROR_INVALID_CONTEXT;
-	ctx_depth--;
-	if (pctx)
-		*pctx = ctx_stack[ctx_depth];
-	return CUDA_SUCCESS;
-}
 
 static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 {
@@ -137,23 +72,4 @@ CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
 	if (!err)
 		client_wait_mode(flags);
 	return err;
-}
-
-/* A device's primary context, named without being activated: the runtime
- * asks for it (export table 6bd5fb6c, slot 2) before it retains it. */
-CUresult client_primary_ctx(CUdevice dev, CUcontext *out)
-{
-	uint64_t in = (uint64_t)dev, id;
-	CUresult err = client_scalar_call(P_primary_ctx_handle, 0, &in, 1, &id, 1);
-
-	if (!err)
-		*out = (CUcontext)(uintptr_t)id;
-	return err;
-}
-
-static const struct client_hooks context_hooks = { .current = ctx_current };
-
-__attribute__((constructor)) static void context_hook(void)
-{
-	client_add_hooks(&context_hooks);
 }

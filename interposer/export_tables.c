@@ -40,10 +40,18 @@ static void CUDAAPI runtime_log(const char *component, int level, const char *fm
 static slot log_table[] = { SIZE_WORD(3), (slot)runtime_log, OK, NULL };
 
 /* --- CUDART_INTERFACE {6bd5fb6c}: slot 2 names a device's primary
- * context without activating it --- */
+ * context without activating it (the runtime asks before it retains it) --- */
 static CUresult CUDAAPI primary_handle(CUcontext *out, CUdevice dev)
 {
-	return out ? client_primary_ctx(dev, out) : CUDA_ERROR_INVALID_VALUE;
+	uint64_t in = (uint64_t)dev, id;
+	CUresult err;
+
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	err = client_scalar_call(P_primary_ctx_handle, 0, &in, 1, &id, 1);
+	if (!err)
+		*out = (CUcontext)(uintptr_t)id;
+	return err;
 }
 
 static slot interface_table[] = { SIZE_WORD(13), NO, (slot)primary_handle, NO, NO, NO, NO, OK, NO, NO,

@@ -1,7 +1,7 @@
 /*
  * interposer.h: the internals of libcicada.so, the drop-in libcuda.so.1.
  * The public interface is CUDA's own cuda.h; this header ties together the
- * connection (client.c), the thread's current context (context.c), context
+ * connection (client.c), the thread's current context (current.c), context
  * and stream ids (ids.c, stream.c), host memory (hostmem.c), copies
  * (copy.c), modules and launches (module.c, launch.c) and symbol lookup
  * (loader.c).
@@ -87,7 +87,8 @@ size_t client_token(char *buf, size_t len);
 int client_set_token(const char *hex);
 int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out[3], char *err);   /* a migration's new token; NULL: the environment's */
 
-/* context.c: the calling thread's current context */
+/* current.c: the calling thread's current context (context.c makes and
+ * destroys contexts, above it) */
 CUcontext ctx_current(void);
 void ctx_push(CUcontext ctx);
 void ctx_forget(CUcontext ctx);
@@ -166,17 +167,18 @@ CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int as
 CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async);
 CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async);
 
+/* unsupported.c: one log line per missing name */
+void log_missing_once(const char *what, const char *name, int called);
+
 /* loader.c, proc_address.c, export_tables.c, integrity.c, compute_cache.c:
  * how the CUDA runtime and libraries find the driver */
 void *interposer_self(void);
-void log_missing_once(const char *what, const char *name, int called);
 const void *export_table_find(const CUuuid *id);
 const void *compute_cache_table(void);
 void cls_forget(CUcontext ctx);
 CUresult integrity_digest(uint32_t version, uint64_t seconds, const void *interface_table,
 			  const void *integrity_table, const void *function, uint64_t out[2]);
 void integrity_md2(const void *msg, size_t len, unsigned char out[16]);
-CUresult client_primary_ctx(CUdevice dev, CUcontext *out);
 
 /* launch.c: a launch configuration as the 7 scalars of generated calls */
 CUresult launch_config_pack(const CUlaunchConfig *c, uint64_t *v);

@@ -9,7 +9,6 @@
  */
 #include <execinfo.h>
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "interposer.h"
@@ -98,28 +97,6 @@ static void *find_symbol(const char *name, int version, cuuint64_t flags)
 			return p;
 	}
 	return dlsym(interposer_self(), base);
-}
-
-/* Once per name: at warn level when the application calls what is
- * missing (it will likely fail), at info when a library only looks it up. */
-void log_missing_once(const char *what, const char *name, int called)
-{
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	static char seen[256][80];
-	static int nseen;
-	int i;
-
-	pthread_mutex_lock(&lock);
-	for (i = 0; i < nseen && strncmp(seen[i], name, 79); i++)
-		;
-	if (i == nseen && nseen < 256) {
-		snprintf(seen[nseen++], 80, "%s", name);
-		if (called)
-			log_warn("%s %s is not implemented", what, name);
-		else
-			log_info("%s %s is not implemented", what, name);
-	}
-	pthread_mutex_unlock(&lock);
 }
 
 /* Unknown names succeed with no function (the runtime then uses a stub

@@ -6,8 +6,35 @@
  * of them. These fail cleanly instead:
  * batched stream memory operations. Some names are
  * the old ABI that cuda.h now maps to a _v2; their prototypes are here.
+ * Whatever is missing, a function, a table, a slot, is logged once by
+ * log_missing_once, which the files above call; this one calls none.
  */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include "interposer.h"
+
+/* Once per name: at warn level when the application calls what is
+ * missing (it will likely fail), at info when a library only looks it up. */
+void log_missing_once(const char *what, const char *name, int called)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char seen[256][80];
+	static int nseen;
+	int i;
+
+	pthread_mutex_lock(&lock);
+	for (i = 0; i < nseen && strncmp(seen[i], name, 79); i++)
+		;
+	if (i == nseen && nseen < 256) {
+		snprintf(seen[nseen++], 80, "%s", name);
+		if (called)
+			log_warn("%s %s is not implemented", what, name);
+		else
+			log_info("%s %s is not implemented", what, name);
+	}
+	pthread_mutex_unlock(&lock);
+}
 
 #undef cuStreamBatchMemOp
 #undef cuStreamWaitValue32
