@@ -59,7 +59,7 @@ static enum side_kind kind_of(CUmemorytype type, CUdeviceptr dev)
 		return SIDE_ARRAY;
 	if (type == CU_MEMORYTYPE_DEVICE)
 		return SIDE_DEVICE;
-	if (type == CU_MEMORYTYPE_UNIFIED && hostmem_is_device(dev))
+	if (type == CU_MEMORYTYPE_UNIFIED && devmem_contains(dev))
 		return SIDE_DEVICE;
 	return SIDE_HOST;
 }

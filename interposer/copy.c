@@ -1,203 +1,12 @@
 /*
- * copy.c: host<->device copies (1D, and 2D row by row), routed by where
- * the host memory lives:
- *  - a pinned region shared with a local worker: one message, direct DMA;
- *  - other memory of a local client: streamed through the staging slots,
- *    with the application's memcpy overlapping the worker's DMA;
- *  - a remote client: inline chunks in the messages.
+ * copy.c: host<->device copies (1D, and 2D row by row) as the program
+ * asks for them: kernels' writes to mapped memory are read back first
+ * (mapped.c), managed memory is copied on the device (managed.c), and
+ * pageable memory on a capturing stream is staged for the graph. The
+ * bytes themselves move through transfer.c, below. Copies with an array
+ * on either side are array.c's, above: it calls copy_2d here.
  */
 #include "interposer.h"
-
-static CUresult copy_htod_host(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
-static CUresult copy_dtoh_host(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
-static unsigned next_slot;
-
-static CUresult region_copy(CUdeviceptr dev, const struct host_range *hr, size_t n, CUstream stream,
-			    int async, int to_device)
-{
-	shm_copy_args a = { .device = dev, .region = hr->region, .offset = hr->offset, .size = n,
-			    .stream = handle_id(stream), .async = async, .to_device = to_device, .slot = -1 };
-	scalar_res r = { 0 };
-
-	if (async)
-		return rpc_memcpy_shm_async_locked(&a);
-	return rpc_memcpy_shm_locked(&a, &r);
-}
-
-static CUresult slot_wait(struct shm_segment *seg, unsigned slot, uint32_t state)
-{
-	if (shm_slot_wait(seg, slot, state, client_socket(), client_wait_polls()))
-		return client_lost("the server stopped answering");
-	return CUDA_SUCCESS;
-}
-
-static CUresult slot_request(struct shm_segment *seg, unsigned slot, CUdeviceptr dev, size_t n,
-			     CUstream stream, int async, int to_device)
-{
-	shm_copy_args a = { .device = dev, .region = 0, .size = n, .stream = handle_id(stream),
-			    .async = async, .to_device = to_device, .slot = (int)slot };
-
-	atomic_store(&seg->hdr->slot_state[slot], SLOT_BUSY);
-	return rpc_memcpy_shm_async_locked(&a);
-}
-
-/* A synchronous staged copy had no reply to bring device output with it:
- * if the worker has some, ask for it now (it comes before the reply). */
-static CUresult take_output(struct shm_segment *seg, int async, CUresult err)
-{
-	uint64_t none = 0;
-	scalars a = { { 0, &none } };
-	scalar_res r = { 0 };
-	CUresult e;
-
-	if (async || !atomic_exchange(&seg->hdr->output_pending, 0))
-		return err;
-	e = rpc_output_flush_locked(&a, &r);
-	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
-	return err ? err : e;
-}
-
-static CUresult staged_htod(struct shm_segment *seg, CUdeviceptr dst, const char *src, size_t n,
-			    CUstream stream, int async)
-{
-	unsigned nslots = seg->hdr->nslots, used = 0, first = next_slot;
-	size_t chunk = seg->hdr->slot_size;
-	CUresult err = CUDA_SUCCESS;
-
-	for (size_t off = 0; off < n && !err; off += chunk, used++) {
-		unsigned slot = next_slot++ % nslots;
-		size_t len = n - off < chunk ? n - off : chunk;
-
-		if ((err = slot_wait(seg, slot, SLOT_FREE)))
-			return err;
-		copy_parallel(shm_slot(seg, slot, 0), src + off, len);
-		err = slot_request(seg, slot, dst + off, len, stream, async, 1);
-	}
-	/* The copy is done when the worker has emptied every slot we used. */
-	for (unsigned i = 0; i < used && i < nslots; i++) {
-		unsigned slot = (first + used - 1 - i) % nslots;
-		CUresult e = slot_wait(seg, slot, SLOT_FREE);
-		if (!e)
-			e = (CUresult)atomic_load(&seg->hdr->slot_err[slot]);
-		if (!err)
-			err = e;
-	}
-	return take_output(seg, async, err);
-}
-
-static CUresult staged_dtoh(struct shm_segment *seg, char *dst, CUdeviceptr src, size_t n,
-			    CUstream stream, int async)
-{
-	unsigned nslots = seg->hdr->nslots, base = next_slot;
-	size_t chunk = seg->hdr->slot_size, chunks = (n + chunk - 1) / chunk, sent = 0, done = 0;
-	CUresult err = CUDA_SUCCESS;
-
-	next_slot += (unsigned)chunks;
-	while (done < chunks) {
-		while (sent < chunks && sent - done < nslots && !err) {
-			unsigned slot = (unsigned)((base + sent) % nslots);
-			size_t len = n - sent * chunk < chunk ? n - sent * chunk : chunk;
-			if (!(err = slot_wait(seg, slot, SLOT_FREE)))
-				err = slot_request(seg, slot, src + sent * chunk, len, stream, async, 0);
-			sent++;
-		}
-		if (err == CUDA_ERROR_DEVICE_UNAVAILABLE)
-			return err;
-		unsigned slot = (unsigned)((base + done) % nslots);
-		size_t len = n - done * chunk < chunk ? n - done * chunk : chunk;
-		CUresult e = slot_wait(seg, slot, SLOT_READY);
-		if (e)
-			return e;
-		e = (CUresult)atomic_load(&seg->hdr->slot_err[slot]);
-		if (!e)
-			copy_parallel(dst + done * chunk, shm_slot(seg, slot, 0), len);
-		atomic_store(&seg->hdr->slot_state[slot], SLOT_FREE);
-		if (!err)
-			err = e;
-		done++;
-	}
-	return take_output(seg, async, err);
-}
-
-static CUresult inline_htod(CUdeviceptr dst, const char *src, size_t n, CUstream stream, int async)
-{
-	CUresult err = lanes_copy((char *)src, dst, n, stream, async, 1);
-
-	if (err != LANES_UNUSED)
-		return err;
-	err = CUDA_SUCCESS;
-
-	for (size_t off = 0; off < n && !err; off += CICADA_CHUNK_MAX) {
-		size_t len = n - off < CICADA_CHUNK_MAX ? n - off : CICADA_CHUNK_MAX;
-		htod_args a = { .dst = dst + off, .stream = handle_id(stream), .async = async,
-				.data = { (u_int)len, (char *)src + off } };
-		scalar_res r = { 0 };
-
-		if (async || off + len < n)
-			err = rpc_memcpy_htod_async_locked(&a);
-		else
-			err = rpc_memcpy_htod_locked(&a, &r);
-	}
-	return err;
-}
-
-/* Without shared memory: DTOH_DEPTH chunks asked for at once, so the
- * worker reads the next while this one crosses the link; a whole chunk
- * is decoded straight into dst (its size is the decoder's limit, so the
- * reply cannot overrun it), a last, shorter one through scratch. */
-#define DTOH_DEPTH 4
-
-static CUresult inline_dtoh(char *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
-{
-	struct { uint32_t xid; size_t off, len; } ring[DTOH_DEPTH];
-	char *scratch = client_scratch();
-	unsigned head = 0, count = 0;
-	size_t sent = 0;
-	CUresult err = lanes_copy(dst, src, n, stream, async, 0), e;
-
-	if (err != LANES_UNUSED)
-		return err;
-	err = CUDA_SUCCESS;
-
-	while (sent < n || count) {
-		while (!err && sent < n && count < DTOH_DEPTH) {
-			size_t len = n - sent < CICADA_CHUNK_MAX ? n - sent : CICADA_CHUNK_MAX;
-			dtoh_args a = { .src = src + sent, .size = len, .stream = handle_id(stream), .async = async };
-			unsigned at = (head + count) % DTOH_DEPTH;
-
-			if ((err = client_send_locked(P_memcpy_dtoh, (xdrproc_t)xdr_dtoh_args, &a, sent == 0, &ring[at].xid)))
-				break;
-			ring[at].off = sent;
-			ring[at].len = len;
-			count++;
-			sent += len;
-		}
-		if (!count)
-			break;
-		{
-			size_t off = ring[head].off, len = ring[head].len;
-			char *into = len == CICADA_CHUNK_MAX ? dst + off : scratch;
-			bytes_res r = { 0, { 0, into } };
-
-			e = client_reply_locked(P_memcpy_dtoh, ring[head].xid, (xdrproc_t)xdr_bytes_res, &r);
-			if (!e && r.data.data_len != len)
-				e = client_lost("short copy from the server");
-			if (!e && into == scratch)
-				memcpy(dst + off, scratch, len);
-			if (e && !err)
-				err = e;         /* the rest is read all the same (a lost link answers at once) */
-			head = (head + 1) % DTOH_DEPTH;
-			count--;
-		}
-	}
-	return err;
-}
-
-/* From host memory that is known not to be managed (managed.c's flush). */
-CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n)
-{
-	return copy_htod_host(dst, src, n, NULL, 0);
-}
 
 /* --- pageable memory copied on a capturing stream ---
  * The copy belongs to the graph: its data moves at every launch, from or
@@ -270,7 +79,7 @@ static CUresult captured_copy(CUdeviceptr dev, void *host, size_t n, CUstream st
 	return err;
 }
 
-CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
+static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
 {
 	mapped_before_copy(src, n, async);      /* kernels' writes to mapped memory first */
 	if (managed_contains(src, n))            /* its data is on the device */
@@ -281,37 +90,7 @@ CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, 
 	return copy_htod_host(dst, src, n, stream, async);
 }
 
-static CUresult copy_htod_host(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async)
-{
-	struct host_range hr;
-	struct shm_segment *seg;
-	CUresult err;
-
-	if (!n)
-		return CUDA_SUCCESS;
-	if (!host_range_valid(src, n))
-		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = client_connect()))
-		return err;
-	client_lock();
-	seg = client_shm();
-	if (seg && hostmem_find(src, n, &hr))
-		err = region_copy(dst, &hr, n, stream, async, 1);
-	else if (seg)
-		err = staged_htod(seg, dst, src, n, stream, async);
-	else
-		err = inline_htod(dst, src, n, stream, async);
-	client_unlock();
-	return err;
-}
-
-/* Into host memory that is known not to be managed (managed.c's fetch). */
-CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n)
-{
-	return copy_dtoh_host(dst, src, n, NULL, 0);
-}
-
-CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
 {
 	mapped_before_copy(dst, n, async);
 	if (managed_contains(dst, n))
@@ -320,30 +99,6 @@ CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int as
 	if (pageable_capture(dst, n, stream, async))
 		return captured_copy(src, dst, n, stream, 0);
 	return copy_dtoh_host(dst, src, n, stream, async);
-}
-
-static CUresult copy_dtoh_host(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async)
-{
-	struct host_range hr;
-	struct shm_segment *seg;
-	CUresult err;
-
-	if (!n)
-		return CUDA_SUCCESS;
-	if (!host_range_valid(dst, n))
-		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = client_connect()))
-		return err;
-	client_lock();
-	seg = client_shm();
-	if (seg && hostmem_find(dst, n, &hr))
-		err = region_copy(src, &hr, n, stream, async, 0);
-	else if (seg)
-		err = staged_dtoh(seg, dst, src, n, stream, async);
-	else
-		err = inline_dtoh(dst, src, n, stream, async);
-	client_unlock();
-	return err;
 }
 
 CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
@@ -385,7 +140,7 @@ static CUresult copy_row(CUdeviceptr dst, int dst_dev, CUdeviceptr src, int src_
 /* Unified addressing: known device allocations are device memory. */
 static CUresult copy_any(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream, int async)
 {
-	return copy_row(dst, hostmem_is_device(dst), src, hostmem_is_device(src), n, stream, async);
+	return copy_row(dst, devmem_contains(dst), src, devmem_contains(src), n, stream, async);
 }
 
 CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
@@ -426,7 +181,7 @@ static CUresult copy_2d_side(CUmemorytype type, const void *host, CUdeviceptr de
 	if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
 		return CUDA_ERROR_INVALID_VALUE;
 	*addr = (type == CU_MEMORYTYPE_HOST ? (CUdeviceptr)(uintptr_t)host : dev) + y * pitch + x;
-	*is_dev = type == CU_MEMORYTYPE_DEVICE || (type == CU_MEMORYTYPE_UNIFIED && hostmem_is_device(*addr));
+	*is_dev = type == CU_MEMORYTYPE_DEVICE || (type == CU_MEMORYTYPE_UNIFIED && devmem_contains(*addr));
 	return CUDA_SUCCESS;
 }
 

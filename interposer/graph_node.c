@@ -68,7 +68,7 @@ static int side_pageable(CUmemorytype type, const void *host, CUdeviceptr dev, s
 	struct host_range r;
 
 	if (type == CU_MEMORYTYPE_UNIFIED)
-		return dev && !hostmem_find((const void *)(uintptr_t)dev, 1, &r) && !hostmem_is_device(dev) &&
+		return dev && !hostmem_find((const void *)(uintptr_t)dev, 1, &r) && !devmem_contains(dev) &&
 		       !managed_contains((const void *)(uintptr_t)dev, 1);
 	return type == CU_MEMORYTYPE_HOST && host && !hostmem_find(host, span ? span : 1, &r);
 }

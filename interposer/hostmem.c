@@ -6,8 +6,8 @@
  * is ordinary memory here (mapped allocations are managed memory), and so
  * are registered pages a local worker cannot share: once their device
  * pointer is asked for, the device sees a mirror (mapped.c). Device
- * allocations are remembered too, so that cuMemcpy can tell device
- * pointers from host pointers.
+ * allocations are devmem.c's; cuMemAlloc and cuMemFree are here, above
+ * managed.c, whose ranges they free.
  *
  * A session that moves to a worker that cannot share the pages (another
  * node: the client is remote from then on) carries its shared regions:
@@ -42,18 +42,11 @@ struct host_alloc {
 
 #define SAME_AT_TRIES 4                      /* alloc_shared */
 
-struct dev_alloc {
-	CUdeviceptr base;
-	size_t size;
-};
-
 static pthread_mutex_t hm_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;   /* (a carry copies under it) */
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_alloc *hosts;
 static unsigned nhosts, cap_hosts;
 static unsigned char region_used[CICADA_MAX_REGIONS];
-static struct dev_alloc *devs;
-static unsigned ndevs, cap_devs;
 
 static int grow(void **arr, unsigned *cap, unsigned n, size_t elem)
 {
@@ -399,6 +392,7 @@ static const struct client_hooks hostmem_hooks = { .resume = share_again };
 __attribute__((constructor)) static void hostmem_hook(void)
 {
 	client_add_hooks(&hostmem_hooks);
+	copy_set_region_finder(hostmem_find);
 }
 
 /* Mapped pinned memory of a remote client: the worker cannot reach this
@@ -688,43 +682,6 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
 	return h.region ? unshare_region(h.region) : CUDA_SUCCESS;
 }
 
-void devmem_note_alloc(CUdeviceptr ptr, size_t size)
-{
-	pthread_mutex_lock(&hm_lock);
-	for (unsigned i = 0; i < ndevs; i++)
-		if (devs[i].base == ptr) {
-			devs[i].size = size;
-			pthread_mutex_unlock(&hm_lock);
-			return;
-		}
-	if (!grow((void **)&devs, &cap_devs, ndevs, sizeof(*devs)))
-		devs[ndevs++] = (struct dev_alloc){ ptr, size };
-	pthread_mutex_unlock(&hm_lock);
-}
-
-void devmem_note_free(CUdeviceptr ptr)
-{
-	pthread_mutex_lock(&hm_lock);
-	for (unsigned i = 0; i < ndevs; i++)
-		if (devs[i].base == ptr) {
-			devs[i] = devs[--ndevs];
-			break;
-		}
-	pthread_mutex_unlock(&hm_lock);
-}
-
-/* Forgets the device ranges inside [ptr, ptr + size) (cuMemUnmap). */
-void devmem_note_unmap(CUdeviceptr ptr, size_t size)
-{
-	pthread_mutex_lock(&hm_lock);
-	for (unsigned i = 0; i < ndevs;)
-		if (devs[i].base >= ptr && devs[i].base - ptr < size)
-			devs[i] = devs[--ndevs];
-		else
-			i++;
-	pthread_mutex_unlock(&hm_lock);
-}
-
 /* The host allocation holding ptr, by its host address or, for mapped
  * memory, by its device address; *offset is ptr's place in it. */
 static struct host_alloc *find_either(CUdeviceptr ptr, uint64_t *offset)
@@ -790,24 +747,9 @@ int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUr
 	return h != NULL;
 }
 
-int hostmem_is_device(CUdeviceptr ptr)
-{
-	int found = 0;
-
-	pthread_mutex_lock(&hm_lock);
-	for (unsigned i = 0; i < ndevs && !found; i++)
-		found = ptr >= devs[i].base && ptr - devs[i].base < devs[i].size;
-	pthread_mutex_unlock(&hm_lock);
-	return found;
-}
-
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-	CUresult err = rpc_cuMemAlloc_v2(dptr, bytesize);
-
-	if (!err)
-		devmem_note_alloc(*dptr, bytesize);
-	return err;
+	return devmem_alloc(dptr, bytesize);
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -824,12 +766,12 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
  * (cuBLAS's cublasCreate makes that call) arrives as cuMemFree_v2(0). */
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
-	CUdeviceptr raw = managed_raw(dptr);
-	CUresult err = dptr ? rpc_cuMemFree_v2(raw) : CUDA_SUCCESS;
+	CUresult err;
 
-	if (!err && dptr) {
-		devmem_note_free(raw);
+	if (!dptr)
+		return CUDA_SUCCESS;
+	err = devmem_free(managed_raw(dptr));
+	if (!err)
 		managed_free(dptr);
-	}
 	return err;
 }

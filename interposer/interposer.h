@@ -130,8 +130,6 @@ int managed_free(CUdeviceptr p);
 CUdeviceptr managed_raw(CUdeviceptr p);      /* the allocation behind a managed range */
 void managed_flush(void);
 int managed_attribute(CUdevice_attribute attr, int *value);
-CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n);
-CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n);
 void client_set_device_work_hook(void (*hook)(unsigned proc));
 void client_set_synced_hook(void (*hook)(unsigned proc));
 int device_work_writes(unsigned proc);      /* -1: no device work; 0: reads only; 1: may write */
@@ -152,16 +150,23 @@ static inline int host_range_valid(const void *p, size_t n)
 
 	return p && a < top && n <= top - a;
 }
-int hostmem_is_device(CUdeviceptr ptr);
 int hostmem_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data, CUresult *err, int map);
+
+/* devmem.c: the device allocations the client knows of */
 void devmem_note_alloc(CUdeviceptr ptr, size_t size);
 void devmem_note_free(CUdeviceptr ptr);
 void devmem_note_unmap(CUdeviceptr ptr, size_t size);
+int devmem_contains(CUdeviceptr ptr);
+CUresult devmem_alloc(CUdeviceptr *dptr, size_t size);
+CUresult devmem_free(CUdeviceptr ptr);
 
-/* copy.c, copy_pool.c */
+/* transfer.c, copy_pool.c: the bytes of a copy, host memory taken as it is */
 void copy_parallel(void *dst, const void *src, size_t len);
-CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
-CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
+CUresult copy_htod_host(CUdeviceptr dst, const void *src, size_t n, CUstream stream, int async);
+CUresult copy_dtoh_host(void *dst, CUdeviceptr src, size_t n, CUstream stream, int async);
+CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n);
+CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n);
+void copy_set_region_finder(int (*find)(const void *p, size_t n, struct host_range *out));
 
 /* array.c */
 CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async);

@@ -1,7 +1,7 @@
 # interposer.mk: libcicada.so, the drop-in libcuda.so.1, and the library
 # folder ($(BUILD)/lib) where libcuda.so.1 names it.
 
-INTERPOSER_SRCS := interposer/client.c interposer/current.c interposer/context.c interposer/hostmem.c interposer/copy.c interposer/copy_pool.c \
+INTERPOSER_SRCS := interposer/client.c interposer/current.c interposer/context.c interposer/hostmem.c interposer/devmem.c interposer/copy.c interposer/transfer.c interposer/copy_pool.c \
                    interposer/module.c interposer/launch.c interposer/device.c interposer/loader.c \
                    interposer/control.c interposer/proc_address.c interposer/export_tables.c interposer/compute_cache.c interposer/attributes.c \
                    interposer/integrity.c interposer/ids.c interposer/stream.c \

@@ -209,11 +209,11 @@ static int install_handler(void)
  * there; the arena hands out 256-byte units): *raw is what to free. */
 static CUresult alloc_aligned(size_t size, CUdeviceptr *raw, CUdeviceptr *d)
 {
-	CUresult err = cuMemAlloc_v2(raw, size);
+	CUresult err = devmem_alloc(raw, size);
 
 	if (!err && *raw % BLOCK) {
-		cuMemFree_v2(*raw);
-		err = cuMemAlloc_v2(raw, size + BLOCK);
+		devmem_free(*raw);
+		err = devmem_alloc(raw, size + BLOCK);
 	}
 	*d = (*raw + BLOCK - 1) / BLOCK * BLOCK;
 	return err;
@@ -244,7 +244,7 @@ static CUresult alloc_placed(size_t size, CUdeviceptr *raw, CUdeviceptr *d, void
 		held[nheld++] = *raw;
 	}
 	for (unsigned i = 0; i < nheld; i++)
-		cuMemFree_v2(held[i]);
+		devmem_free(held[i]);
 	return err;
 }
 
@@ -267,7 +267,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 		if (p != MAP_FAILED)
 			munmap(p, size);
 		free(m.state);
-		cuMemFree_v2(m.raw);
+		devmem_free(m.raw);
 		return err ? err : CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	m.base = (uintptr_t)d;
@@ -277,7 +277,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 		pthread_mutex_unlock(&m_lock);
 		munmap(p, size);
 		free(m.state);
-		cuMemFree_v2(m.raw);
+		devmem_free(m.raw);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	ranges[nranges++] = m;

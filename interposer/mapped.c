@@ -225,7 +225,7 @@ CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev)
 		return CUDA_ERROR_INVALID_VALUE;
 	if (!(m.agreed = malloc(blocks_of(size) * sizeof(*m.agreed))))
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if ((err = cuMemAlloc_v2(&m.dev, size))) {
+	if ((err = devmem_alloc(&m.dev, size))) {
 		free(m.agreed);
 		return err;
 	}
@@ -243,7 +243,7 @@ CUresult mapped_add(char *host, size_t size, int read_only, CUdeviceptr *dev)
 	pthread_mutex_unlock(&mr_lock);
 	client_unlock();
 	if (err) {
-		cuMemFree_v2(m.dev);
+		devmem_free(m.dev);
 		free(m.agreed);
 		return err;
 	}
@@ -298,7 +298,7 @@ void mapped_remove(const char *host, int read_back_first)
 	pthread_mutex_unlock(&mr_lock);
 	client_unlock();
 	if (m.dev && !m.borrowed)
-		cuMemFree_v2(m.dev);
+		devmem_free(m.dev);
 	free(m.agreed);
 }
 
