@@ -5,7 +5,9 @@
  * copy between host memory and an array goes through a device buffer
  * (host to buffer as any copy, then buffer to array, or the reverse),
  * freed in stream order (so not inside a graph capture). 3D copies between
- * host and device memory go slice by slice as 2D copies.
+ * host and device memory go slice by slice as 2D copies (copy.c's
+ * copy_2d). The 2D and 3D copy entry points are here, above copy.c, as a
+ * 2D copy may have an array on either side.
  */
 #include "interposer.h"
 
@@ -99,7 +101,7 @@ static CUresult copy_slices(const CUDA_MEMCPY3D *p, CUstream stream, int async)
 			p->srcDevice, NULL, p->srcPitch,
 			p->dstXInBytes, p->dstY + (p->dstZ + z) * p->dstHeight, p->dstMemoryType, p->dstHost,
 			p->dstDevice, NULL, p->dstPitch, p->WidthInBytes, p->Height };
-		err = async ? cuMemcpy2DAsync_v2(&s, stream) : cuMemcpy2D_v2(&s);
+		err = copy_2d(&s, stream, async);
 	}
 	return err;
 }
@@ -115,7 +117,7 @@ static CUresult copy_staged(const CUDA_MEMCPY3D *p, CUstream stream, int async, 
 
 	if (__builtin_mul_overflow(p->WidthInBytes, p->Height, &size) || __builtin_mul_overflow(size, p->Depth, &size))
 		return CUDA_ERROR_INVALID_VALUE;
-	if ((err = cuMemAllocAsync(&buf, size, stream)))
+	if ((err = mempool_alloc_async(&buf, size, stream)))
 		return err;
 	first.dstMemoryType = CU_MEMORYTYPE_DEVICE, first.dstDevice = buf;
 	first.dstXInBytes = first.dstY = first.dstZ = 0;
@@ -126,11 +128,11 @@ static CUresult copy_staged(const CUDA_MEMCPY3D *p, CUstream stream, int async, 
 	err = to_array ? copy_slices(&first, stream, async) : copy_on_device(&first, stream, async);
 	if (!err)
 		err = to_array ? copy_on_device(&second, stream, async) : copy_slices(&second, stream, async);
-	freed = cuMemFreeAsync(buf, stream);
+	freed = mempool_free_async(buf, stream);
 	return err ? err : freed;
 }
 
-CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
+static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
 {
 	enum side_kind src, dst;
 
@@ -148,7 +150,7 @@ CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async)
 }
 
 /* A 2D copy with an array on either side, as a 3D copy of depth 1. */
-CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async)
+static CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 {
 	CUDA_MEMCPY3D c = { 0 };
 
@@ -160,6 +162,29 @@ CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 	c.dstHeight = p->Height;
 	c.WidthInBytes = p->WidthInBytes, c.Height = p->Height, c.Depth = 1;
 	return copy_3d(&c, stream, async);
+}
+
+/* A 2D copy: with an array on either side here, else copy.c's. */
+static CUresult copy_2d_any(const CUDA_MEMCPY2D *p, CUstream stream, int async)
+{
+	if (p && (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY))
+		return copy_2d_array(p, stream, async);
+	return copy_2d(p, stream, async);
+}
+
+CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d_any(pCopy, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
+{
+	return copy_2d_any(pCopy, NULL, 0);
+}
+
+CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+	return copy_2d_any(pCopy, hStream, 1);
 }
 
 CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy)

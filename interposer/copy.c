@@ -185,8 +185,9 @@ static CUresult copy_2d_side(CUmemorytype type, const void *host, CUdeviceptr de
 	return CUDA_SUCCESS;
 }
 
-/* A 2D copy as one copy when both sides are dense, else row by row. */
-static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
+/* A 2D copy of linear memory (array.c has those with an array on either
+ * side) as one copy when both sides are dense, else row by row. */
+CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 {
 	CUdeviceptr dst, src;
 	int dst_dev, src_dev;
@@ -194,8 +195,6 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 
 	if (!p)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
-		return copy_2d_array(p, stream, async);
 	if (!p->WidthInBytes || !p->Height)
 		return CUDA_SUCCESS;
 	if (p->Height > 1 && (p->srcPitch < p->WidthInBytes + p->srcXInBytes ||
@@ -212,19 +211,4 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async)
 		err = copy_row(dst + y * p->dstPitch, dst_dev, src + y * p->srcPitch, src_dev, p->WidthInBytes, stream,
 			       async);
 	return err;
-}
-
-CUresult CUDAAPI cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
-{
-	return copy_2d(pCopy, NULL, 0);
-}
-
-CUresult CUDAAPI cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy)
-{
-	return copy_2d(pCopy, NULL, 0);
-}
-
-CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{
-	return copy_2d(pCopy, hStream, 1);
 }

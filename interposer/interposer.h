@@ -168,9 +168,13 @@ CUresult copy_htod_device(CUdeviceptr dst, const void *src, size_t n);
 CUresult copy_dtoh_device(void *dst, CUdeviceptr src, size_t n);
 void copy_set_region_finder(int (*find)(const void *p, size_t n, struct host_range *out));
 
-/* array.c */
-CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream stream, int async);
-CUresult copy_2d_array(const CUDA_MEMCPY2D *p, CUstream stream, int async);
+/* copy.c: copies as the program asks for them (array.c, above, has
+ * those with an array on either side, and the 2D and 3D entry points) */
+CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, int async);
+
+/* mempool.c: the stream-ordered allocator, from the current pool */
+CUresult mempool_alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream);
+CUresult mempool_free_async(CUdeviceptr dptr, CUstream stream);
 
 /* unsupported.c: one log line per missing name */
 void log_missing_once(const char *what, const char *name, int called);

@@ -220,9 +220,26 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream
 	return err;
 }
 
+/* From the current pool (array.c stages copies in such memory). */
+CUresult mempool_alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+	return alloc_async(dptr, size, stream, 0);
+}
+
+CUresult mempool_free_async(CUdeviceptr dptr, CUstream stream)
+{
+	CUresult err = rpc_cuMemFreeAsync(dptr, stream);
+
+	if (!err) {
+		devmem_note_free(dptr);
+		note_free(dptr);
+	}
+	return err;
+}
+
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-	return alloc_async(dptr, bytesize, hStream, 0);
+	return mempool_alloc_async(dptr, bytesize, hStream);
 }
 
 CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
@@ -234,13 +251,7 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUm
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-	CUresult err = rpc_cuMemFreeAsync(dptr, hStream);
-
-	if (!err) {
-		devmem_note_free(dptr);
-		note_free(dptr);
-	}
-	return err;
+	return mempool_free_async(dptr, hStream);
 }
 
 /* Memory goes back to the arena as soon as its stream is past the free. */
