@@ -36,14 +36,6 @@ static void CUDA_CB stage_out(void *p)
 	memcpy(c->user, c->pinned, c->n);
 }
 
-static int stream_capturing(CUstream stream)
-{
-	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-
-	return graph_capturing() && cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
-	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-}
-
 /* Whether host memory of the program must be staged for a capture. */
 static int pageable_capture(const void *host, size_t n, CUstream stream, int async)
 {

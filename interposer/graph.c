@@ -4,7 +4,8 @@
  * the driver records them there; instantiate and launch are forwarded
  * (generated stubs). Libraries ask whether a stream is capturing before
  * every call (cuBLAS does, per GEMM), so the interposer counts the captures
- * it began and answers "not capturing" itself while there are none.
+ * it began (stream.c keeps the count) and answers "not capturing" itself
+ * while there are none.
  * Graphs built node by node, and the nodes of a capture, are
  * graph_node.c's.
  */
@@ -13,25 +14,12 @@
 #undef cuStreamBeginCapture
 #undef cuGraphInstantiate
 
-static int captures;                     /* begun and not yet ended */
-
-void graph_capture_begun(void)
-{
-	__atomic_add_fetch(&captures, 1, __ATOMIC_ACQ_REL);
-}
-
-int graph_capturing(void)
-{
-	return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0;
-}
-#define capturing graph_capturing
-
 CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
 	CUresult err = rpc_cuStreamBeginCapture_v2(hStream, mode);
 
 	if (err == CUDA_SUCCESS)
-		__atomic_add_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+		capture_begun();
 	return err;
 }
 
@@ -49,18 +37,8 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 
 	if (err == CUDA_SUCCESS || err == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
 	    err == CUDA_ERROR_STREAM_CAPTURE_UNJOINED || err == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
-		__atomic_sub_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+		capture_ended();
 	return err;
-}
-
-CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
-{
-	if (!captureStatus)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (capturing())
-		return rpc_cuStreamIsCapturing(hStream, captureStatus);
-	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
-	return CUDA_SUCCESS;
 }
 
 /* Status, id and graph come from the worker, and the dependencies (node
@@ -75,7 +53,7 @@ static CUresult capture_info(CUstream hStream, CUstreamCaptureStatus *status, cu
 
 	if (!status)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (capturing() && (err = rpc_stream_capture_info(hStream, &st, &cid, &g, &n)))
+	if (capture_running() && (err = rpc_stream_capture_info(hStream, &st, &cid, &g, &n)))
 		return err;
 	*status = st;
 	if (st == CU_STREAM_CAPTURE_STATUS_NONE)

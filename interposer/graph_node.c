@@ -1071,7 +1071,7 @@ CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, c
 				  1, (unsigned)mode);
 
 	if (!err)
-		graph_capture_begun();
+		capture_begun();
 	return err;
 }
 

@@ -10,33 +10,11 @@
  * host function channel, from or into the program's memory (hostfn.c).
  * The stage is packed row after row. Each set of parameters gets its own
  * stage and id (a graph and its executables may hold either), kept as
- * long as the process, like the host functions of graphs.
+ * long as the process, like the host functions of graphs. The shape of
+ * a side (struct stage_shape, its rows) is hostfn.c's, below.
  */
 #include <stdlib.h>
 #include "interposer.h"
-
-size_t stage_shape_rows(const struct stage_shape *s)
-{
-	return (s->rows ? s->rows : 1) * (s->depth ? s->depth : 1);
-}
-
-/* Row i (of every slice's rows, in order) in the program's memory. */
-char *stage_shape_row(const struct stage_shape *s, size_t i)
-{
-	size_t rows = s->rows ? s->rows : 1, pitch = s->pitch ? s->pitch : s->width;
-	size_t height = s->height ? s->height : rows, d = i / rows, r = i % rows;
-
-	return s->base + s->x + ((s->z + d) * height + s->y + r) * pitch;
-}
-
-/* Whether the rows lie back to back (one span of width * rows). */
-int stage_shape_flat(const struct stage_shape *s)
-{
-	size_t rows = s->rows ? s->rows : 1;
-
-	return stage_shape_rows(s) == 1 || ((!s->pitch || s->pitch == s->width) &&
-					    ((s->depth ? s->depth : 1) == 1 || !s->height || s->height == rows));
-}
 
 /* The bytes from the base to the end of the last row, or 0 if they
  * cannot be program memory at all. */

@@ -12,7 +12,8 @@
  * may run many times: its id is persistent. A staged copy's bytes (a
  * captured copy, a graph's copy node of pageable memory, graph_stage.c)
  * cross the channel within the call, straight from or into the program's
- * memory, row by row or through a bounded buffer.
+ * memory, row by row or through a bounded buffer; the rows of such a
+ * shape (struct stage_shape) are reckoned here, for graph_stage.c too.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -40,6 +41,30 @@ static uint64_t next_id = 1;
 static int channel = -1;                 /* guarded by the client lock */
 static pthread_t channel_thread;
 static int channel_ended;                /* the thread saw the channel end */
+
+/* --- the rows of a staged copy's memory (struct stage_shape) --- */
+size_t stage_shape_rows(const struct stage_shape *s)
+{
+	return (s->rows ? s->rows : 1) * (s->depth ? s->depth : 1);
+}
+
+/* Row i (of every slice's rows, in order) in the program's memory. */
+char *stage_shape_row(const struct stage_shape *s, size_t i)
+{
+	size_t rows = s->rows ? s->rows : 1, pitch = s->pitch ? s->pitch : s->width;
+	size_t height = s->height ? s->height : rows, d = i / rows, r = i % rows;
+
+	return s->base + s->x + ((s->z + d) * height + s->y + r) * pitch;
+}
+
+/* Whether the rows lie back to back (one span of width * rows). */
+int stage_shape_flat(const struct stage_shape *s)
+{
+	size_t rows = s->rows ? s->rows : 1;
+
+	return stage_shape_rows(s) == 1 || ((!s->pitch || s->pitch == s->width) &&
+					    ((s->depth ? s->depth : 1) == 1 || !s->height || s->height == rows));
+}
 
 static uint64_t calls_add(struct host_call c)
 {
@@ -271,7 +296,7 @@ static CUresult launch(CUstream stream, struct host_call c)
 {
 	struct send s = { .stream = stream };
 
-	c.persistent = graph_capturing();
+	c.persistent = capture_running();
 	return register_and_send(c, &s);
 }
 

@@ -65,11 +65,9 @@ uint64_t stats_now(void);
 void stats_sent(unsigned proc);
 void stats_waited(unsigned proc, uint64_t ns);
 void stats_driver_call(unsigned i, const char *name, uint64_t ns);
-uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
-int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
-CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device);
-/* graph_stage.c: one host side of a copy in the program's pageable
- * memory, shaped as CUDA_MEMCPY3D's (pitch, height 0: width, rows) */
+/* hostfn.c: host functions the worker calls back, and the bytes of
+ * staged copies; one host side of a copy in the program's pageable
+ * memory is shaped as CUDA_MEMCPY3D's (pitch, height 0: width, rows) */
 struct stage_shape {
 	char *base;
 	size_t x, y, z, pitch, height;
@@ -78,10 +76,18 @@ struct stage_shape {
 size_t stage_shape_rows(const struct stage_shape *s);
 char *stage_shape_row(const struct stage_shape *s, size_t i);
 int stage_shape_flat(const struct stage_shape *s);
-CUresult graph_stage_pack(uint64_t *v, unsigned side, const struct stage_shape *s, int to_device);
+uint64_t hostfn_register(CUhostFn fn, void *data, CUresult *err);
+int hostfn_lookup(uint64_t id, CUhostFn *fn, void **data);
+CUresult hostfn_stage_copy(CUstream stream, CUdeviceptr dev, void *host, size_t n, int to_device);
 uint64_t hostfn_stage_node(const struct stage_shape *s, int to_device, CUresult *err);
-int graph_capturing(void);                  /* graph.c: a capture is under way */
-void graph_capture_begun(void);
+/* graph_stage.c: graph copy nodes of pageable memory */
+CUresult graph_stage_pack(uint64_t *v, unsigned side, const struct stage_shape *s, int to_device);
+/* stream.c: the count of captures under way, and whether a stream captures */
+void capture_begun(void);
+void capture_ended(void);
+int capture_running(void);
+int stream_capturing(CUstream stream);
+/* graph_node.c: a capture's dependencies, as node handles (graph.c) */
 CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);
 size_t client_token(char *buf, size_t len);
 int client_set_token(const char *hex);

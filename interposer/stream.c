@@ -1,6 +1,7 @@
 /*
  * stream.c: stream and event calls beyond the generated ones: the
- * thread's capture mode (graph.c runs captures), and old-ABI names that
+ * thread's capture mode and the count of captures under way (graph.c
+ * runs captures, above), whether a stream captures, and old-ABI names that
  * libraries dlsym (cuEventElapsedTime, cuDevicePrimaryCtxRelease), which
  * behave as their _v2.
  */
@@ -10,6 +11,46 @@
 #undef cuDevicePrimaryCtxRelease
 
 static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* Captures begun and not yet ended (graph.c, graph_node.c count them):
+ * while there are none, no stream is capturing, and cuStreamIsCapturing
+ * answers so without a round trip. */
+static int captures;
+
+void capture_begun(void)
+{
+	__atomic_add_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+}
+
+void capture_ended(void)
+{
+	__atomic_sub_fetch(&captures, 1, __ATOMIC_ACQ_REL);
+}
+
+int capture_running(void)
+{
+	return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	if (!captureStatus)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (capture_running())
+		return rpc_cuStreamIsCapturing(hStream, captureStatus);
+	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+	return CUDA_SUCCESS;
+}
+
+/* Whether stream is capturing now (copy.c stages pageable memory for
+ * the graph then). */
+int stream_capturing(CUstream stream)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	return capture_running() && cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
+	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
 
 /* The mode only matters while a capture runs, but it is kept per thread. */
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
