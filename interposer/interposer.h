@@ -5,6 +5,21 @@
  * and stream ids (ids.c, stream.c), host memory (hostmem.c), copies
  * (copy.c), modules and launches (module.c, launch.c) and symbol lookup
  * (loader.c).
+ *
+ * Calls run downward only, through four layers; a file calls files of its
+ * own layer or below, and no two files call each other:
+ *  1. the connection, and what needs nothing else: client.c, stats.c,
+ *     loader.c, unsupported.c, devmem.c, copy_pool.c, userobj.c,
+ *     nvml_bridge.c;
+ *  2. what the calls share: current.c, ids.c, answers.c, stream.c,
+ *     launch.c, jit.c, lanes.c, transfer.c, hostfn.c;
+ *  3. memory kept here: managed.c, mapped.c, hostmem.c, mempool.c, vmm.c;
+ *  4. the rest of the driver API (copy.c, array.c, graph*.c, context.c,
+ *     module.c, device.c, export_tables.c, proc_address.c, control.c...),
+ *     where an entry point may call the entry points of a file below.
+ * What must go up goes through a hook the upper file registers: client.c
+ * calls its users through client_add_hooks and the device work hooks,
+ * transfer.c asks hostmem.c which memory is shared (copy_set_region_finder).
  */
 #ifndef CICADA_INTERPOSER_H
 #define CICADA_INTERPOSER_H
@@ -44,7 +59,7 @@ struct client_hooks {
 	void (*pause)(void);
 	int (*resume)(int regions_lost);
 	void (*connected)(void);             /* the first connection is made (control.c) */
-	CUcontext (*current)(void);          /* the calling thread's context (context.c; one) */
+	CUcontext (*current)(void);          /* the calling thread's context (current.c; one) */
 };
 void client_add_hooks(const struct client_hooks *h);
 /* lanes.c: large copies of a client without shared memory, over bulk lanes */

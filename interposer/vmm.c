@@ -1,7 +1,7 @@
 /*
  * vmm.c: the application's own virtual memory calls that need more than
  * their generated stubs: mapped ranges are device memory to the copy
- * paths (hostmem.c keeps the list), access descriptors travel one at a
+ * paths (devmem.c keeps the list), access descriptors travel one at a
  * time, and the address given to cuMemRetainAllocationHandle is a device
  * address, not a pointer to follow. The worker keeps the layout for
  * checkpoints (gpu-server/calls/vmm.c).
