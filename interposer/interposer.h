@@ -104,6 +104,7 @@ int capture_running(void);
 int stream_capturing(CUstream stream);
 /* graph_node.c: a capture's dependencies, as node handles (graph.c) */
 CUresult graph_capture_deps(CUstream stream, const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n);
+/* client.c: the session's token, and a migration's pre-copy rounds */
 size_t client_token(char *buf, size_t len);
 int client_set_token(const char *hex);
 int client_precopy(int dirfd, const char *name, const char *parent, uint64_t out[3], char *err);   /* a migration's new token; NULL: the environment's */
