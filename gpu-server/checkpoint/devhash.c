@@ -6,7 +6,7 @@
  * GPU's primary context as soon as the worker takes it (primary.c's hook),
  * before the program loads anything there, the same in every worker
  * (loaded later, it would move the program's module variables:
- * wire/hostarea.c). Each GPU hashes its own memory. Only ranges in
+ * state/hostarea.c). Each GPU hashes its own memory. Only ranges in
  * mapped arena chunks are hashed, under the lock that keeps them mapped;
  * others get 0 (no hash) and are read as before. Host memory mapped for
  * the device carries the ranges in and the hashes out: the worker makes

@@ -38,7 +38,7 @@ static void map_jit_compiler(void)
  * is mapped when the worker starts on a GPU, the same in every worker,
  * and so is the module of device hashing (devhash.c): mapped later, they
  * would move the module variables loaded after them, and a restoring
- * worker, replaying the loads without them, would not (wire/hostarea.c).
+ * worker, replaying the loads without them, would not (state/hostarea.c).
  * What every GPU's primary context does first, the same on each (so the
  * program's modules land at the same addresses on whichever GPU a
  * restore puts them). Best effort. */
@@ -144,7 +144,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	char ready[2] = { 'R', 0 }, go;
 	int fd;
 
-	hostarea_enable();                   /* before CUDA: see wire/hostarea.c */
+	hostarea_enable();                   /* before CUDA: see state/hostarea.c */
 	worker_index_procs();
 	handles_on_load(replay_note_load);
 	w.calls = &calls;                    /* each part's fields (state.h) */

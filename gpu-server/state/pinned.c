@@ -44,7 +44,7 @@ void client_pinned_give(uint64_t size)
 
 /* Pinned host buffers for moving device memory: mapped in the worker's
  * own area and registered, not cuMemAllocHost'd, which the driver would
- * map where it places module variables (wire/hostarea.c says why that
+ * map where it places module variables (state/hostarea.c says why that
  * matters). */
 void *worker_pinned(struct worker *w, size_t size)
 {
