@@ -22,6 +22,11 @@
  * cuMemHostRegister'd with DEVICEMAP) that every step copies to the
  * device and back, changes on the host and, where mapped, has a kernel
  * change through its device pointer; a checksum of it is printed.
+ *
+ * CR_HOST_MIB=N adds N MiB of host heap, half a hash (incompressible),
+ * half a pattern, of which every step rewrites DIRTY_PERCENT (from a
+ * moving place); its checksum is printed at the end: the host state of a
+ * whole-process move.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -166,8 +171,45 @@ static void pinned_step(unsigned step)
 	printf("step %u pinned 0x%016llx\n", step, fold);
 }
 
+static uint32_t *host;                  /* CR_HOST_MIB: host state */
+static unsigned long host_words;
+
+static void host_open(void)
+{
+	const char *v = getenv("CR_HOST_MIB");
+
+	if (!v || !*v)
+		return;
+	host_words = parse_count(v, "CR_HOST_MIB", 1) << 18;
+	host = xmalloc(host_words * sizeof(*host));
+	for (unsigned long i = 0; i < host_words; i++)
+		host[i] = i < host_words / 2 ? cr_pattern_value(i, 0x85ebca6bu, 0) : (uint32_t)(i & 0xffff);
+}
+
+/* DIRTY_PERCENT of the host state rewritten, from a place each step moves. */
+static void host_step(unsigned step)
+{
+	unsigned long n = host_words * dirty_percent / 100, at;
+
+	if (!host || !n)
+		return;
+	at = (unsigned long)step * 7919 * 1024 % host_words;
+	for (unsigned long i = 0; i < n; i++)
+		host[(at + i) % host_words] += step;
+}
+
+static unsigned long long host_checksum(void)
+{
+	unsigned long long fold = 0xcbf29ce484222325ULL;
+
+	for (unsigned long i = 0; i < host_words; i++)
+		fold = (fold ^ host[i]) * 0x100000001b3ULL;
+	return fold;
+}
+
 static void run_step(unsigned step)
 {
+	host_step(step);
 	for (int i = 0; i < npieces; i++)
 		cr_step(&k, pieces[i].ptr, i < nbig ? words(&pieces[i]) * dirty_percent / 100 : words(&pieces[i]), step);
 	count_step();
@@ -222,6 +264,7 @@ int main(int argc, char **argv)
 	fill_all();
 	build();
 	pinned_open();
+	host_open();
 	CHECK(cuCtxSynchronize());
 	printf("cr_pattern: %lu MiB in %d pieces + %d small, list of %u nodes\n",
 	       mib, nbig, NSMALL, LIST_NODES);
@@ -233,6 +276,8 @@ int main(int argc, char **argv)
 	}
 	print_line("list sum %llu\n", walk());
 	print_line("global steps %llu\n", global_steps());
+	if (host)
+		print_line("host 0x%016llx\n", host_checksum());
 
 	cr_free(pieces, npieces);
 	CHECK(cuMemFree(list));
