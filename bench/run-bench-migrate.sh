@@ -13,7 +13,16 @@
 # only. MIGRATE_SIZES_MIB (default "1024 8192" on a GPU, "256 1024"
 # without), MIGRATE_DIRTY ("0 10") and MIGRATE_MODES ("precopy
 # stop-and-copy gpu-only") choose the cases; MIGRATE_STREAMS, if set,
-# gpu-migrate's --streams.
+# gpu-migrate's --streams; MIGRATE_HOST_MIB, host state of the program
+# (cr_pattern's CR_HOST_MIB, DIRTY% of it rewritten every step too).
+# Then, with PyTorch (TORCH_PYTHON, default python3) and a GPU, a real
+# process: a transformer trained with AdamW under bf16 autocast beside
+# MIGRATE_TORCH_HOST_MIB (1024) of host state and MIGRATE_TORCH_DEV_MIB
+# (4096) of device memory, 0% and 10% of which it rewrites every step,
+# moved whole and --gpu-only while it trains; each row also says whether
+# its final weights, device memory and host state equal an unmoved run's.
+# MIGRATE_TORCH=0 skips it; MIGRATE_ONLY_TORCH=1 runs only it.
+# MIGRATE_LOGS=DIR keeps the servers' and criu's logs there.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD B=$ROOT/build
@@ -24,6 +33,8 @@ export CICADA_KERNELS=$B/tests/kernels
 PROG=$B/tests/programs/cr_pattern
 
 cleanup() {
+	[ -n "${MIGRATE_LOGS:-}" ] && mkdir -p "$MIGRATE_LOGS" && cp "$T"/*.log "$T"/m.* "$MIGRATE_LOGS/" 2>/dev/null &&
+		find "$T" -name "*.log" -path "*/run-*" -exec cp --backup=numbered {} "$MIGRATE_LOGS/" \;
 	for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
 	pkill -9 -f "^$PROG " 2>/dev/null
 	pkill -9 -f "cache-dir $T/" 2>/dev/null
@@ -77,7 +88,7 @@ echo "bench-migrate: target $ip:$((PORT + 1)) ($([ -n "$in_ns" ] && echo "anothe
 # launch SIZE DIRTY: the program through server A; sets APP.
 launch() {
 	local out=$T/app.$1.$2
-	CICADA_SERVER=unix:$T/a.sock LD_LIBRARY_PATH=$B/lib timeout -k 5 1200 setsid "$PROG" "$CICADA_KERNELS" "$1" 100000 100 "$2" \
+	CR_HOST_MIB=${MIGRATE_HOST_MIB:-} CICADA_SERVER=unix:$T/a.sock LD_LIBRARY_PATH=$B/lib timeout -k 5 1200 setsid "$PROG" "$CICADA_KERNELS" "$1" 100000 100 "$2" \
 		</dev/null >"$out" 2>&1 &
 	disown $!
 	for _ in $(seq 6000); do grep -q "^step 3 " "$out" 2>/dev/null && break; sleep 0.05; done
@@ -93,7 +104,9 @@ stop_program() {
 field() { sed -n "s/.*\"$1\":\\([0-9.]*\\).*/\\1/p" "$2"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 
-printf '\n%-9s %-6s %-13s %10s %10s %12s %12s %7s   %s\n' "state" "dirty" "mode" "downtime" "total" "wire MiB" "frozen MiB" "rounds" \
+only_torch=${MIGRATE_ONLY_TORCH:-0}
+[ "$only_torch" = 1 ] && SIZES="" DIRTY=""
+[ -n "$SIZES" ] && printf '\n%-9s %-6s %-13s %10s %10s %12s %12s %7s   %s\n' "state" "dirty" "mode" "downtime" "total" "wire MiB" "frozen MiB" "rounds" \
 	"downtime = dump + send + restore"
 for size in $SIZES; do
 	for d in $DIRTY; do
@@ -116,6 +129,63 @@ for size in $SIZES; do
 		done
 	done
 done
+
+run_json_row() {
+	printf '%10.3fs %9.3fs %12s %12s %7s   %s + %s + %s s' \
+		"$(field downtime_s "$1")" "$(field total_s "$1")" "$(mib "$(field bytes "$1")")" \
+		"$(mib "$(field frozen_bytes "$1")")" "$(field rounds "$1")" "$(field dump_s "$1")" \
+		"$(field send_s "$1")" "$(field restore_s "$1")"
+}
+
+# The real process (PyTorch), when there is a GPU and torch here.
+TPY=${TORCH_PYTHON:-python3} TW=$ROOT/tests/torch/workloads.py
+THOST=${MIGRATE_TORCH_HOST_MIB:-1024} TDEV=${MIGRATE_TORCH_DEV_MIB:-4096} TSTEPS=${MIGRATE_TORCH_STEPS:-300}
+# torch_launch DIRTY OUT: the training through server A; sets APP.
+torch_launch() {
+	CICADA_SERVER=unix:$T/a.sock LD_LIBRARY_PATH=$B/lib timeout -k 5 1200 setsid "$TPY" "$TW" migrate-train \
+		"$TSTEPS" 50 "$THOST" "$TDEV" "$1" </dev/null >"$2" 2>"$2.err" &
+	disown $!
+	for _ in $(seq 2400); do grep -q "^step 5 " "$2" 2>/dev/null && break; sleep 0.05; done
+	APP=$(pgrep -f "workloads.py migrate-train $TSTEPS 50 $THOST $TDEV $1\$" | head -n 1)
+	[ -n "$APP" ] && grep -q "^step 5 " "$2"
+}
+torch_rows() {
+	local d mode opt out ref
+	printf '\nPyTorch training, %s MiB host state, %s MiB device memory beside the model (GPT-2 6x512, AdamW, bf16)\n' \
+		"$THOST" "$TDEV"
+	printf '%-6s %-13s %10s %10s %12s %12s %7s   %s\n' "dirty" "mode" "downtime" "total" "wire MiB" "frozen MiB" \
+		"rounds" "downtime = dump + send + restore; final state"
+	for d in $DIRTY_TORCH; do
+		ref=$T/torch.ref.$d
+		timeout -k 5 600 "$TPY" "$TW" migrate-train "$TSTEPS" 0 "$THOST" "$TDEV" "$d" >"$ref" 2>"$ref.err" ||
+			{ echo "bench-migrate: the training natively failed"; tail -3 "$ref.err"; return 1; }
+		for mode in whole gpu-only; do
+			out=$T/torch.$mode.$d opt=""
+			[ $mode = gpu-only ] && opt=--gpu-only
+			torch_launch "$d" "$out" || { echo "bench-migrate: the training did not start"; tail -3 "$out.err"; return 1; }
+			CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken timeout -k 5 900 "$B/bin/gpu-migrate" \
+				"$APP" --to "$ip:$((PORT + 1))" --json --timeout 600 --work-dir "$T" $opt $STREAMS >"$T/m.json" 2>"$T/m.err"
+			if grep -q '"ok":true' "$T/m.json"; then
+				for _ in $(seq 2400); do grep -q "^done" "$out" && break; sleep 0.05; done
+				printf '%-6s %-13s' "$d%" "$mode"
+				run_json_row "$T/m.json"
+				if [ "$(grep '^done' "$out")" = "$(grep '^done' "$ref")" ]; then echo "; identical"
+				else echo "; DIFFERS from the unmoved run"; fi
+			else
+				printf '%-6s %-13s failed: %s\n' "$d%" "$mode" "$(head -c 200 "$T/m.err")"
+			fi
+			pkill -9 -f "workloads.py migrate-train" 2>/dev/null
+			sleep 0.5
+		done
+	done
+}
+DIRTY_TORCH=${MIGRATE_DIRTY:-"0 10"}
+if [ "${MIGRATE_TORCH:-1}" != 0 ] && [ -z "$DRIVER" ] && timeout 120 "$TPY" -c "import torch, transformers" 2>/dev/null; then
+	torch_rows
+elif [ "${MIGRATE_TORCH:-1}" != 0 ]; then
+	echo "bench-migrate: the PyTorch rows need a GPU and $TPY with torch and transformers: skipped"
+fi
+[ "$only_torch" = 1 ] && exit 0
 
 # Incremental checkpoints: the largest size, DIRTY 10.
 size=${SIZES##* }

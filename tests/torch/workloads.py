@@ -27,6 +27,11 @@
 #       variables set, no torchrun agent), rank 0's lines relayed: the job
 #       torch-cr-ddp dumps mid-way (torchrun's agent holds an io_uring,
 #       which criu cannot dump).
+#   python3 workloads.py migrate-train STEPS MS HOST_MIB DEV_MIB DIRTY   a
+#       transformer trained with AdamW under bf16 autocast, beside HOST_MIB
+#       of host memory and DEV_MIB of device memory of which DIRTY percent
+#       is rewritten every step; prints "step N loss" and sleeps MS ms per
+#       step, then "done DIGEST" of all three: what make bench-migrate moves.
 # two-gpus, nccl and ddp need two GPUs; with one they say "one GPU".
 import hashlib, os, sys, time, traceback
 
@@ -385,6 +390,33 @@ def train(steps, ms):
     print("done %s" % digest(list(m.parameters()) + list(m.buffers())), flush=True)
 
 
+def migrate_train(steps, ms, host_mib, dev_mib, dirty):
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=6, n_head=8, n_embd=512, vocab_size=8000, n_positions=256)
+    m = transformers.GPT2LMHeadModel(cfg).cuda().train()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    ids = torch.randint(0, 8000, (8, 128), generator=torch.Generator().manual_seed(5)).cuda()
+    host = torch.arange(host_mib << 17, dtype=torch.int64)              # HOST_MIB of host state
+    dev = torch.arange(dev_mib << 18, dtype=torch.int32, device="cuda")  # DEV_MIB on the GPU
+    chunk = max(1, dev.numel() * dirty // 100)
+    for i in range(steps):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = m(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        if dirty:
+            at = (i * chunk) % max(1, dev.numel() - chunk)
+            dev[at:at + chunk].add_(i + 1)
+        host[(i * 4096) % host.numel()] += 1
+        print("step %d loss=%.6f" % (i, loss.item()), flush=True)
+        time.sleep(ms / 1000.0)
+    h = hashlib.sha256(host.numpy().tobytes()).hexdigest()[:16]
+    d = "%x.%s" % (dev.sum(dtype=torch.int64).item(), digest([dev[::4099]]))
+    print("done %s dev %s host %s" % (digest(m.parameters()), d, h), flush=True)
+
+
 def rate(fn, seconds):
     fn()  # warm up: kernels loaded, allocator filled, libraries chosen
     torch.cuda.synchronize()
@@ -450,6 +482,8 @@ if __name__ == "__main__":
         print("done %s" % share(int(a[1]), int(a[2]), True), flush=True)
     elif a[:1] == ["bench"]:
         bench(float(a[1]))
+    elif a[:1] == ["migrate-train"]:
+        migrate_train(*[int(v) for v in a[1:6]])
     elif a[:1] == ["allreduce-bench"]:
         allreduce_bench(int(a[1]) if a[1:] else 20)
     elif a[:1] == ["ddp-worker"]:
