@@ -146,7 +146,7 @@ torch_launch() {
 		"$TSTEPS" 50 "$THOST" "$TDEV" "$1" </dev/null >"$2" 2>"$2.err" &
 	disown $!
 	for _ in $(seq 2400); do grep -q "^step 5 " "$2" 2>/dev/null && break; sleep 0.05; done
-	APP=$(pgrep -f "workloads.py migrate-train $TSTEPS 50 $THOST $TDEV $1\$" | head -n 1)
+	APP=$(pgrep -n -f "^[^ ]*python[^ ]* [^ ]*workloads.py migrate-train $TSTEPS 50 $THOST $TDEV $1\$")
 	[ -n "$APP" ] && grep -q "^step 5 " "$2"
 }
 torch_rows() {
