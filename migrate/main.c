@@ -4,7 +4,7 @@
  *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH [--gpu-only]
  *   gpu-migrate PID --to local --gpu N[,M]   (GPU state only, this node's GPU N)
  *       [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR] [--timeout S]
- *       [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]
+ *       [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--no-page-server] [--streams N]
  *
  * It ends with one summary line (downtime, total time, bytes moved,
  * compression ratio, pre-copy rounds), or with --json the same as one
@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N[,M...]]\n"
 		"                   [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR]\n"
-		"                   [--timeout S] [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--streams N]\n"
+		"                   [--timeout S] [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--no-page-server]\n"
+		"                   [--streams N]\n"
 		"  Moves a process that runs through Cicada, with its GPU state, to the gpu-server\n"
 		"  at the target (started with --accept-migrations), or with --gpu-only moves only\n"
 		"  its GPU state. The token is the target's tenants' (default: CICADA_TOKEN_FILE);\n"
@@ -36,7 +37,10 @@ static void usage(FILE *f)
 		"  without it sends the snapshot as a tenant would, without pre-copy rounds).\n"
 		"  --gpu: the target server's GPU for the application's GPU 0 (then its GPU 1...;\n"
 		"  the server's other GPUs follow); with --to local, another GPU of this node.\n"
-		"  Without it, the target places the application as it places new sessions.\n");
+		"  Without it, the target places the application as it places new sessions.\n"
+		"  A whole move sends the process's memory pages straight to a criu page-server\n"
+		"  on the target while criu dumps them; --no-page-server sends them with the\n"
+		"  images, after the dump (the only way to a TLS target).\n");
 }
 
 /* criu and its plugins as gpu-server finds them (session/criu_path.c). */
@@ -70,12 +74,14 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		{ "timeout", required_argument, 0, 'T' }, { "criu", required_argument, 0, 'c' },
 		{ "criu-plugins", required_argument, 0, 'L' }, { "no-precopy", no_argument, 0, 'P' },
 		{ "streams", required_argument, 0, 'S' }, { "help", no_argument, 0, 'h' },
-		{ "migration-token-file", required_argument, 0, 'm' }, { 0 } };
+		{ "migration-token-file", required_argument, 0, 'm' }, { "no-page-server", no_argument, 0, 'N' },
+		{ 0 } };
 	const char *to = NULL, *token = getenv("CICADA_TOKEN_FILE"), *mtoken = getenv("CICADA_MIGRATION_TOKEN_FILE");
 	char *end;
 	int c;
 
-	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120, .precopy = 1, .streams = MIGRATE_STREAMS };
+	*o = (struct migrate_opts){ .gpu = -1, .timeout_s = 120, .precopy = 1, .streams = MIGRATE_STREAMS,
+				    .page_server = 1 };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': to = optarg; break;
@@ -93,6 +99,7 @@ static int parse(int argc, char **argv, struct migrate_opts *o, char *err)
 		case 'c': snprintf(o->criu, sizeof(o->criu), "%s", optarg); break;
 		case 'L': snprintf(o->plugins, sizeof(o->plugins), "%s", optarg); break;
 		case 'P': o->precopy = 0; break;
+		case 'N': o->page_server = 0; break;
 		case 'S': o->streams = (int)strtol(optarg, &end, 10); if (*end) o->streams = 0; break;
 		case 'h': usage(stdout); return HELP;
 		default: usage(stderr); return 2;

@@ -27,6 +27,7 @@ struct migrate_opts {
 	int json;
 	int precopy;                         /* pre-copy rounds (--no-precopy); gpu-only: to another node */
 	int streams;                         /* TCP connections for the images (and pre-copy rounds) */
+	int page_server;                     /* whole: pages to the target's criu page-server (--no-page-server) */
 };
 
 #define MIGRATE_STREAMS 8

@@ -11,7 +11,11 @@
  * Only then is the process frozen: criu dump --leave-stopped with
  * Cicada's plugin writes its images and its GPU snapshot into a staging
  * directory (the GPU snapshot incremental on the last round: only what
- * changed since), and keeps the source GPU session paused. The GPU
+ * changed since), and keeps the source GPU session paused. Its memory
+ * pages go meanwhile straight to a criu page-server on the target, over
+ * a connection of their own (--page-server --ps-socket): they are
+ * neither written here nor sent after the dump (--no-page-server: they
+ * travel with the images). The GPU
  * snapshot goes to the target as soon as it is written, while criu still
  * dumps, and the rest of the images after; the target's server restores
  * the process (GPU state into the worker that preloaded the rounds and
@@ -28,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <linux/tcp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,13 +71,14 @@ const char *migrate_token(const struct migrate_opts *o)
 /* Connects to the target and asks it to take a migration (join NULL),
  * or joins one as a further stream of its images (join: the key the
  * target's "ready" gave, into key on a new migration). */
-int target_open(const struct migrate_opts *o, const char *join, char *key, char *err)
+static int target_open_as(const struct migrate_opts *o, const char *join, const char *kind, char *key, char *err)
 {
 	char token[CICADA_TOKEN_MAX], host[64] = "", name[] = "", devices[80] = "";
 	uint8_t nonce[WIRE_NONCE_LEN], proof[WIRE_PROOF_LEN];
 	hello_args h = { .proto_version = CICADA_PROTO_VERSION, .pid = (uint64_t)o->pid, .host = host,
 			 .op = OP_MIGRATE, .ticket = join ? (char *)join : name,
-			 .snapshot = o->gpu_only && !join ? "gpu-only" : name, .stream = 1, .parent = name, .devices = devices };
+			 .snapshot = o->gpu_only && !join ? "gpu-only" : kind ? (char *)kind : name, .stream = 1,
+			 .parent = name, .devices = devices };
 	struct wire_addr addr;
 	struct wire_stream st;
 	struct wire_buf buf = { 0 };
@@ -104,6 +111,37 @@ int target_open(const struct migrate_opts *o, const char *join, char *key, char 
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&r);
 	close(fd);
 	return -1;
+}
+
+int target_open(const struct migrate_opts *o, const char *join, char *key, char *err)
+{
+	return target_open_as(o, join, NULL, key, err);
+}
+
+/* The connection on which criu dump sends the process's pages to the
+ * target's criu page-server, or -1 where there is none (--no-page-server,
+ * a TLS target, a target that takes none): the pages then go with the
+ * images. */
+static int pages_open(const struct migrate_opts *o, const char *key)
+{
+	char err[WIRE_ERRLEN];
+	int fd;
+
+	if (!o->page_server || !key[0] || !strncmp(o->target, "tls:", 4))
+		return -1;
+	if ((fd = target_open_as(o, key, "pages", NULL, err)) < 0)
+		fprintf(stderr, "gpu-migrate: the pages go with the images: %s\n", err);
+	return fd;
+}
+
+/* The bytes the page server's connection carried (TCP; 0 elsewhere). */
+static uint64_t pages_sent(int fd)
+{
+	struct tcp_info ti;
+	socklen_t n = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	return fd >= 0 && !getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &n) ? ti.tcpi_bytes_acked : 0;
 }
 
 /* The further streams of the images (a target that gives no key takes
@@ -147,13 +185,14 @@ static int send_gpu_early(const struct staging *s, const int *fds, struct migrat
 	return 1;
 }
 
-/* criu dump of the process into the staging directory, left stopped;
- * its GPU snapshot is sent as soon as it is written. *gpu_sent says
- * whether it was. */
-static int dump(const struct migrate_opts *o, const struct staging *s, const int *fds, struct migrate_result *r,
-		int *gpu_sent, char *err)
+/* criu dump of the process into the staging directory, left stopped,
+ * its pages to the page server on pages if that is not -1; its GPU
+ * snapshot is sent as soon as it is written. *gpu_sent says whether it
+ * was. */
+static int dump(const struct migrate_opts *o, const struct staging *s, const int *fds, int pages,
+		struct migrate_result *r, int *gpu_sent, char *err)
 {
-	char pid[16], last[512] = "", kept[1100];
+	char pid[16], last[512] = "", kept[1100], ps[16] = "";
 	pid_t child;
 	int status = 0, waited = 0, sent = 0;
 	double t0 = migrate_now();
@@ -163,8 +202,14 @@ static int dump(const struct migrate_opts *o, const struct staging *s, const int
 		int null = open("/dev/null", O_RDWR);
 		if (null >= 0)
 			dup2(null, 0), dup2(null, 1), dup2(null, 2);
-		execl(o->criu, o->criu, "dump", "-t", pid, "-D", s->path, "-L", o->plugins, "--leave-stopped",
-		      "-o", "dump.log", "-v4", (char *)NULL);
+		if (pages >= 0)
+			snprintf(ps, sizeof(ps), "%d", dup(pages));     /* (dup: not close-on-exec) */
+		if (ps[0])
+			execl(o->criu, o->criu, "dump", "-t", pid, "-D", s->path, "-L", o->plugins, "--leave-stopped",
+			      "-o", "dump.log", "-v4", "--page-server", "--ps-socket", ps, (char *)NULL);
+		else
+			execl(o->criu, o->criu, "dump", "-t", pid, "-D", s->path, "-L", o->plugins, "--leave-stopped",
+			      "-o", "dump.log", "-v4", (char *)NULL);
 		_exit(127);
 	}
 	/* (a failed send lets criu finish: killed, it could leave its
@@ -334,7 +379,7 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	double t0 = migrate_now(), frozen;
 	uint64_t part = 0;
 	hello_res res;
-	int fds[SNAP_STREAMS_MAX], fd, rc = -1, stopped = 0, gpu_sent = 0;
+	int fds[SNAP_STREAMS_MAX], fd, pages = -1, rc = -1, stopped = 0, gpu_sent = 0;
 
 	r->mode = "whole";
 	r->pid = o->pid;
@@ -353,8 +398,18 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 		goto out;
 	if (last[0])
 		setenv("CICADA_SNAPSHOT_PARENT", last, 1);      /* the plugin's parent: the last round */
+	pages = pages_open(o, key);
+	if (pages >= 0 && migrate_fault_is("cutpages"))
+		shutdown(pages, SHUT_RDWR);          /* tests: the page server's link breaks */
 	frozen = migrate_now();
-	if (dump(o, &st, fds, r, &gpu_sent, err)) {
+	rc = dump(o, &st, fds, pages, r, &gpu_sent, err);
+	r->final_bytes += pages_sent(pages);
+	r->wire_bytes += pages_sent(pages);
+	if (pages >= 0)
+		close(pages);                    /* (criu has said its last to the page server) */
+	pages = -1;
+	if (rc) {
+		rc = -1;
 		wire_signal_tree(o->pid, SIGCONT);  /* criu resumes it; a killed criu did not */
 		goto out;
 	}
@@ -393,6 +448,8 @@ out:
 	if (stopped)
 		wire_signal_tree(o->pid, SIGCONT);  /* it goes on where it was */
 	guard_disarm();
+	if (pages >= 0)
+		close(pages);
 	streams_close(fds, SNAP_STREAMS_MAX);
 	staging_remove(&st);
 	r->total_s = migrate_now() - t0;

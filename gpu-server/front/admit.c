@@ -649,7 +649,7 @@ static void migrate_accept(int i)
 	} else if (!c->is_tcp && !peer_privileged(c->fd)) {
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, "only root or the server's user may migrate a process here");
 	} else if (c->h.ticket && c->h.ticket[0]) {         /* a further stream of one under way */
-		if (migrate_in_join(c->h.ticket, c->fd, xid, why, sizeof(why))) {
+		if (migrate_in_join(c->h.ticket, c->h.snapshot, c->fd, xid, why, sizeof(why))) {
 			log_warn("refused a migration stream from %s: %s", c->peer, why);
 			conn_refuse(i, CUDA_ERROR_NOT_PERMITTED, why);
 		} else {

@@ -81,7 +81,16 @@ struct migrate_config {
 int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid_t pid, const char *peer,
 		     const char *devices, int gpu_only, char *why, size_t len);
 pid_t migrate_preloader(const char *ticket);
-int migrate_in_join(const char *key, int fd, uint32_t xid, char *why, size_t len);
+int migrate_in_join(const char *key, const char *kind, int fd, uint32_t xid, char *why, size_t len);
+
+/* criu_run.c: criu for a migration coming in, in a grandchild. */
+struct criu_run {
+	pid_t criu;
+	int report;                          /* its pid, then its wait status, come here */
+};
+int criu_run_start(const char *criu, char *const argv[], char **env, int keep, struct criu_run *run, char *err);
+int criu_run_wait(struct criu_run *run, int ms, int *status);
+void criu_run_end(struct criu_run *run);
 
 struct admit_config {
 	const char *token, *run_dir;

@@ -16,7 +16,11 @@
  * any process here as any user (root's criu does the restore).
  * The images may come over several connections at once: the "ready"
  * answer gives a key, with which gpu-migrate opens further streams
- * (migrate_in_join), and their count comes first on the main one.
+ * (migrate_in_join), and their count comes first on the main one. One
+ * more joined connection (its hello's snapshot "pages"), opened as the
+ * process is frozen, goes to a `criu page-server` into the images'
+ * directory: criu dump sends the pages there while it dumps, and the
+ * restore waits for it to end.
  * A worker taken from the pool at the start preloads each pre-copy round
  * into device memory as it arrives (preload.c), and the plugin's restore
  * goes to it (CICADA_RESTORE_TICKET): only what changed since the last
@@ -63,6 +67,9 @@ struct incoming {
 	int preload;                         /* the preloading worker's connection, or -1 */
 	pid_t preloader;
 	char ticket[CICADA_TICKET_LEN + 1];  /* its session */
+	char dir[1100];                      /* the images' directory, once made */
+	struct criu_run pages;               /* the page server, if one was joined */
+	int pages_joined;
 };
 
 static int running;
@@ -95,17 +102,70 @@ static void coming_set(struct incoming *in, int on)
 	pthread_mutex_unlock(&lock);
 }
 
-/* A further stream of a migration's images (its hello names the key the
- * migration's "ready" gave): 0 once the migration has it. */
-int migrate_in_join(const char *key, int fd, uint32_t xid, char *why, size_t len)
+/* criu page-server into the images' directory on fd, which the source's
+ * criu dump sends the pages to (called with lock held). */
+static int pages_start(struct incoming *in, int fd, uint32_t xid, char *why, size_t len)
 {
-	int rc = -1;
+	char *argv[] = { (char *)in->cfg->criu, "page-server", "-D", in->dir, "--ps-socket", "3",
+			 "-o", "page-server.log", NULL };
+	char err[WIRE_ERRLEN];
+	extern char **environ;
+
+	if (!in->dir[0] || in->pages_joined || in->gpu_only) {
+		snprintf(why, len, "this migration takes no page server now");
+		return -1;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	if (criu_run_start(in->cfg->criu, argv, environ, fd, &in->pages, err)) {
+		snprintf(why, len, "%s", err);
+		return -1;
+	}
+	in->pages_joined = 1;
+	log_info("migration from %s: its pages come to a criu page-server", in->peer);
+	hello_reply(fd, xid, 0, 0, "joined");    /* (criu only answers what dump asks) */
+	close(fd);
+	return 0;
+}
+
+/* The page server's end, before the restore reads its pages: 0 if it
+ * took them all (or none was joined), else -1 with err. */
+static int pages_wait(struct incoming *in, int dirfd, char *err)
+{
+	char reason[400];
+	int status, joined;
+
+	pthread_mutex_lock(&lock);
+	joined = in->pages_joined;
+	in->dir[0] = 0;                          /* no page server joins from now */
+	pthread_mutex_unlock(&lock);
+	if (!joined)
+		return 0;
+	if (criu_run_wait(&in->pages, in->cfg->timeout_s * 1000, &status))
+		return wire_fail(err, "criu page-server %s", in->pages.report < 0 ? "did not start" :
+				 "did not end: the pages did not all come");
+	if (WIFEXITED(status) && !WEXITSTATUS(status))
+		return 0;
+	snap_criu_reason(dirfd, "page-server.log", reason, sizeof(reason));
+	return wire_fail(err, "criu page-server failed%s%.300s", reason[0] ? ": " : "", reason);
+}
+
+/* A further stream of a migration's images (its hello names the key the
+ * migration's "ready" gave), or its page server's connection (kind
+ * "pages"): 0 once the migration has it. */
+int migrate_in_join(const char *key, const char *kind, int fd, uint32_t xid, char *why, size_t len)
+{
+	int rc = -1, pages = kind && !strcmp(kind, "pages");
 
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MIGRATIONS_MAX && rc; i++) {
 		struct incoming *in = coming[i];
 		if (!in || strcmp(in->key, key))
 			continue;
+		if (pages) {
+			rc = pages_start(in, fd, xid, why, len);
+			pthread_mutex_unlock(&lock);
+			return rc;
+		}
 		if (in->nfds >= SNAP_STREAMS_MAX)
 			break;
 		struct timeval idle = { in->cfg->timeout_s, 0 };
@@ -341,78 +401,30 @@ static void env_free(char **env)
 	free(env);
 }
 
-/* In a child of the server: runs criu and reports its pid, then how it
- * ended, on fd (the pool's reaper reaps this runner, never criu). */
-static void runner(const struct migrate_config *cfg, const char *dir, const char *pidfile, char **env, int fd)
-{
-	int32_t v[2] = { -1, -1 };
-	int null, status;
-
-	/* none of the server's listeners or connections stay open in here */
-	if (fd > 3)
-		close_range(3, (unsigned)fd - 1, 0);
-	close_range((unsigned)fd + 1, ~0u, 0);
-	null = open("/dev/null", O_RDWR);
-	v[0] = fork();
-	if (v[0] == 0) {
-		if (null >= 0)
-			dup2(null, 0), dup2(null, 1), dup2(null, 2);
-		setsid();
-		execle(cfg->criu, cfg->criu, "restore", "-D", dir, "-L", cfg->plugins, "-d", "--leave-stopped",
-		       "--pidfile", pidfile, "-o", "restore.log", "-v4", (char *)NULL, env);
-		_exit(127);
-	}
-	if (write(fd, &v[0], 4) == 4 && v[0] > 0 && waitpid(v[0], &status, 0) == v[0]) {
-		v[1] = status;
-		if (write(fd, &v[1], 4) != 4)
-			_exit(1);
-	}
-	_exit(0);
-}
-
-/* Reads 4 bytes from fd within ms; 0 or -1. */
-static int read_int(int fd, int32_t *v, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return poll(&p, 1, ms) == 1 && read(fd, v, 4) == 4 ? 0 : -1;
-}
-
 /* Runs criu restore of dir; returns the restored pid, or 0 with err. */
 static pid_t restore(const struct migrate_config *cfg, const struct incoming *in, const char *dir, int dirfd,
 		     char *err)
 {
 	char **env = criu_env(cfg, in), buf[32] = "", pidfile[1200];
-	int32_t criu = -1, status = -1;
-	int p[2], fd;
-	pid_t child;
+	char *argv[] = { (char *)cfg->criu, "restore", "-D", (char *)dir, "-L", (char *)cfg->plugins, "-d",
+			 "--leave-stopped", "--pidfile", pidfile, "-o", "restore.log", "-v4", NULL };
+	struct criu_run run;
+	int status = -1, fd;
 
-	if (!env || pipe2(p, O_CLOEXEC)) {
-		wire_fail(err, "cannot start criu: %s", strerror(errno));
-		if (env)
-			env_free(env);
+	if (!env) {
+		wire_fail(err, "cannot start criu: out of memory");
 		return 0;
 	}
 	snprintf(pidfile, sizeof(pidfile), "%s/restored.pid", dir);
-	if ((child = fork()) == 0) {
-		close(p[0]);
-		runner(cfg, dir, pidfile, env, p[1]);
-	}
-	close(p[1]);
+	fd = criu_run_start(cfg->criu, argv, env, -1, &run, err);
 	env_free(env);
-	if (child < 0 || read_int(p[0], &criu, 5000) || criu <= 0) {
-		close(p[0]);
-		wire_fail(err, "cannot start criu");
+	if (fd)
 		return 0;
-	}
-	if (read_int(p[0], &status, cfg->timeout_s * 1000)) {
-		kill(criu, SIGKILL);
-		read_int(p[0], &status, 5000);
-		close(p[0]);
+	if (criu_run_wait(&run, cfg->timeout_s * 1000, &status)) {
+		criu_run_end(&run);
 		wire_fail(err, "criu restore ran past %d s and was stopped", cfg->timeout_s);
 		return 0;
 	}
-	close(p[0]);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
 		wire_fail(err, "cannot run %.400s", cfg->criu);
 		return 0;
@@ -498,6 +510,15 @@ static int restore_gpu(struct incoming *in, int dirfd, char *ticket, char *err)
 	return server_request(&s, OP_RESTORE, dirfd, ticket, err);
 }
 
+/* The images' directory, where a page server joined later writes. */
+static int dir_set(struct incoming *in, const char *dir)
+{
+	pthread_mutex_lock(&lock);
+	snprintf(in->dir, sizeof(in->dir), "%s", dir);
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
 /* The streams of a migration into dirfd, up to the final one. */
 static int receive(struct incoming *in, int dirfd, uint64_t *bytes, char *err)
 {
@@ -545,7 +566,8 @@ static void *incoming_thread(void *arg)
 	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
 	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		wire_fail(err, "cannot make a directory for the images: %s", strerror(errno));
-	} else if (!streams_wait(in, err) && !receive(in, dirfd, &bytes, err)) {
+	} else if (!dir_set(in, dir) && !streams_wait(in, err) && !receive(in, dirfd, &bytes, err) &&
+		   !pages_wait(in, dirfd, err)) {
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);
 		if (!in->gpu_only)
@@ -566,6 +588,10 @@ static void *incoming_thread(void *arg)
 		answer(in, CUDA_ERROR_OPERATING_SYSTEM, 0, err);
 	}
 	preloader_end(in);
+	pthread_mutex_lock(&lock);
+	in->dir[0] = 0;                          /* no page server joins from now */
+	pthread_mutex_unlock(&lock);
+	criu_run_end(&in->pages);                /* (one the migration did not wait for) */
 	if (dirfd >= 0)
 		close(dirfd);
 	snprintf(name, sizeof(name), "%s", strrchr(dir, '/') + 1);
@@ -607,7 +633,8 @@ int migrate_in_start(const struct migrate_config *cfg, int fd, uint32_t xid, pid
 		free(in);
 		return -1;
 	}
-	*in = (struct incoming){ .cfg = cfg, .fd = fd, .xid = xid, .pid = pid, .nfds = 1, .preload = -1 };
+	*in = (struct incoming){ .cfg = cfg, .fd = fd, .xid = xid, .pid = pid, .nfds = 1, .preload = -1,
+				 .pages = { .criu = -1, .report = -1 } };
 	in->fds[0] = fd;
 	snprintf(in->peer, sizeof(in->peer), "%s", peer);
 	snprintf(in->devices, sizeof(in->devices), "%s", devices && devices[0] == '>' ? devices : "");

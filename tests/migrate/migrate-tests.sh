@@ -107,16 +107,38 @@ mig_case() {
 # The whole application, A to B: identical output; the source session
 # ended; pre-copy rounds sent most of the device memory before the freeze.
 mig_whole() {
-	local total frozen
+	local total frozen pages
+	pages=$(grep -c "its pages come to a criu page-server" "$T/mig-b.log")
 	mig_launch || return 1
-	migrate "$CR_PID" --to "${MIG_ADDR_b#tcp:}" --json || return 1
+	migrate "$CR_PID" --to "${MIG_ADDR_b#tcp:}" --json "$@" || return 1
 	total=$(sed -n 's/.*"bytes":\([0-9]*\).*/\1/p' "$MIG_LOG")
 	frozen=$(sed -n 's/.*"frozen_bytes":\([0-9]*\).*/\1/p' "$MIG_LOG")
 	echo "     $(sed -n 's/.*"downtime_s":\([0-9.]*\).*"rounds":\([0-9]*\).*/downtime \1 s, \2 pre-copy rounds/p' "$MIG_LOG"), $frozen of $total bytes sent frozen"
 	grep -q '"ok":true,.*"mode":"whole".*"rounds":[1-9].*"streams":8' "$MIG_LOG" && [ "$frozen" -lt $((total / 3)) ] &&
 		mig_finished && mig_nothing_left &&
 		grep -q "migration from .*: restored as pid" "$T/mig-b.log" && grep -q "session .* released" "$T/main.log" &&
-		mig_preloaded
+		mig_preloaded && mig_pages_went "$pages" "$@"
+}
+
+# mig_pages_went BEFORE [--no-page-server]: the pages went to the target's
+# criu page-server while criu dumped them (one more started than BEFORE),
+# or with --no-page-server none was started.
+mig_pages_went() {
+	local n
+	n=$(grep -c "its pages come to a criu page-server" "$T/mig-b.log")
+	if [ "${2:-}" = --no-page-server ]; then [ "$n" = "$1" ]; else [ "$n" -gt "$1" ]; fi ||
+		{ echo "     page servers started on the target: $n (before: $1)"; return 1; }
+}
+
+# The page server's connection breaks as the dump begins: criu dump
+# fails, one line, and the application goes on on A.
+mig_pages_cut() {
+	mig_launch || return 1
+	CICADA_MIGRATE_FAULT=cutpages migrate "$CR_PID" --to "$MIG_ADDR_b" && return 1
+	[ "$(wc -l <"$MIG_LOG.err")" = 1 ] && grep -q "^gpu-migrate: .*the application goes on where it was" "$MIG_LOG.err" &&
+		mig_finished && wait_for "migration from .* failed" "$T/mig-b.log" 10 || return 1
+	# (criu's log of the failed dump is kept, and named in the line)
+	rm "$T"/mig-work/gpu-migrate-*-dump.log && mig_nothing_left
 }
 
 # The target's restore used the chunks its preloading worker wrote while
@@ -416,7 +438,11 @@ run_migrate_tests() {
 		{ bad "cr_pattern natively"; return; }
 	mig_node b 2 $((PORT + 20)) && mig_node c 3 $((PORT + 21)) ||
 		{ bad "cannot set up the nodes (namespaces)"; mig_nodes_down; return; }
-	want migrate-whole && mig_case "gpu-migrate: the whole application to another node, output identical" mig_whole
+	want migrate-whole && mig_case "gpu-migrate: the whole application to another node, its pages by criu's page server, output identical" mig_whole
+	want migrate-whole && mig_case "gpu-migrate --no-page-server: the pages with the images, output identical" \
+		mig_whole --no-page-server
+	want migrate-link-cut && mig_case "gpu-migrate: the page server's link cut as the dump begins, one line, it finishes on A" \
+		mig_pages_cut
 	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only: the GPU state to another node over TCP, pre-copied while it runs, output identical" \
 		mig_gpu_only
 	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only --no-precopy: the GPU state to another node, output identical" \
