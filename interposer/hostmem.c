@@ -15,6 +15,14 @@
  * worker holds a pinned copy of it at the device address the region had,
  * kept coherent with the program's pages as a mirror (mapped.c). A move
  * that fails leaves every region as it was, shared with the old worker.
+ *
+ * With unified addressing a kernel may be given pinned memory's host
+ * address itself. Where the worker reaches the memory at another address
+ * (a mirror, a region mapped elsewhere), each 8-byte word of a launch's
+ * packed arguments that points into such memory is made to point at the
+ * same byte of the device's copy (args_to_device, launch.c's filter), as
+ * cuMemHostGetDevicePointer would give; an address kept in device memory
+ * is not seen, and stays the host's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -43,6 +51,7 @@ struct host_alloc {
 #define SAME_AT_TRIES 4                      /* alloc_shared */
 
 static pthread_mutex_t hm_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;   /* (a carry copies under it) */
+static unsigned nforeign;                     /* allocations the device may see elsewhere (args_to_device) */
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_alloc *hosts;
 static unsigned nhosts, cap_hosts;
@@ -101,6 +110,56 @@ void *hostmem_region_ptr(unsigned region, uint64_t offset)
 	return p;
 }
 
+/* Whether the device may reach h at an address other than its host one. */
+static int foreign(const struct host_alloc *h)
+{
+	return !h->coherent && h->device_ptr != (CUdeviceptr)(uintptr_t)h->base;
+}
+
+struct range {
+	uintptr_t base, end;
+};
+
+static struct range *franges;                /* the foreign allocations, by address */
+static unsigned nfranges, cap_franges;
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* (with hm_lock held, after hosts changed) the foreign allocations again;
+ * without room for them, none is looked for in arguments. */
+static void count_foreign(void)
+{
+	unsigned n = 0;
+
+	(void)grow((void **)&franges, &cap_franges, nhosts, sizeof(*franges));   /* (else: what fits) */
+	for (unsigned i = 0; i < nhosts && n < cap_franges; i++)
+		if (foreign(&hosts[i]))
+			franges[n++] = (struct range){ (uintptr_t)hosts[i].base, (uintptr_t)hosts[i].base + hosts[i].size };
+	qsort(franges, n, sizeof(*franges), range_cmp);
+	nfranges = n;
+	__atomic_store_n(&nforeign, n, __ATOMIC_RELEASE);
+}
+
+/* (with hm_lock held) whether w lies in a foreign allocation */
+static int in_foreign(uintptr_t w)
+{
+	unsigned lo = 0, hi = nfranges;
+
+	while (hi - lo > 1) {
+		unsigned mid = (lo + hi) / 2;
+		if (franges[mid].base <= w)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return nfranges && franges[lo].base <= w && w < franges[lo].end;
+}
+
 static int add_host(const struct host_alloc *h)
 {
 	int rc;
@@ -109,6 +168,7 @@ static int add_host(const struct host_alloc *h)
 	rc = grow((void **)&hosts, &cap_hosts, nhosts, sizeof(*hosts));
 	if (!rc)
 		hosts[nhosts++] = *h;
+	count_foreign();
 	pthread_mutex_unlock(&hm_lock);
 	return rc;
 }
@@ -125,6 +185,7 @@ static int take_host(const void *base, int registered, struct host_alloc *out)
 			rc = 0;
 			break;
 		}
+	count_foreign();
 	pthread_mutex_unlock(&hm_lock);
 	return rc;
 }
@@ -383,8 +444,43 @@ static int share_again(int regions_lost)
 	}
 	if (!rc)
 		rc = carry_commit();
+	count_foreign();
 	pthread_mutex_unlock(&hm_lock);
 	return rc;
+}
+
+static CUresult device_pointer(const void *p, CUdeviceptr *out);
+
+/* launch.c's filter: each argument word that points into pinned memory
+ * the device reaches elsewhere points at the device's copy instead. Free
+ * where no such memory exists (a local client's pinned memory is mapped
+ * at its own address in the worker). */
+static CUresult args_to_device(char *buf, unsigned len)
+{
+	static int told;
+	unsigned hits[CICADA_PARAMS_MAX / sizeof(uint64_t)], nhits = 0;
+	CUdeviceptr d;
+	uint64_t w;
+
+	if (!__atomic_load_n(&nforeign, __ATOMIC_ACQUIRE))
+		return CUDA_SUCCESS;
+	pthread_mutex_lock(&hm_lock);
+	for (unsigned off = 0; off + sizeof(w) <= len; off += sizeof(w)) {
+		memcpy(&w, buf + off, sizeof(w));
+		if (in_foreign((uintptr_t)w))
+			hits[nhits++] = off;
+	}
+	pthread_mutex_unlock(&hm_lock);
+	for (unsigned i = 0; i < nhits; i++) {
+		memcpy(&w, buf + hits[i], sizeof(w));
+		if (device_pointer((const void *)(uintptr_t)w, &d) || d == w)
+			continue;
+		memcpy(buf + hits[i], &d, sizeof(d));
+		if (!told++)
+			log_info("a kernel argument is the host address of pinned memory the worker reaches elsewhere: "
+				 "it is given the device's copy");
+	}
+	return CUDA_SUCCESS;
 }
 
 static const struct client_hooks hostmem_hooks = { .resume = share_again };
@@ -393,6 +489,7 @@ __attribute__((constructor)) static void hostmem_hook(void)
 {
 	client_add_hooks(&hostmem_hooks);
 	copy_set_region_finder(hostmem_find);
+	launch_set_param_filter(args_to_device);
 }
 
 /* Mapped pinned memory of a remote client: the worker cannot reach this

@@ -217,6 +217,7 @@ CUresult launch_config_pack(const CUlaunchConfig *c, uint64_t *v);
 /* module.c */
 CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len);
 void launch_forget_layouts(void);             /* after an unload: ids may be reused */
+void launch_set_param_filter(CUresult (*filter)(char *buf, unsigned len));   /* hostmem.c's */
 
 static inline float u64_to_float(uint64_t v)
 {

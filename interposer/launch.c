@@ -2,6 +2,8 @@
  * launch.c: kernel launches. The layout of a function's parameters is
  * asked of the server once and cached, so each launch packs its arguments
  * into one buffer and goes out pipelined, without waiting for a reply.
+ * A filter from above (hostmem.c) may then change argument words that
+ * point at host memory the device reaches elsewhere.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@ struct param_layout {
 };
 
 static struct param_layout cache[PARAM_CACHE_SIZE];
+static CUresult (*param_filter)(char *buf, unsigned len);
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult fetch_layout(uint64_t func, struct param_layout *out)
@@ -126,16 +129,16 @@ static CUresult pack_extra(void **extra, char *buf, unsigned *len)
 	return CUDA_SUCCESS;
 }
 
-CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len)
+void launch_set_param_filter(CUresult (*filter)(char *buf, unsigned len))
+{
+	param_filter = filter;
+}
+
+static CUresult pack_params(CUfunction f, void **params, char *buf, unsigned *len)
 {
 	const struct param_layout *l;
 	CUresult err;
 
-	*len = 0;
-	if (!f)
-		return CUDA_ERROR_INVALID_HANDLE;
-	if (!params)
-		return extra ? pack_extra(extra, buf, len) : CUDA_SUCCESS;
 	if ((err = lock_layout(f, &l)))
 		return err;
 	for (unsigned i = 0; i < l->n && !err; i++) {
@@ -158,6 +161,23 @@ CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsig
 			*len = l->offsets[i] + l->sizes[i];
 	}
 	pthread_mutex_unlock(&cache_lock);
+	return err;
+}
+
+/* f's arguments (from params, or extra's one buffer) packed into buf. */
+CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len)
+{
+	CUresult err = CUDA_SUCCESS;
+
+	*len = 0;
+	if (!f)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (params)
+		err = pack_params(f, params, buf, len);
+	else if (extra)
+		err = pack_extra(extra, buf, len);
+	if (!err && param_filter && *len)
+		err = param_filter(buf, *len);
 	return err;
 }
 

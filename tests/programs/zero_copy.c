@@ -6,7 +6,11 @@
  * kernel given the host pointer itself (as NCCL gives its work queues)
  * reaches the memory; so also where the place the worker names first is
  * taken in this process (as when another thread's freed pinned memory is
- * still mapped here).
+ * still mapped here). Pinned memory without DEVICEMAP (cuMemAllocHost,
+ * cuMemHostAlloc PORTABLE, cuMemHostRegister with no flags) is reached by
+ * its host address too, as unified addressing has it: a kernel given
+ * that address, or one inside it, reads and writes the memory (over a
+ * remote link the argument is pointed at the memory's device mirror).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -101,6 +105,62 @@ static void test_taken_place(void)
 		munmap(block, bytes);
 }
 
+/* A kernel given the host address of pinned memory that was not mapped
+ * (how: 0 cuMemAllocHost, 1 cuMemHostAlloc PORTABLE, 2 cuMemHostRegister
+ * of malloc'd pages), and an address inside it. */
+static void test_host_address(CUfunction inc, int how)
+{
+	static const char *const names[] = { "cuMemAllocHost", "cuMemHostAlloc(PORTABLE)", "cuMemHostRegister" };
+	int n = 50021, m = n - 7, bad = 0;
+	size_t bytes = (size_t)n * sizeof(unsigned);
+	unsigned *h, *raw = NULL;
+	CUdeviceptr hp, mid;
+
+	if (how == 0)
+		CHECK(cuMemAllocHost((void **)&h, bytes));
+	else if (how == 1)
+		CHECK(cuMemHostAlloc((void **)&h, bytes, CU_MEMHOSTALLOC_PORTABLE));
+	else {
+		raw = malloc(bytes + 8192);
+		h = (unsigned *)(((uintptr_t)raw + 4095) & ~(uintptr_t)4095);
+		CHECK(cuMemHostRegister(h, bytes, 0));
+	}
+	for (int i = 0; i < n; i++)
+		h[i] = (unsigned)i * 5;
+	hp = (CUdeviceptr)(uintptr_t)h;
+	mid = (CUdeviceptr)(uintptr_t)(h + 7);
+	void *a1[] = { &hp, &n }, *a2[] = { &mid, &m };
+	CHECK(cuLaunchKernel(inc, GRID(n), 1, 1, BLOCK, 1, 1, 0, NULL, a1, NULL));
+	CHECK(cuLaunchKernel(inc, GRID(m), 1, 1, BLOCK, 1, 1, 0, NULL, a2, NULL));
+	CHECK(cuCtxSynchronize());
+	for (int i = 0; i < n; i++)
+		if (h[i] != (unsigned)i * 5 + 1 + (i >= 7))
+			bad++;
+	printf("zero_copy: %s, kernels given its host address and one inside it: mismatches=%d\n", names[how], bad);
+	if (bad)
+		fail("a kernel given the host address of pinned memory missed it");
+	if (raw) {
+		CHECK(cuMemHostUnregister(h));
+		free(raw);
+	} else {
+		CHECK(cuMemFreeHost(h));
+	}
+}
+
+static void test_host_addresses(void)
+{
+	void *image = load_kernel("kernels_b.cubin", NULL);
+	CUfunction inc;
+	CUmodule mod;
+
+	CHECK(cuModuleLoadData(&mod, image));
+	CHECK(cuModuleGetFunction(&inc, mod, "inc_u32"));
+	for (int how = 0; how < 3; how++)
+		test_host_address(inc, how);
+	CHECK(cuModuleUnload(mod));
+	free(image);
+}
+
 int main(void)
 {
 	CUcontext ctx;
@@ -113,6 +173,7 @@ int main(void)
 	CHECK(cuCtxSetCurrent(ctx));
 	test_zero_copy();
 	test_taken_place();
+	test_host_addresses();
 	CHECK(cuDevicePrimaryCtxRelease(dev));
 	printf("zero_copy: PASS\n");
 	return 0;
