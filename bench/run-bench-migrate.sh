@@ -22,7 +22,8 @@
 # moved whole and --gpu-only while it trains; each row also says whether
 # its final weights, device memory and host state equal an unmoved run's.
 # MIGRATE_TORCH=0 skips it; MIGRATE_ONLY_TORCH=1 runs only it.
-# MIGRATE_LOGS=DIR keeps the servers' and criu's logs there.
+# MIGRATE_LOGS=DIR keeps the servers' and criu's logs there; MIGRATE_ARGS,
+# more gpu-migrate options for every move (--no-page-server, say).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD B=$ROOT/build
@@ -115,7 +116,7 @@ for size in $SIZES; do
 			opt=""; [ $mode = stop-and-copy ] && opt=--no-precopy
 			[ $mode = gpu-only ] && opt=--gpu-only
 			CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken timeout -k 5 900 "$B/bin/gpu-migrate" "$APP" --to "$ip:$((PORT + 1))" --json \
-				--timeout 600 --work-dir "$T" $opt $STREAMS >"$T/m.json" 2>"$T/m.err"
+				--timeout 600 --work-dir "$T" $opt $STREAMS ${MIGRATE_ARGS:-} >"$T/m.json" 2>"$T/m.err"
 			if grep -q '"ok":true' "$T/m.json"; then
 				printf '%-9s %-6s %-13s %9.3fs %9.3fs %12s %12s %7s   %s + %s + %s s\n' "$size MiB" "$d%" "$mode" \
 					"$(field downtime_s "$T/m.json")" "$(field total_s "$T/m.json")" \
@@ -164,7 +165,8 @@ torch_rows() {
 			[ $mode = gpu-only ] && opt=--gpu-only
 			torch_launch "$d" "$out" || { echo "bench-migrate: the training did not start"; tail -3 "$out.err"; return 1; }
 			CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken timeout -k 5 900 "$B/bin/gpu-migrate" \
-				"$APP" --to "$ip:$((PORT + 1))" --json --timeout 600 --work-dir "$T" $opt $STREAMS >"$T/m.json" 2>"$T/m.err"
+				"$APP" --to "$ip:$((PORT + 1))" --json --timeout 600 --work-dir "$T" $opt $STREAMS ${MIGRATE_ARGS:-} \
+				>"$T/m.json" 2>"$T/m.err"
 			if grep -q '"ok":true' "$T/m.json"; then
 				for _ in $(seq 2400); do grep -q "^done" "$out" && break; sleep 0.05; done
 				printf '%-6s %-13s' "$d%" "$mode"
