@@ -37,7 +37,8 @@ apt-get -qq update >/tmp/apt.log 2>&1
 if apt-get -y -qq install /root/cicada_*.deb >>/tmp/apt.log 2>&1; then ok "apt install of the package"
 else bad "apt install of the package"; tail -3 /tmp/apt.log; fi
 cp /stage/libcuda.so.1 /usr/lib/x86_64-linux-gnu/ && ldconfig        # the driver: the CPU stand-in
-useradd -m newcomer && adduser newcomer cicada >/dev/null               # README: sudo adduser $USER cicada
+id newcomer >/dev/null 2>&1 || useradd -m newcomer
+adduser newcomer cicada >/dev/null                                     # README: sudo adduser $USER cicada
 apt-get -y -qq install systemd man-db >>/tmp/apt.log 2>&1
 v=$(systemd-analyze verify $U 2>&1 | grep -v "sysinit.target\|Failed to \(create\|setup\|initialize\)")
 if [ -z "$v" ]; then ok "systemd-analyze verify gpu-server.service"; else bad "systemd-analyze: $v"; fi
@@ -55,7 +56,7 @@ cmp -s /tmp/native /tmp/user.out && ok "a member of group cicada runs a program 
 	bad "through Cicada as newcomer: $(tail -1 /tmp/user.out)"
 # Checkpoint and restore, as the README. (criu dumps another user's process
 # only with CAP_SYS_RESOURCE, which some sandboxes withhold: root's run.)
-mkdir -p /ckpt/job42 /home/run
+rm -rf /ckpt/job42 && mkdir -p /ckpt/job42 /home/run
 (cd /home/run && LD_LIBRARY_PATH=/usr/lib/cicada timeout 120 setsid $APP >/home/run/out 2>&1 </dev/null &)
 for _ in $(seq 100); do grep -q "^step 2 " /home/run/out 2>/dev/null && break; sleep 0.1; done
 PID=""
@@ -68,6 +69,7 @@ timeout 120 cicada-criu restore -D /ckpt/job42 -L /usr/lib/criu --shell-job -o r
 cmp -s /tmp/native /home/run/out && ok "the restored run's output equals the native run's" ||
 	{ bad "the restored run's output differs"; diff /tmp/native /home/run/out | head -3; }
 echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
 INNER
 timeout 900 unshare -m -p -f --propagation private bash -c "
 mount --bind '$R' '$R' && cd '$R' && mkdir -p oldroot && pivot_root . oldroot &&
