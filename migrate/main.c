@@ -141,11 +141,11 @@ static void report(const struct migrate_opts *o, const struct migrate_result *r)
 		printf("{\"ok\":true,\"pid\":%d,\"mode\":\"%s\",\"target\":\"%s\",\"new_pid\":%d,\"downtime_s\":%.3f,"
 		       "\"total_s\":%.3f,\"bytes\":%llu,\"frozen_bytes\":%llu,\"state_bytes\":%llu,"
 		       "\"compression_ratio\":%.2f,\"rounds\":%d,\"dump_s\":%.3f,\"send_s\":%.3f,\"restore_s\":%.3f,"
-		       "\"streams\":%d}\n",
+		       "\"target_pages_wait_s\":%.3f,\"target_criu_restore_s\":%.3f,\"streams\":%d}\n",
 		       o->pid, r->mode, r->target, r->new_pid, r->downtime_s, r->total_s,
 		       (unsigned long long)r->wire_bytes, (unsigned long long)r->final_bytes,
 		       (unsigned long long)r->state_bytes, ratio, r->rounds, r->dump_s, r->send_s, r->restore_s,
-		       r->streams);
+		       r->target_pages_s, r->target_criu_s, r->streams);
 		return;
 	}
 	printf("gpu-migrate: process %d moved (%s) to %s%s: downtime %.3f s, total %.3f s, %.1f MiB moved, "

@@ -40,6 +40,8 @@ struct migrate_result {
 	uint64_t state_bytes;                /* what they hold, before zstd */
 	uint64_t final_bytes;                /* sent while the process was frozen */
 	double dump_s, send_s, restore_s;    /* whole: the downtime's parts */
+	double target_pages_s, target_criu_s;   /* whole: within restore_s, the target's wait for the
+						    page server, and its criu restore (GPU state included) */
 	int rounds;                          /* pre-copy rounds */
 	int streams;                         /* connections that carried the images */
 	int new_pid;                         /* whole: the pid on the target */

@@ -403,8 +403,10 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 		shutdown(pages, SHUT_RDWR);          /* tests: the page server's link breaks */
 	frozen = migrate_now();
 	rc = dump(o, &st, fds, pages, r, &gpu_sent, err);
-	r->final_bytes += pages_sent(pages);
-	r->wire_bytes += pages_sent(pages);
+	part = pages_sent(pages);                /* (as they are: counted whole in the state too) */
+	r->final_bytes += part;
+	r->wire_bytes += part;
+	r->state_bytes += part;
 	if (pages >= 0)
 		close(pages);                    /* (criu has said its last to the page server) */
 	pages = -1;
@@ -426,6 +428,10 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 		goto out;
 	}
 	r->new_pid = (int)res.worker_pid;
+	/* the target's answer says how long it waited for the page server and criu restore took */
+	if (!res.message || sscanf(res.message, "restored as pid %*d (pages waited %lf s, criu restore %lf s)",
+				   &r->target_pages_s, &r->target_criu_s) != 2)
+		r->target_pages_s = r->target_criu_s = 0;
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
 	/* The copy there waits, stopped, for the go: it runs only once the
 	 * source is sure to end (a broken link before the go ends it there). */

@@ -70,7 +70,16 @@ struct incoming {
 	char dir[1100];                      /* the images' directory, once made */
 	struct criu_run pages;               /* the page server, if one was joined */
 	int pages_joined;
+	double pages_s, criu_s;              /* waited for the page server; criu restore took */
 };
+
+static double mono_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
 
 static int running;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -133,6 +142,7 @@ static int pages_wait(struct incoming *in, int dirfd, char *err)
 {
 	char reason[400];
 	int status, joined;
+	double t0 = mono_now();
 
 	pthread_mutex_lock(&lock);
 	joined = in->pages_joined;
@@ -143,6 +153,7 @@ static int pages_wait(struct incoming *in, int dirfd, char *err)
 	if (criu_run_wait(&in->pages, in->cfg->timeout_s * 1000, &status))
 		return wire_fail(err, "criu page-server %s", in->pages.report < 0 ? "did not start" :
 				 "did not end: the pages did not all come");
+	in->pages_s = mono_now() - t0;
 	if (WIFEXITED(status) && !WEXITSTATUS(status))
 		return 0;
 	snap_criu_reason(dirfd, "page-server.log", reason, sizeof(reason));
@@ -444,6 +455,17 @@ static pid_t restore(const struct migrate_config *cfg, const struct incoming *in
 	return (pid_t)atoi(buf);
 }
 
+/* restore, its time noted for the answer */
+static pid_t restore_timed(const struct migrate_config *cfg, struct incoming *in, const char *dir, int dirfd,
+			   char *err)
+{
+	double t0 = mono_now();
+	pid_t pid = restore(cfg, in, dir, dirfd, err);
+
+	in->criu_s = mono_now() - t0;
+	return pid;
+}
+
 /* Ends the GPU session the plugin restored for a copy that will not run
  * (its ticket noted in the images, cicada-restored-<pid>.txt), through
  * this server's own unix listener, as the plugin would (request.c): its
@@ -552,7 +574,7 @@ static void *incoming_thread(void *arg)
 {
 	struct incoming *in = arg;
 	const struct migrate_config *cfg = in->cfg;
-	char dir[1100], name[64], err[WIRE_ERRLEN], msg[80], why[WIRE_ERRLEN], ticket[CICADA_TICKET_LEN + 1] = "";
+	char dir[1100], name[64], err[WIRE_ERRLEN], msg[120], why[WIRE_ERRLEN], ticket[CICADA_TICKET_LEN + 1] = "";
 	int runfd = open(cfg->run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), dirfd = -1, gpu_done = 0;
 	struct timeval idle = { cfg->timeout_s, 0 };
 	uint64_t bytes = 0;
@@ -571,7 +593,7 @@ static void *incoming_thread(void *arg)
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);
 		if (!in->gpu_only)
-			pid = restore(cfg, in, dir, dirfd, err);
+			pid = restore_timed(cfg, in, dir, dirfd, err);
 		else if (!restore_gpu(in, dirfd, ticket, err))
 			gpu_done = 1;
 	}
@@ -579,7 +601,8 @@ static void *incoming_thread(void *arg)
 		log_info("migration from %s: its GPU session is restored (session %.8s)", in->peer, ticket);
 		answer(in, 0, 0, ticket);        /* the process resumes here with it */
 	} else if (pid) {
-		snprintf(msg, sizeof(msg), "restored as pid %d", (int)pid);
+		snprintf(msg, sizeof(msg), "restored as pid %d (pages waited %.3f s, criu restore %.3f s)", (int)pid,
+			 in->pages_s, in->criu_s);
 		log_info("migration from %s: %s, stopped until gpu-migrate says go", in->peer, msg);
 		answer(in, 0, (uint64_t)pid, msg);
 		start_or_end(in, dirfd, pid);
