@@ -193,6 +193,13 @@ mig_pinned() {
 	kill -0 "$CR_PID" && CR_REF=$MIG_REF cr_finished && grep -q "client .*/$CR_PID reattached" "$T/mig-b.log"
 }
 
+# mig_whole_pinned MODE: the same program moved whole to another node.
+mig_whole_pinned() {
+	mig_pinned_launch "$1" || return 1
+	migrate "$CR_PID" --to "$MIG_ADDR_b" || return 1
+	CR_REF=$MIG_REF cr_finished && mig_nothing_left
+}
+
 # Faults of a --gpu-only move of a program using mapped pinned memory,
 # each with one line from gpu-migrate: the program goes on on A, its
 # output as if never moved, and nothing is left on either side.
@@ -447,12 +454,16 @@ run_migrate_tests() {
 		mig_gpu_only
 	want migrate-gpu-only && mig_case "gpu-migrate --gpu-only --no-precopy: the GPU state to another node, output identical" \
 		mig_gpu_only --no-precopy
-	for m in alloc devicemap register; do
+	for m in alloc devicemap register managed; do
 		want migrate-pinned && mig_case "gpu-migrate --gpu-only: pinned memory ($m) of a local client to another node, output identical" \
 			mig_pinned $m
 	done
 	want migrate-pinned && mig_case "gpu-migrate --gpu-only --no-precopy: mapped pinned memory to another node, output identical" \
 		mig_pinned devicemap --no-precopy
+	for m in devicemap managed; do
+		want migrate-pinned && mig_case "gpu-migrate: a program with $m memory moved whole to another node, output identical" \
+			mig_whole_pinned $m
+	done
 	want migrate-chain && mig_case "gpu-migrate: A to B, then B to C (run on B), output identical" mig_chain
 	want migrate-link-cut && mig_case "gpu-migrate: the link cut during pre-copy, one line, the application finishes on A" \
 		mig_link_cut

@@ -22,6 +22,8 @@
  * cuMemHostRegister'd with DEVICEMAP) that every step copies to the
  * device and back, changes on the host and, where mapped, has a kernel
  * change through its device pointer; a checksum of it is printed.
+ * CR_PINNED=managed does the same with 4 MiB of managed memory
+ * (cuMemAllocManaged), which host and kernels both touch.
  *
  * CR_HOST_MIB=N adds N MiB of host heap, half a hash (incompressible),
  * half a pattern, of which every step rewrites DIRTY_PERCENT (from a
@@ -138,14 +140,17 @@ static void pinned_open(void)
 		CHECK(cuMemAllocHost((void **)&pin, PIN_BYTES));
 	} else if (!strcmp(mode, "devicemap")) {
 		CHECK(cuMemHostAlloc((void **)&pin, PIN_BYTES, CU_MEMHOSTALLOC_DEVICEMAP));
+	} else if (!strcmp(mode, "managed")) {
+		CHECK(cuMemAllocManaged(&pin_dev, PIN_BYTES, CU_MEM_ATTACH_GLOBAL));
+		pin = (unsigned *)(uintptr_t)pin_dev;
 	} else if (!strcmp(mode, "register")) {
 		pin = xmalloc(PIN_BYTES + 4096);
 		pin = (unsigned *)(((uintptr_t)pin + 4095) & ~(uintptr_t)4095);
 		CHECK(cuMemHostRegister(pin, PIN_BYTES, CU_MEMHOSTREGISTER_DEVICEMAP));
 	} else {
-		fail("CR_PINNED is alloc, devicemap or register, not '%s'", mode);
+		fail("CR_PINNED is alloc, devicemap, register or managed, not '%s'", mode);
 	}
-	if (strcmp(mode, "alloc"))
+	if (strcmp(mode, "alloc") && strcmp(mode, "managed"))
 		CHECK(cuMemHostGetDevicePointer(&pin_dev, pin, 0));
 	for (i = 0; i < PIN_BYTES / sizeof(unsigned); i++)
 		pin[i] = cr_pattern_value(i, 0x27d4eb2fu, 0);
