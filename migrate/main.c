@@ -1,7 +1,7 @@
 /*
  * main.c: gpu-migrate's command line and report.
  *
- *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH [--gpu-only]
+ *   gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|tls:HOST:PORT|unix:PATH [--gpu-only]
  *   gpu-migrate PID --to local --gpu N[,M]   (GPU state only, this node's GPU N)
  *       [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR] [--timeout S]
  *       [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--no-page-server] [--streams N]
@@ -25,7 +25,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|unix:PATH|local [--gpu-only] [--gpu N[,M...]]\n"
+		"usage: gpu-migrate PID --to HOST:PORT|tcp:HOST:PORT|tls:HOST:PORT|unix:PATH|local [--gpu-only]\n"
+		"                   [--gpu N[,M...]]\n"
 		"                   [--token-file FILE] [--migration-token-file FILE] [--json] [--work-dir DIR]\n"
 		"                   [--timeout S] [--criu PATH] [--criu-plugins DIR] [--no-precopy] [--no-page-server]\n"
 		"                   [--streams N]\n"
@@ -40,7 +41,9 @@ static void usage(FILE *f)
 		"  Without it, the target places the application as it places new sessions.\n"
 		"  A whole move sends the process's memory pages straight to a criu page-server\n"
 		"  on the target while criu dumps them; --no-page-server sends them with the\n"
-		"  images, after the dump (the only way to a TLS target).\n");
+		"  images, after the dump, compressed (better on a slow link). A tls: target is\n"
+		"  checked against CICADA_TLS_CA (else the system's trust store); a program moved\n"
+		"  --gpu-only reattaches there with the CA it was started with.\n");
 }
 
 /* criu and its plugins as gpu-server finds them (session/criu_path.c). */
@@ -51,14 +54,14 @@ static void default_paths(struct migrate_opts *o)
 		snprintf(o->work_dir, sizeof(o->work_dir), "%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 }
 
-/* host:port means tcp:host:port. */
+/* host:port means tcp:host:port; tls:host:port is TCP with TLS. */
 static int set_target(struct migrate_opts *o, const char *to, char *err)
 {
 	struct wire_addr a;
 
 	if (!strcmp(to, "local"))
 		return o->target[0] = 0, 0;
-	if (strncmp(to, "tcp:", 4) && strncmp(to, "unix:", 5))
+	if (strncmp(to, "tcp:", 4) && strncmp(to, "unix:", 5) && strncmp(to, "tls:", 4))
 		snprintf(o->target, sizeof(o->target), "tcp:%s", to);
 	else
 		snprintf(o->target, sizeof(o->target), "%s", to);

@@ -35,7 +35,7 @@ cr-shm cr-unix cr-tcp cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-p
 cr-hostfn cr-managed cr-mapped cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-tenant torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
-migrate-whole migrate-gpu-only migrate-pinned migrate-chain migrate-link-cut migrate-gpu-faults migrate-target-oom migrate-other-model migrate-refused migrate-killed migrate-ipc migrate-big"
+migrate-whole migrate-gpu-only migrate-pinned migrate-chain migrate-link-cut migrate-gpu-faults migrate-target-oom migrate-other-model migrate-tls migrate-refused migrate-killed migrate-ipc migrate-big"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in

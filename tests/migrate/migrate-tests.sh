@@ -200,6 +200,36 @@ mig_whole_pinned() {
 	CR_REF=$MIG_REF cr_finished && mig_nothing_left
 }
 
+# mig_tls_node: node "tls", whose server also listens with TLS (a
+# certificate for its address, MIG_TLS_CA); sets MIG_ADDR_tlsport.
+mig_tls_node() {
+	local ip=$MIG_NET.0.8 port=$((PORT + 27))
+	command -v ip >/dev/null || ip=127.0.0.1
+	timeout 60 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/mig-tls.key" \
+		-out "$T/mig-tls.crt" -days 2 -subj /CN=cicada-mig -addext "subjectAltName=IP:$ip" >/dev/null 2>&1 || return 1
+	MIG_TLS_CA=$T/mig-tls.crt
+	mig_node tls 8 $((PORT + 26)) --listen "tls:$ip:$port" --tls-cert "$T/mig-tls.crt" --tls-key "$T/mig-tls.key" ||
+		return 1
+	MIG_ADDR_tlsport=tls:$ip:$port
+}
+
+# mig_tls [gpu-migrate options]: a program that trusts the cluster's CA
+# (CICADA_TLS_CA) moves to the TLS listener of node "tls"; its output is
+# as if never moved. Whole moves send the pages to the page server
+# through TLS too.
+mig_tls() {
+	local before
+	before=$(grep -c "its pages come to a criu page-server" "$T/mig-tls.log")
+	MIG_REF=$T/mig.native
+	cr_launch shm main env CICADA_TLS_CA="$MIG_TLS_CA" "$PROGS/cr_pattern" $MIG_ARGS || return 1
+	CICADA_TLS_CA=$MIG_TLS_CA migrate "$CR_PID" --to "$MIG_ADDR_tlsport" "$@" || return 1
+	CR_REF=$MIG_REF cr_finished && mig_nothing_left || return 1
+	case " $* " in
+	*" --gpu-only "*) grep -q "client .*/$CR_PID reattached" "$T/mig-tls.log" ;;
+	*) [ "$(grep -c "its pages come to a criu page-server" "$T/mig-tls.log")" -gt "$before" ] ;;
+	esac
+}
+
 # Faults of a --gpu-only move of a program using mapped pinned memory,
 # each with one line from gpu-migrate: the program goes on on A, its
 # output as if never moved, and nothing is left on either side.
@@ -503,6 +533,11 @@ run_migrate_tests() {
 		DRIVER_ENV="$DRIVER_ENV FAKECUDA_DEVICES=2" mig_node duo 6 $((PORT + 24)) &&
 			mig_case "gpu-migrate --gpu 1: the whole application onto the target's second GPU, output identical" \
 				mig_onto_gpu
+	fi
+	if want migrate-tls; then
+		mig_tls_node || bad "cannot set up the TLS node"
+		mig_case "gpu-migrate --gpu-only over TLS: the program reattaches there, output identical" mig_tls --gpu-only
+		mig_case "gpu-migrate over TLS: the whole application, its pages too, output identical" mig_tls
 	fi
 	want migrate-refused && mig_case "gpu-migrate: wrong token, a server not taking migrations, a GPU it lacks, no such process: refused with one line, nothing frozen" \
 		mig_refused
