@@ -122,6 +122,7 @@ struct range {
 
 static struct range *franges;                /* the foreign allocations, by address */
 static unsigned nfranges, cap_franges;
+static uintptr_t franges_lo, franges_hi;     /* all of them lie within (device memory never does) */
 
 static int range_cmp(const void *a, const void *b)
 {
@@ -142,6 +143,10 @@ static void count_foreign(void)
 			franges[n++] = (struct range){ (uintptr_t)hosts[i].base, (uintptr_t)hosts[i].base + hosts[i].size };
 	qsort(franges, n, sizeof(*franges), range_cmp);
 	nfranges = n;
+	franges_lo = n ? franges[0].base : 0;
+	franges_hi = 0;
+	for (unsigned i = 0; i < n; i++)
+		franges_hi = franges[i].end > franges_hi ? franges[i].end : franges_hi;
 	__atomic_store_n(&nforeign, n, __ATOMIC_RELEASE);
 }
 
@@ -150,6 +155,8 @@ static int in_foreign(uintptr_t w)
 {
 	unsigned lo = 0, hi = nfranges;
 
+	if (w < franges_lo || w >= franges_hi)
+		return 0;                        /* (most words: device pointers, sizes, flags) */
 	while (hi - lo > 1) {
 		unsigned mid = (lo + hi) / 2;
 		if (franges[mid].base <= w)
