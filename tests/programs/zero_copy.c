@@ -147,6 +147,47 @@ static void test_host_address(CUfunction inc, int how)
 	}
 }
 
+/* The same in a graph: a kernel node given the host address of
+ * cuMemAllocHost memory, launched twice. */
+static void test_host_address_graph(CUfunction inc)
+{
+	int n = 4099, bad = 0;
+	unsigned *h;
+	CUdeviceptr hp;
+	CUDA_KERNEL_NODE_PARAMS k = { 0 };
+	CUgraphNode node;
+	CUgraphExec exec;
+	CUgraph g;
+
+	CHECK(cuMemAllocHost((void **)&h, (size_t)n * sizeof(unsigned)));
+	for (int i = 0; i < n; i++)
+		h[i] = (unsigned)i;
+	hp = (CUdeviceptr)(uintptr_t)h;
+	void *args[] = { &hp, &n };
+	k.func = inc;
+	k.gridDimX = GRID(n);
+	k.gridDimY = k.gridDimZ = 1;
+	k.blockDimX = BLOCK;
+	k.blockDimY = k.blockDimZ = 1;
+	k.kernelParams = args;
+	CHECK(cuGraphCreate(&g, 0));
+	CHECK(cuGraphAddKernelNode(&node, g, NULL, 0, &k));
+	CHECK(cuGraphInstantiate(&exec, g, 0));
+	CHECK(cuGraphLaunch(exec, NULL));
+	CHECK(cuGraphLaunch(exec, NULL));
+	CHECK(cuCtxSynchronize());
+	for (int i = 0; i < n; i++)
+		if (h[i] != (unsigned)i + 2)
+			bad++;
+	printf("zero_copy: a graph's kernel node given the host address of cuMemAllocHost memory, twice: "
+	       "mismatches=%d\n", bad);
+	if (bad)
+		fail("a graph kernel node given the host address of pinned memory missed it");
+	CHECK(cuGraphExecDestroy(exec));
+	CHECK(cuGraphDestroy(g));
+	CHECK(cuMemFreeHost(h));
+}
+
 static void test_host_addresses(void)
 {
 	void *image = load_kernel("kernels_b.cubin", NULL);
@@ -157,6 +198,7 @@ static void test_host_addresses(void)
 	CHECK(cuModuleGetFunction(&inc, mod, "inc_u32"));
 	for (int how = 0; how < 3; how++)
 		test_host_address(inc, how);
+	test_host_address_graph(inc);
 	CHECK(cuModuleUnload(mod));
 	free(image);
 }
