@@ -19,10 +19,10 @@
  * With unified addressing a kernel may be given pinned memory's host
  * address itself. Where the worker reaches the memory at another address
  * (a mirror, a region mapped elsewhere), each 8-byte word of a launch's
- * packed arguments that points into such memory is made to point at the
- * same byte of the device's copy (args_to_device, launch.c's filter), as
- * cuMemHostGetDevicePointer would give; an address kept in device memory
- * is not seen, and stays the host's.
+ * arguments of 8 bytes or more that points into such memory is made to
+ * point at the same byte of the device's copy (args_to_device, launch.c's
+ * filter), as cuMemHostGetDevicePointer would give; an address kept in
+ * device memory is not seen, and stays the host's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -483,7 +483,7 @@ static CUresult args_to_device(char *buf, unsigned len)
 		if (device_pointer((const void *)(uintptr_t)w, &d) || d == w)
 			continue;
 		memcpy(buf + hits[i], &d, sizeof(d));
-		if (!told++)
+		if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
 			log_info("a kernel argument is the host address of pinned memory the worker reaches elsewhere: "
 				 "it is given the device's copy");
 	}

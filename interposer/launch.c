@@ -159,6 +159,9 @@ static CUresult pack_params(CUfunction f, void **params, char *buf, unsigned *le
 		memcpy(buf + l->offsets[i], params[i], l->sizes[i]);
 		if (l->offsets[i] + l->sizes[i] > *len)
 			*len = l->offsets[i] + l->sizes[i];
+		/* (pointers: 8 bytes, 8-aligned; two 4-byte arguments never form one) */
+		if (param_filter && l->sizes[i] >= 8 && !(l->offsets[i] & 7))
+			err = param_filter(buf + l->offsets[i], l->sizes[i] & ~7u);
 	}
 	pthread_mutex_unlock(&cache_lock);
 	return err;
@@ -173,11 +176,11 @@ CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsig
 	if (!f)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (params)
-		err = pack_params(f, params, buf, len);
-	else if (extra)
+		return pack_params(f, params, buf, len);
+	if (extra)
 		err = pack_extra(extra, buf, len);
 	if (!err && param_filter && *len)
-		err = param_filter(buf, *len);
+		err = param_filter(buf, *len);      /* (one buffer: its layout unknown here) */
 	return err;
 }
 

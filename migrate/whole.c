@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -185,6 +186,24 @@ static int send_gpu_early(const struct staging *s, const int *fds, struct migrat
 	return 1;
 }
 
+/* A dump past its time: where it sends to a page server (a stalled
+ * target), its link is cut first, so that criu fails its writes and takes
+ * its parasite out of the process as it ends; it is killed only after 10
+ * s more. */
+static void stop_dump(pid_t child, int pages, int *status)
+{
+	if (pages >= 0) {
+		shutdown(pages, SHUT_RDWR);
+		for (int i = 0; i < 500; i++) {
+			if (waitpid(child, status, WNOHANG) == child)
+				return;
+			usleep(20000);
+		}
+	}
+	kill(child, SIGKILL);
+	waitpid(child, status, 0);
+}
+
 /* criu dump of the process into the staging directory, left stopped,
  * its pages to the page server on pages if that is not -1; its GPU
  * snapshot is sent as soon as it is written. *gpu_sent says whether it
@@ -202,8 +221,8 @@ static int dump(const struct migrate_opts *o, const struct staging *s, const int
 		int null = open("/dev/null", O_RDWR);
 		if (null >= 0)
 			dup2(null, 0), dup2(null, 1), dup2(null, 2);
-		if (pages >= 0)
-			snprintf(ps, sizeof(ps), "%d", dup(pages));     /* (dup: not close-on-exec) */
+		if (pages >= 0 && snprintf(ps, sizeof(ps), "%d", dup(pages)) > 0 && ps[0] == '-')
+			_exit(126);                  /* (dup: not close-on-exec) */
 		if (ps[0])
 			execl(o->criu, o->criu, "dump", "-t", pid, "-D", s->path, "-L", o->plugins, "--leave-stopped",
 			      "-o", "dump.log", "-v4", "--page-server", "--ps-socket", ps, (char *)NULL);
@@ -223,8 +242,7 @@ static int dump(const struct migrate_opts *o, const struct staging *s, const int
 	if (waited < 0)
 		status = -1;
 	if (child > 0 && waited == 0) {
-		kill(child, SIGKILL);
-		waitpid(child, &status, 0);
+		stop_dump(child, pages, &status);
 		wire_fail(err, "criu dump ran past %d s and was stopped", o->timeout_s);
 		return -1;
 	}
@@ -430,7 +448,8 @@ int migrate_whole(const struct migrate_opts *o, struct migrate_result *r, char *
 	r->new_pid = (int)res.worker_pid;
 	/* the target's answer says how long it waited for the page server and criu restore took */
 	if (!res.message || sscanf(res.message, "restored as pid %*d (pages waited %lf s, criu restore %lf s)",
-				   &r->target_pages_s, &r->target_criu_s) != 2)
+				   &r->target_pages_s, &r->target_criu_s) != 2 ||
+	    !isfinite(r->target_pages_s) || !isfinite(r->target_criu_s))
 		r->target_pages_s = r->target_criu_s = 0;
 	xdr_free((xdrproc_t)xdr_hello_res, (char *)&res);
 	/* The copy there waits, stopped, for the go: it runs only once the

@@ -1,9 +1,10 @@
 /*
  * criu_path.c: which criu gpu-server and gpu-migrate run when not told
- * (--criu), and where its Cicada plugin lies. In a build tree, bin/criu
- * beside the program (scripts/bundle-criu.sh); installed, cicada-criu
- * beside it (`make install`: the CRIU that `make deps` built, with its
- * wrapper); else a system criu. The plugin is in ../lib/criu.
+ * (--criu), and where its Cicada plugin lies. Installed, cicada-criu
+ * beside the program (`make install`: the CRIU that `make deps` built,
+ * with its wrapper), before any system criu in the same folder; in a
+ * build tree, bin/criu beside it (scripts/bundle-criu.sh); else a system
+ * criu. The plugin is in ../lib/criu.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static void self_dir(char *dir, size_t len)
 
 void criu_default_paths(char *criu, size_t criu_len, char *plugins, size_t plugins_len)
 {
-	static const char *const names[] = { "criu", "cicada-criu" };
+	static const char *const names[] = { "cicada-criu", "criu" };
 	static const char *const system[] = { "/usr/local/sbin/criu", "/usr/sbin/criu" };
 	char dir[1024], path[1100];
 

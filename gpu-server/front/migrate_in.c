@@ -583,13 +583,15 @@ static void *incoming_thread(void *arg)
 	/* Blocking from here, but a sender that stalls is given up on. */
 	fcntl(in->fd, F_SETFL, fcntl(in->fd, F_GETFL) & ~O_NONBLOCK);
 	setsockopt(in->fd, SOL_SOCKET, SO_RCVTIMEO, &idle, sizeof(idle));
+	/* (the directory first: a page server may join as soon as "ready" goes) */
+	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
+	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		wire_fail(err, "cannot make a directory for the images: %s", strerror(errno));
+	else
+		dir_set(in, dir);
 	answer_ready(in);                    /* gpu-migrate freezes the process only now */
 	preloader_start(in);
-	snprintf(dir, sizeof(dir), "%s/migrate-in-XXXXXX", cfg->run_dir);
-	if (runfd < 0 || !mkdtemp(dir) || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-		wire_fail(err, "cannot make a directory for the images: %s", strerror(errno));
-	} else if (!dir_set(in, dir) && !streams_wait(in, err) && !receive(in, dirfd, &bytes, err) &&
-		   !pages_wait(in, dirfd, err)) {
+	if (dirfd >= 0 && !streams_wait(in, err) && !receive(in, dirfd, &bytes, err) && !pages_wait(in, dirfd, err)) {
 		log_info("migration from %s: %llu bytes of images received; restoring", in->peer,
 			 (unsigned long long)bytes);
 		if (!in->gpu_only)
