@@ -51,7 +51,6 @@ struct host_alloc {
 #define SAME_AT_TRIES 4                      /* alloc_shared */
 
 static pthread_mutex_t hm_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;   /* (a carry copies under it) */
-static unsigned nforeign;                     /* allocations the device may see elsewhere (args_to_device) */
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct host_alloc *hosts;
 static unsigned nhosts, cap_hosts;
@@ -131,8 +130,12 @@ static int range_cmp(const void *a, const void *b)
 	return x->base < y->base ? -1 : x->base > y->base;
 }
 
-/* (with hm_lock held, after hosts changed) the foreign allocations again;
- * without room for them, none is looked for in arguments. */
+static CUresult args_to_device(char *buf, unsigned len);
+static CUresult device_pointer(const void *p, CUdeviceptr *out);
+
+/* (with hm_lock held, after hosts changed) the foreign allocations again,
+ * and launch.c's filter set while there are any; without room for them,
+ * none is looked for in arguments. */
 static void count_foreign(void)
 {
 	unsigned n = 0;
@@ -147,7 +150,7 @@ static void count_foreign(void)
 	franges_hi = 0;
 	for (unsigned i = 0; i < n; i++)
 		franges_hi = franges[i].end > franges_hi ? franges[i].end : franges_hi;
-	__atomic_store_n(&nforeign, n, __ATOMIC_RELEASE);
+	launch_set_param_filter(n ? args_to_device : NULL);
 }
 
 /* (with hm_lock held) whether w lies in a foreign allocation */
@@ -456,12 +459,10 @@ static int share_again(int regions_lost)
 	return rc;
 }
 
-static CUresult device_pointer(const void *p, CUdeviceptr *out);
-
 /* launch.c's filter: each argument word that points into pinned memory
- * the device reaches elsewhere points at the device's copy instead. Free
- * where no such memory exists (a local client's pinned memory is mapped
- * at its own address in the worker). */
+ * the device reaches elsewhere points at the device's copy instead. Set
+ * only while such memory exists (never for a local client, whose pinned
+ * memory the worker maps at its own address). */
 static CUresult args_to_device(char *buf, unsigned len)
 {
 	static int told;
@@ -469,8 +470,6 @@ static CUresult args_to_device(char *buf, unsigned len)
 	CUdeviceptr d;
 	uint64_t w;
 
-	if (!__atomic_load_n(&nforeign, __ATOMIC_ACQUIRE))
-		return CUDA_SUCCESS;
 	pthread_mutex_lock(&hm_lock);
 	for (unsigned off = 0; off + sizeof(w) <= len; off += sizeof(w)) {
 		memcpy(&w, buf + off, sizeof(w));
@@ -496,7 +495,6 @@ __attribute__((constructor)) static void hostmem_hook(void)
 {
 	client_add_hooks(&hostmem_hooks);
 	copy_set_region_finder(hostmem_find);
-	launch_set_param_filter(args_to_device);
 }
 
 /* Mapped pinned memory of a remote client: the worker cannot reach this

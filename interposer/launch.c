@@ -129,13 +129,16 @@ static CUresult pack_extra(void **extra, char *buf, unsigned *len)
 	return CUDA_SUCCESS;
 }
 
+/* hostmem.c sets it while such memory exists, and clears it after: a
+ * launch without it pays nothing. */
 void launch_set_param_filter(CUresult (*filter)(char *buf, unsigned len))
 {
-	param_filter = filter;
+	__atomic_store_n(&param_filter, filter, __ATOMIC_RELEASE);
 }
 
 static CUresult pack_params(CUfunction f, void **params, char *buf, unsigned *len)
 {
+	CUresult (*filter)(char *, unsigned) = __atomic_load_n(&param_filter, __ATOMIC_ACQUIRE);
 	const struct param_layout *l;
 	CUresult err;
 
@@ -160,8 +163,8 @@ static CUresult pack_params(CUfunction f, void **params, char *buf, unsigned *le
 		if (l->offsets[i] + l->sizes[i] > *len)
 			*len = l->offsets[i] + l->sizes[i];
 		/* (pointers: 8 bytes, 8-aligned; two 4-byte arguments never form one) */
-		if (param_filter && l->sizes[i] >= 8 && !(l->offsets[i] & 7))
-			err = param_filter(buf + l->offsets[i], l->sizes[i] & ~7u);
+		if (filter && l->sizes[i] >= 8 && !(l->offsets[i] & 7))
+			err = filter(buf + l->offsets[i], l->sizes[i] & ~7u);
 	}
 	pthread_mutex_unlock(&cache_lock);
 	return err;
@@ -170,6 +173,7 @@ static CUresult pack_params(CUfunction f, void **params, char *buf, unsigned *le
 /* f's arguments (from params, or extra's one buffer) packed into buf. */
 CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsigned *len)
 {
+	CUresult (*filter)(char *, unsigned) = __atomic_load_n(&param_filter, __ATOMIC_ACQUIRE);
 	CUresult err = CUDA_SUCCESS;
 
 	*len = 0;
@@ -179,8 +183,8 @@ CUresult launch_pack(CUfunction f, void **params, void **extra, char *buf, unsig
 		return pack_params(f, params, buf, len);
 	if (extra)
 		err = pack_extra(extra, buf, len);
-	if (!err && param_filter && *len)
-		err = param_filter(buf, *len);      /* (one buffer: its layout unknown here) */
+	if (!err && filter && *len)
+		err = filter(buf, *len);      /* (one buffer: its layout unknown here) */
 	return err;
 }
 
