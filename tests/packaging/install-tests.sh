@@ -71,7 +71,7 @@ t_deb() {
 	deadline 300 make -s --no-print-directory deb DEB_DIR="$T/deb" >"$T/deb.log" 2>&1 ||
 		{ tail -3 "$T/deb.log"; return 1; }
 	deb=$(ls "$T"/deb/cicada_*.deb) || return 1
-	files=$(dpkg-deb -c "$deb" | awk '{ print $(NF - 1) == "->" ? $(NF - 2) : $NF }')
+	files=$(timeout 60 dpkg-deb -c "$deb" | awk '{ print $(NF - 1) == "->" ? $(NF - 2) : $NF }')
 	for f in $INSTALL_FILES; do
 		case $f in share/man/*) f=$f.gz ;; esac
 		grep -qx "./usr/$f" <<<"$files" || { echo "deb: /usr/$f is missing"; return 1; }
