@@ -19,8 +19,10 @@
 # process: a transformer trained with AdamW under bf16 autocast beside
 # MIGRATE_TORCH_HOST_MIB (1024) of host state and MIGRATE_TORCH_DEV_MIB
 # (4096) of device memory, 0% and 10% of which it rewrites every step,
-# moved whole and --gpu-only while it trains; each row also says whether
-# its final weights, device memory and host state equal an unmoved run's.
+# moved whole (with criu's page server, and again without it: mode
+# whole-no-ps) and --gpu-only while it trains (MIGRATE_TORCH_MODES picks
+# among the three); each row also says whether its final weights, device
+# memory and host state equal an unmoved run's.
 # MIGRATE_TORCH=0 skips it; MIGRATE_ONLY_TORCH=1 runs only it.
 # MIGRATE_LOGS=DIR keeps the servers' and criu's logs there; MIGRATE_ARGS,
 # more gpu-migrate options for every move (--no-page-server, say).
@@ -160,9 +162,10 @@ torch_rows() {
 		ref=$T/torch.ref.$d
 		timeout -k 5 600 "$TPY" "$TW" migrate-train "$TSTEPS" 0 "$THOST" "$TDEV" "$d" >"$ref" 2>"$ref.err" ||
 			{ echo "bench-migrate: the training natively failed"; tail -3 "$ref.err"; return 1; }
-		for mode in whole gpu-only; do
+		for mode in ${MIGRATE_TORCH_MODES:-whole whole-no-ps gpu-only}; do
 			out=$T/torch.$mode.$d opt=""
 			[ $mode = gpu-only ] && opt=--gpu-only
+			[ $mode = whole-no-ps ] && opt=--no-page-server
 			torch_launch "$d" "$out" || { echo "bench-migrate: the training did not start"; tail -3 "$out.err"; return 1; }
 			CICADA_TOKEN_FILE=$T/token CICADA_MIGRATION_TOKEN_FILE=$T/mtoken timeout -k 5 900 "$B/bin/gpu-migrate" \
 				"$APP" --to "$ip:$((PORT + 1))" --json --timeout 600 --work-dir "$T" $opt $STREAMS ${MIGRATE_ARGS:-} \
