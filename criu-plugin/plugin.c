@@ -54,6 +54,25 @@ static struct gpu_session *find(int pid)
 	return NULL;
 }
 
+/* A restored process by the pid it has in its own pid namespace, which is
+ * what it says it is; another namespace than at its dump gives it other
+ * pids as we see them. */
+static struct gpu_session *find_vpid(int vpid)
+{
+	for (int i = 0; i < plugin.n; i++)
+		if (plugin.s[i].vpid == vpid)
+			return &plugin.s[i];
+	return NULL;
+}
+
+/* The session of a restored process that criu names by pid. */
+static struct gpu_session *find_restored(int pid)
+{
+	int ns = session_ns_pid(pid);
+
+	return ns != pid ? find_vpid(ns) : find(pid);
+}
+
 static void fail_line(const char *err)
 {
 	plugin_error("%s", err);
@@ -351,7 +370,7 @@ static int cicada_dump_unix_sk(int fd, int id)
 }
 
 /* Runs in the process being restored: a new connection to criu, which
- * learns from the first line whose it is. */
+ * learns from the first line whose it is (the pid in its namespace). */
 static int cicada_restore_unix_sk(int id)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -370,11 +389,10 @@ static int cicada_restore_unix_sk(int id)
 	return fd;
 }
 
-/* Accepts restored processes' connections until pid's arrives. */
-static int connection_of(int pid)
+/* Accepts restored processes' connections until s's arrives. */
+static int connection_of(struct gpu_session *s)
 {
 	struct pollfd p = { .fd = plugin.listen_fd, .events = POLLIN };
-	struct gpu_session *s = find(pid);
 
 	while (s && s->ctl < 0 && poll(&p, 1, RESUME_WAIT_MS) == 1) {
 		char line[32];
@@ -384,7 +402,7 @@ static int connection_of(int pid)
 		while (fd >= 0 && n < (int)sizeof(line) - 1 && read(fd, line + n, 1) == 1 && line[n] != '\n')
 			n++;
 		line[n] = 0;
-		owner = fd >= 0 ? find(atoi(line)) : NULL;
+		owner = fd >= 0 ? find_vpid(atoi(line)) : NULL;
 		if (owner && owner->ctl < 0)
 			owner->ctl = fd;
 		else if (fd >= 0)
@@ -395,12 +413,12 @@ static int connection_of(int pid)
 
 static int cicada_resume_devices_late(int pid)
 {
-	struct gpu_session *s = find(pid);
+	struct gpu_session *s = find_restored(pid);
 	char err[WIRE_ERRLEN];
 
 	if (!s)
 		return 0;
-	if (connection_of(pid) < 0) {
+	if (connection_of(s) < 0) {
 		fail_line("a restored process never connected to the plugin");
 		return -1;
 	}

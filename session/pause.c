@@ -1,6 +1,7 @@
 /*
  * pause.c: the plugin's side of the application's control socket
- * ("\0cicada-ctl.<pid>"; the protocol is wire/control.c's). A pause
+ * (found and proven the process's own by ctl_find.c; the protocol is
+ * wire/control.c's). A pause
  * leaves the connection open: its end (our exit, or a crash of criu)
  * resumes the application where it was, unless a RESUME came first.
  */
@@ -36,7 +37,7 @@ int session_pause(struct gpu_session *s, char *err)
 	char line[WIRE_CTL_LINE_MAX];
 	struct wire_ctl_where at;
 
-	s->ctl = wire_ctl_dial(s->pid);
+	s->ctl = session_ctl_dial(s->pid);
 	if (s->ctl < 0)
 		return 0;
 	if (wire_ctl_send(s->ctl, WIRE_CTL_PAUSE) || wire_read_line(s->ctl, line, sizeof(line))) {
@@ -49,6 +50,7 @@ int session_pause(struct gpu_session *s, char *err)
 		return 0;
 	}
 	s->uid = process_uid(s->pid);
+	s->vpid = session_ns_pid(s->pid);
 	if (wire_ctl_parse_paused(line, &at)) {
 		wire_fail(err, "process %d: %.200s", s->pid, wire_ctl_reason(line));
 		goto fail;
@@ -73,7 +75,7 @@ fail:
 int session_precopy(int pid, int dirfd, const char *name, const char *parent, uint64_t fig[3], char *err)
 {
 	char line[WIRE_CTL_LINE_MAX];
-	int fd = wire_ctl_dial(pid);
+	int fd = session_ctl_dial(pid);
 
 	if (fd < 0) {
 		wire_fail(err, "process %d has no Cicada control socket", pid);

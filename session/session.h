@@ -1,7 +1,7 @@
 /*
  * session.h: what gpu-server, gpu-migrate and the CRIU plugin share about
- * a process's GPU session: its control socket (pause.c: pause, resume,
- * pre-copy rounds), requests to a gpu-server to checkpoint, restore or
+ * a process's GPU session: its control socket (ctl_find.c finds it;
+ * pause.c: pause, resume, pre-copy rounds), requests to a gpu-server to checkpoint, restore or
  * release it (request.c), the session files a restore reads from CRIU's
  * image directory (session_file.c), which criu to run (criu_path.c); and
  * (criu_images.h) moving that image directory to another node and
@@ -21,6 +21,7 @@
 /* One process's GPU session, as the plugin and gpu-migrate know it. */
 struct gpu_session {
 	int pid;
+	int vpid;                            /* its pid in its own pid namespace */
 	int ctl;                             /* connection to its control socket */
 	char ticket[CICADA_TICKET_LEN + 1];
 	char server[300];
@@ -30,6 +31,11 @@ struct gpu_session {
 	char parent[CICADA_PARENT_MAX];      /* checkpoint: incremental on this snapshot, or "" */
 	char gpus[64];                       /* restore: onto these GPUs first ("": CICADA_RESTORE_GPUS) */
 };
+
+/* ctl_find.c: pid's control socket, proven its own (-1: none); the pid
+ * a process has in its own pid namespace. */
+int session_ctl_dial(int pid);
+int session_ns_pid(int pid);
 
 /* pause.c */
 int session_pause(struct gpu_session *s, char *err);

@@ -3,7 +3,8 @@
  * directory, cicada-session-<pid>.txt, holding the server and ticket of
  * its GPU session at checkpoint time, and the path of the token file the
  * process used (never the token: whoever reads the images must not learn
- * it); its snapshot lives next to
+ * it), and the pid the process has in its own pid namespace (what it
+ * says it is when restored); its snapshot lives next to
  * it as cicada-gpu-<pid>/. A restore reads these to know what to restore.
  */
 #include <errno.h>
@@ -38,8 +39,8 @@ int session_file_write(int dirfd, const struct gpu_session *s, char *err)
 		wire_fail(err, "cannot write %s in the image directory", tmp);
 		return -1;
 	}
-	fprintf(f, "server %s\nticket %s\ntoken-file %s\nuid %u\n", s->server, s->ticket,
-		s->token_file[0] ? s->token_file : "-", s->uid);
+	fprintf(f, "server %s\nticket %s\ntoken-file %s\nuid %u\nvpid %d\n", s->server, s->ticket,
+		s->token_file[0] ? s->token_file : "-", s->uid, s->vpid > 0 ? s->vpid : s->pid);
 	if (fclose(f) || renameat(dirfd, tmp, dirfd, name)) {
 		wire_fail(err, "cannot write %s in the image directory", name);
 		return -1;
@@ -77,6 +78,8 @@ int session_file_read(int dirfd, const char *name, struct gpu_session *s, char *
 	s->pid = session_file_pid(name);
 	got = fscanf(f, "server %299s ticket %32s token-file %419s uid %u", s->server, s->ticket, s->token_file,
 		     &s->uid);
+	if (got == 4 && (fscanf(f, " vpid %d", &s->vpid) != 1 || s->vpid <= 0 || s->vpid >= (1 << 22)))
+		s->vpid = s->pid;            /* (written before pid namespaces were kept) */
 	fclose(f);
 	snprintf(s->token_hex, sizeof(s->token_hex), "-");
 	if (got != 4) {

@@ -17,41 +17,64 @@
  */
 #include <stdarg.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "wire.h"
 
-static socklen_t ctl_addr(int pid, struct sockaddr_un *sa)
+/* "\0cicada-ctl.<pid>", or with ".<tag>" after it when tag is not 0. */
+static socklen_t ctl_addr(int pid, unsigned tag, struct sockaddr_un *sa)
 {
 	int n;
 
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
-	n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "%s%d", WIRE_CTL_PREFIX, pid);
+	if (tag)
+		n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "%s%d.%08x", WIRE_CTL_PREFIX, pid, tag);
+	else
+		n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "%s%d", WIRE_CTL_PREFIX, pid);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-int wire_ctl_listen(int pid)
+static int listen_at(int pid, unsigned tag)
 {
 	struct sockaddr_un sa;
-	socklen_t len = ctl_addr(pid, &sa);
+	socklen_t len = ctl_addr(pid, tag, &sa);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd >= 0 && (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 4))) {
+		int e = errno;
 		close(fd);
+		errno = e;
 		fd = -1;
 	}
+	return fd;
+}
+
+/* The plain name, else (taken: another user's squat, or a process of the
+ * same pid in another pid namespace) a name with a random tag: whoever
+ * dials checks the listener's credentials and can find the socket among
+ * the process's own (session/ctl_find.c). */
+int wire_ctl_listen(int pid)
+{
+	int fd = listen_at(pid, 0);
+	unsigned tag;
+
+	for (int i = 0; fd < 0 && errno == EADDRINUSE && i < 8; i++)
+		if (getrandom(&tag, sizeof(tag), 0) == (ssize_t)sizeof(tag))
+			fd = listen_at(pid, tag | 1);
 	return fd;
 }
 
 int wire_ctl_dial(int pid)
 {
 	struct sockaddr_un sa;
-	socklen_t len = ctl_addr(pid, &sa);
+	socklen_t len = ctl_addr(pid, 0, &sa);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, len)) {

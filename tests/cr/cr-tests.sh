@@ -133,6 +133,29 @@ cr_dump_restore() {
 	cr_finished
 }
 
+# A program in its own pid namespace, as in a container: its init,
+# dumped from outside, restored into a new namespace (criu makes it),
+# output identical. The session file keeps the pid the program knows
+# itself by there. (unshare's own stderr goes nowhere: it writes when
+# its child is dumped, and criu checks that the files it restores are
+# as they were.)
+cr_pidns() {
+	local dir=$T/ckpt.pidns u
+	CR_N=$((CR_N + 1))
+	CR_OUT=$T/cr.$CR_N.out
+	env $(cicada_env shm main) timeout -k 5 300 unshare --pid --fork --kill-child setsid "$PROGS/cr_pattern" \
+		$CR_ARGS </dev/null >"$CR_OUT" 2>/dev/null &
+	u=$!
+	disown $u
+	wait_for "^step 2 " "$CR_OUT" 60 || return 1
+	CR_PID=$(pgrep -P "$(pgrep -P $u)")
+	[ -n "$CR_PID" ] && grep -q "^NSpid:.*[[:space:]]1$" "/proc/$CR_PID/status" || return 1
+	cr_dump "$dir" || return 1
+	grep -qx "vpid 1" "$dir/cicada-session-$CR_PID.txt" || return 1
+	cr_restore "$dir" || return 1
+	cr_finished
+}
+
 # The original server is killed between dump and restore; a new server
 # (new workers, new run directory) takes the snapshot. Arguments: the
 # program (default cr_pattern); CR_TAG names the folders (default killed),
@@ -495,6 +518,8 @@ run_cr_tests() {
 	want cr-tcp && cr_case "checkpoint mid-run and restore (TCP): output identical" "$T/ckpt.tcp" cr_dump_restore tcp
 	want cr-tcp && check "the image directory of a TCP client names its token file, never the token" \
 		sh -c "grep -q '^token-file $T/token' '$T'/ckpt.tcp/cicada-session-*.txt && ! grep -rqF \"\$(cat '$T/token')\" '$T/ckpt.tcp'"
+	want cr-pidns && cr_case "a program in its own pid namespace (a container's): dumped from outside, restored into a new one, output identical" \
+		"$T/ckpt.pidns" cr_pidns
 	want cr-server-killed && cr_case "restore after the original server was killed" "$T/ckpt.killed" \
 		cr_server_killed
 	if want cr-tenant && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then

@@ -25,6 +25,9 @@
 #                         B within 1 s, and the server serves on
 #   sec-migrate-token     OP_MIGRATE proving the tenants' token, or from a
 #                         tenant over unix, is refused
+#   sec-ctl-squat         A binds the control sockets' names of the next
+#                         pids; root's program starts among them and is
+#                         checkpointed: A is never asked
 #
 # Each test prints one ok or FAIL line (details indented below it). Every
 # process has a deadline (timeout), and every server SEC_SERVER_S; the
@@ -44,7 +47,7 @@ sec_can() {
 	command -v setpriv >/dev/null || why="no setpriv"
 	getent passwd nobody >/dev/null && getent passwd daemon >/dev/null && getent group nogroup >/dev/null ||
 		why="no users nobody and daemon"
-	for t in shm_race snap_request flood snap_forge first_call fault_client; do
+	for t in shm_race snap_request flood snap_forge first_call fault_client ctl_squat; do
 		[ -x "$TOOLS/$t" ] || why="$TOOLS/$t is missing (make)"
 	done
 	[ -z "$why" ] && return 0
@@ -638,6 +641,44 @@ test_sec_staged() {
 	sec_stop staged
 }
 
+# Tenant nobody binds "\0cicada-ctl.N" for the next 1,500 pids, before
+# root's program (cr_pattern; root's, because criu in some containers
+# cannot dump another user's process) starts with one of them; root then
+# checkpoints it as CRIU's plugin does (--leave-running). The
+# program listens elsewhere, the plugin finds its socket among the
+# program's own and checks who listens there: the squatter is never
+# asked, the checkpoint holds the GPU state, and the program runs to its
+# end with an undisturbed run's output.
+test_sec_ctl_squat() {
+	local d=$T/sec/squat out=$T/sec/squat.out ref=$T/sec/squat.ref first t app squatter fails=""
+	want sec-ctl-squat || return
+	sec_can "control socket squat" || return
+	sec_main || { bad "control socket squat: no server"; return; }
+	rm -rf "$d" && mkdir -p "$d/img" && chmod 755 "$d" && : >"$d/asked" && chmod 666 "$d/asked"
+	env $(sec_env sec unix) timeout 60 "$PROGS/cr_pattern" "$CICADA_KERNELS" 4 12 100 >"$ref" 2>&1
+	first=$(($(cat /proc/sys/kernel/ns_last_pid) + 1))
+	timeout 120 $SEC_NB "$TOOLS/ctl_squat" "$first" 1500 "$d/asked" 100 >"$d/ready" 2>&1 &
+	squatter=$!
+	wait_for "^squatting" "$d/ready" 10 || fails="$fails the squatter did not start;"
+	env $(sec_env sec unix) timeout 60 setsid "$PROGS/cr_pattern" "$CICADA_KERNELS" 4 12 100 \
+		</dev/null >"$out" 2>/dev/null &
+	t=$!
+	wait_for "^step 2 " "$out" 30 && app=$(pgrep -P $t)
+	if [ -z "$app" ] || [ "$app" -lt "$first" ] || [ "$app" -ge $((first + 1500)) ]; then
+		fails="$fails the program ($app) did not start among the squatted pids ($first...);"
+	fi
+	deadline 60 "$CRIU" dump -t "${app:-0}" -D "$d/img" -L "$PLUGIN_DIR" -o dump.log --leave-running \
+		2>"$d/criu.err" || fails="$fails the checkpoint failed ($(grep -v RLIMIT "$d/img/dump.log" | grep -m1 Error));"
+	[ -s "$d/img/cicada-session-$app.txt" ] || fails="$fails the checkpoint holds no GPU state;"
+	[ -s "$d/asked" ] && fails="$fails the squatter was asked ($(head -1 "$d/asked"));"
+	wait_for "^done" "$out" 60 && cmp -s "$ref" "$out" || fails="$fails the program's output differs;"
+	kill $squatter 2>/dev/null
+	wait $t $squatter 2>/dev/null
+	echo "     $(cat "$d/ready"); program $app; $(grep -o 'control socket.*' "$T/sec.log" | head -1)"
+	check "a tenant squatting the control sockets' names of the next pids is never asked; the program it aimed at is checkpointed with its GPU state and runs on${fails:+ (failed:$fails)}" \
+		test -z "$fails"
+}
+
 run_security_tests() {
 	chmod 711 "$T"
 	test_sec_shm_race
@@ -651,6 +692,7 @@ run_security_tests() {
 	test_sec_flood
 	test_sec_migrate_token
 	test_sec_staged
+	test_sec_ctl_squat
 	for s in sec jamu jamt flood mignone migtok staged; do sec_stop $s; done
 	chmod 700 "$T"
 }

@@ -46,7 +46,8 @@ $(TOOLS_DIR)/iproute/.stamp:
 bundle: $(TOOLS_DIR)/iproute/.stamp
 
 # The hostile-tenant tests' tools (tests/security): raw-protocol clients
-# (raw.c: their hello), a snapshot forger, and a timed first CUDA call.
+# (raw.c: their hello), a snapshot forger, a timed first CUDA call, and a
+# squatter on control sockets' names.
 SEC_TOOLS := $(TOOLS_DIR)/shm_race $(TOOLS_DIR)/snap_request $(TOOLS_DIR)/flood $(TOOLS_DIR)/own_region
 $(SEC_TOOLS): $(TOOLS_DIR)/%: tests/security/%.c tests/security/raw.c tests/security/raw.h $(WIRE_LIB) $(GEN)/cicada.h
 	@mkdir -p $(@D)
@@ -59,4 +60,7 @@ $(TOOLS_DIR)/snap_forge: tests/security/snap_forge.c $(SNAPSHOT_LIB) | $(GEN)/ma
 $(TOOLS_DIR)/first_call: tests/security/first_call.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< -L$(CUDA_STUBS) -lcuda -Wl,-rpath-link,$(CUDA_STUBS)
-all: $(SEC_TOOLS) $(TOOLS_DIR)/snap_forge $(TOOLS_DIR)/first_call
+$(TOOLS_DIR)/ctl_squat: tests/security/ctl_squat.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $<
+all: $(SEC_TOOLS) $(TOOLS_DIR)/snap_forge $(TOOLS_DIR)/first_call $(TOOLS_DIR)/ctl_squat
