@@ -35,6 +35,7 @@ include nvml/nvml.mk
 include gpu-server/gpu-server.mk
 include criu-plugin/criu-plugin.mk
 include migrate/migrate.mk
+include template/template.mk
 include tests/fakecuda/fakecuda.mk
 include tests/tests.mk
 include tests/fuzz/fuzz.mk

@@ -2,8 +2,12 @@
  * control.c: the control socket through which Cicada's CRIU plugin pauses
  * the process's GPU session before a checkpoint and resumes it after, on
  * the same worker or on a restored one anywhere. It is the abstract unix
- * socket "\0cicada-ctl.<pid>", served by one thread that sleeps in
- * accept() and answers only root or the process's own user.
+ * socket "\0cicada-ctl.<pid>" (a tagged name if another holds that one:
+ * the plugin finds it among the process's sockets), served by one thread
+ * that sleeps in accept() and answers only root or the process's own
+ * user. It is closed while paused and made again at the resume, so that
+ * a checkpoint carries none: copies restored from one checkpoint side by
+ * side (pid namespaces, gpu-template) would otherwise all bind one name.
  *
  * The protocol is wire/control.c's: PAUSE, RESUME and PRECOPY (a
  * migration's pre-copy round, while the program runs: the worker writes
@@ -26,6 +30,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include "interposer.h"
+
+static int listen_fd = -1;              /* the control socket; -1 while paused */
 
 /* The process's token as hex, or "-". */
 static void token_hex(char *out, size_t len)
@@ -125,6 +131,8 @@ static void serve_one(int fd)
 		wire_ctl_send(fd, "ERROR %s", err);
 	} else {
 		token_hex(at.token_hex, sizeof(at.token_hex));
+		close(listen_fd);            /* (made again by control_thread) */
+		listen_fd = -1;
 		snprintf(at.token_file, sizeof(at.token_file), "%s",
 			 file && file[0] == '/' && !strchr(file, ' ') && strlen(file) < sizeof(at.token_file) ? file : "-");
 		if (wire_ctl_send_paused(fd, &at))       /* the asker gives up: resumed here */
@@ -146,10 +154,14 @@ static int peer_allowed(int fd)
 
 static void *control_thread(void *arg)
 {
-	int lfd = (int)(intptr_t)arg;
-
+	(void)arg;
 	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		int fd;
+		if (listen_fd < 0 && (listen_fd = wire_ctl_listen((int)getpid())) < 0) {
+			log_warn("no control socket after a pause (%s): checkpoints are off", strerror(errno));
+			return NULL;
+		}
+		fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
@@ -176,11 +188,14 @@ static void control_start(void)
 		log_warn("no control socket (%s): this process cannot be checkpointed", strerror(errno));
 		return;
 	}
+	listen_fd = fd;
 	/* The application's signals go to its own threads, never this one. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&t, NULL, control_thread, (void *)(intptr_t)fd))
+	if (pthread_create(&t, NULL, control_thread, NULL)) {
 		close(fd);
+		listen_fd = -1;
+	}
 	else
 		pthread_detach(t);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -35,6 +35,7 @@ Description: remote, checkpointable and movable GPUs for unmodified CUDA program
  node's GPUs shared among tenants whose workers run as their own users.
  .
  This package holds gpu-server (with a systemd unit), gpu-migrate,
+ gpu-template (copies of a warmed-up program, started from a template),
  gpu-snapshot, the client libraries in /usr/lib/cicada (kept off the
  system's library path: point LD_LIBRARY_PATH there), the CRIU
  plugin in /usr/lib/criu, and cicada-criu: CRIU 4 with the project's

@@ -156,6 +156,45 @@ cr_pidns() {
 	cr_finished
 }
 
+# cr_suffix LOG: LOG ends the program's run ("done") and is the end of
+# the reference output, at least 5 lines of it.
+cr_suffix() {
+	local n
+	n=$(wc -l <"$1")
+	[ "$n" -ge 5 ] && tail -n 1 "$1" | grep -qx done && tail -n "$n" "${CR_REF:-$T/cr.native}" | cmp -s - "$1"
+}
+
+# gpu-template: cr_pattern started by gpu-template run (a pid namespace
+# of its own), saved once it has run two steps; two copies started from
+# the template at once, each with its own log, both run to the end with
+# the reference's output from where the template was saved; a third,
+# started later, ends when its init is sent SIGTERM. A process outside a
+# pid namespace is refused in one line.
+cr_template() {
+	local dir=$T/ckpt.template init copy3 env
+	env=$(cicada_env shm main)
+	init=$(env $env timeout 10 "$B/bin/gpu-template" run --log "$T/tpl.log" -- "$PROGS/cr_pattern" $CR_ARGS) ||
+		return 1
+	wait_for "^step 2 " "$T/tpl.log" 60 || return 1
+	deadline 60 "$B/bin/gpu-template" save "$init" "$dir" >"$T/tpl.save" 2>&1 || { cat "$T/tpl.save"; return 1; }
+	deadline 60 "$B/bin/gpu-template" start "$dir" --log "$T/tpl.1" >"$T/tpl.start1" 2>&1 &
+	deadline 60 "$B/bin/gpu-template" start "$dir" --log "$T/tpl.2" >"$T/tpl.start2" 2>&1 ||
+		{ cat "$T/tpl.start2"; return 1; }
+	wait $! || { cat "$T/tpl.start1"; return 1; }
+	cat "$T/tpl.save" "$T/tpl.start1" "$T/tpl.start2" | sed 's/^/     /'
+	wait_for "^done" "$T/tpl.1" 120 && wait_for "^done" "$T/tpl.2" 120 || return 1
+	cr_suffix "$T/tpl.1" && cr_suffix "$T/tpl.2" || { echo "     a copy's output is not the reference's end"; return 1; }
+	deadline 60 "$B/bin/gpu-template" start "$dir" --log "$T/tpl.3" >"$T/tpl.start3" 2>&1 || return 1
+	copy3=$(sed -n 's/.*started a copy as pid \([0-9]*\).*/\1/p' "$T/tpl.start3")
+	kill -TERM "${copy3:-0}" || return 1
+	for _ in $(seq 100); do kill -0 "$copy3" 2>/dev/null || break; sleep 0.05; done
+	kill -0 "$copy3" 2>/dev/null && { echo "     the third copy did not end on SIGTERM"; return 1; }
+	cr_launch shm main || return 1
+	! deadline 30 "$B/bin/gpu-template" save "$CR_PID" "$T/ckpt.template-refused" >"$T/tpl.refused" 2>&1 &&
+		grep -q "not the first process of a pid namespace" "$T/tpl.refused" && cr_finished ||
+		{ echo "     a process outside a pid namespace: $(cat "$T/tpl.refused")"; return 1; }
+}
+
 # The original server is killed between dump and restore; a new server
 # (new workers, new run directory) takes the snapshot. Arguments: the
 # program (default cr_pattern); CR_TAG names the folders (default killed),
@@ -520,6 +559,8 @@ run_cr_tests() {
 		sh -c "grep -q '^token-file $T/token' '$T'/ckpt.tcp/cicada-session-*.txt && ! grep -rqF \"\$(cat '$T/token')\" '$T/ckpt.tcp'"
 	want cr-pidns && cr_case "a program in its own pid namespace (a container's): dumped from outside, restored into a new one, output identical" \
 		"$T/ckpt.pidns" cr_pidns
+	want cr-template && cr_case "gpu-template: a program saved as a template once warm; two copies started from it at once and a third later, each its own log; both run on to the reference's end, the third ends on SIGTERM; a process outside a pid namespace refused in one line" \
+		"$T/ckpt.template" cr_template
 	want cr-server-killed && cr_case "restore after the original server was killed" "$T/ckpt.killed" \
 		cr_server_killed
 	if want cr-tenant && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
