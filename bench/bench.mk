@@ -45,6 +45,11 @@ bench-migrate:
 bench-torch:
 	bash bench/run-bench-torch.sh
 
+# A model server's cold start against a copy started from its template
+# (gpu-template; bench/run-bench-coldstart.sh; GPU node, root).
+bench-coldstart:
+	bash bench/run-bench-coldstart.sh
+
 # The workloads: CUDA runtime programs built the normal way (nvcc's
 # default static runtime), sm_90 SASS plus compute_90 PTX. They reach the
 # driver only through dlopen("libcuda.so.1"); run-bench.sh runs them.

@@ -15,6 +15,11 @@
 #   python3 llm.py serve DTYPE   a cold model server: imports, builds the
 #       model and answers one request; prints "answer HEX" and exits. The
 #       bench times it from launch to exit.
+#   python3 llm.py template DTYPE GO   the same server made ready to be a
+#       template (gpu-template): it builds the model, answers a warm-up
+#       request, prints "ready", then waits for the file GO to exist and
+#       answers the request as serve does ("answer HEX") and exits. A copy
+#       started from a template saved after "ready" answers at once.
 #   python3 llm.py suite DTYPE...   for each dtype: decode of 32 tokens at
 #       batch 1 and 8, and prefill of 2,048 tokens, in one process (what
 #       `make bench-torch` and the GPU suite run).
@@ -97,6 +102,17 @@ def serve(dtype):
     print("serve-seconds %.3f" % (time.time() - T0), flush=True)
 
 
+def template(dtype, go):
+    m, ids = model(dtype), prompt(1, 16)
+    generate(m, ids, 8)
+    torch.cuda.synchronize()
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    out = generate(m, ids, 8)
+    print("answer %s" % digest(out), flush=True)
+
+
 def suite(dtypes):
     for dtype in dtypes:
         m = model(dtype)
@@ -128,10 +144,12 @@ def main(a):
         suite(a[1:])
     elif a[0] == "serve":
         serve(a[1])
+    elif a[0] == "template":
+        template(a[1], a[2])
     elif a[0] == "profile":
         profile(a[1], int(a[2]), int(a[3]))
     else:
-        sys.exit("usage: llm.py decode|prefill|suite|serve|profile ...")
+        sys.exit("usage: llm.py decode|prefill|suite|serve|template|profile ...")
 
 
 if __name__ == "__main__":
