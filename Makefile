@@ -73,10 +73,13 @@ bench:
 	bash bench/run-bench.sh
 
 # On a GPU node: public CUDA programs natively and through Cicada
-# (tests/conformance; CORPUS from tests/conformance/prepare.sh).
+# (tests/conformance; CORPUS from tests/conformance/prepare.sh). With
+# CONFORMANCE_LIST=libsamples, NVIDIA's library samples instead (CORPUS
+# from tests/conformance/prepare-libsamples.sh, built where nvcc is).
 CORPUS ?= .corpus
+CONFORMANCE_LIST ?= programs
 conformance:
-	bash tests/conformance/run.sh $(CORPUS)
+	CONFORMANCE_LIST=$(CONFORMANCE_LIST) bash tests/conformance/run.sh $(CORPUS)
 
 clean:
 	rm -rf $(BUILD) $(DEB_DIR)

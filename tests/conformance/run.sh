@@ -15,6 +15,11 @@
 # counts a program's pass over each transport.
 # CONFORMANCE_BUILD=0 keeps programs already built (with the same nvcc,
 # elsewhere: copies lose the times make compares).
+# CONFORMANCE_LIST picks the corpus: programs (HeCBench, programs.txt,
+# CORPUS/NAME-cuda/main, the default) or libsamples (NVIDIA's
+# CUDALibrarySamples, libsamples.txt, CORPUS/bin/NAME: built beforehand
+# by prepare-libsamples.sh, never here, so CONFORMANCE_BUILD is moot;
+# they load the toolkit's libraries, found in CUDA_HOME/lib64 as well).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/scripts/lib.sh"
@@ -27,17 +32,31 @@ cleanup() {
 	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
-list() { grep -v '^#' "$ROOT/tests/conformance/programs.txt" | awk '$1 != "commit" && NF'; }
+LIST=${CONFORMANCE_LIST:-programs}
+case $LIST in
+programs) FIELDS=1 ;;
+libsamples) FIELDS=3
+	export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}${CUDA_HOME:-/usr/local/cuda}/lib64 ;;
+*) echo "conformance: CONFORMANCE_LIST is programs or libsamples, not $LIST" >&2; exit 2 ;;
+esac
+list() { grep -v '^#' "$ROOT/tests/conformance/$LIST.txt" | awk '$1 != "commit" && NF'; }
+# args_of NAME: its arguments, the fields after the first FIELDS of its line.
+args_of() { list | awk -v n="$1" -v f="$FIELDS" '$1 == n { for (i = 1; i <= f; i++) $i = ""; print }'; }
+# where NAME: the folder a program runs in and its executable there.
+where() {
+	if [ "$LIST" = libsamples ]; then echo "$CORPUS/bin ./$1"; else echo "$CORPUS/$1-cuda ./main"; fi
+}
 
 build_one() {
 	local name=$1 dir=$CORPUS/$1-cuda
+	[ "$LIST" = libsamples ] && { [ -x "$CORPUS/bin/$name" ] && echo built || echo missing; return; }
 	[ -d "$dir" ] || { echo "missing"; return; }
 	[ "$CONFORMANCE_BUILD" = 0 ] && [ -x "$dir/main" ] && { echo built; return; }
 	timeout -k 5 600 make -C "$dir" ARCH=sm_90 -j4 >"$dir/build.log" 2>&1 && echo built || echo "build failed"
 }
 export -f build_one
 CONFORMANCE_BUILD=${CONFORMANCE_BUILD:-1}
-export CORPUS CONFORMANCE_BUILD
+export CORPUS CONFORMANCE_BUILD LIST
 
 normalise() {
 	sed -E '/[Tt]ime|[[:space:]](ms|us|sec|s)\b|GB\/s|GFLOP|[Tt]hroughput|[Bb]andwidth|elapsed/ s/[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/N/g' "$1"
@@ -45,12 +64,13 @@ normalise() {
 
 # run_mode NAME ARGS MODE: one run, output in $T/NAME.MODE(.rc).
 run_mode() {
-	local name=$1 args=$2 mode=$3 env=""
+	local name=$1 args=$2 mode=$3 env="" lib=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} dir exe
 	case $mode in
-	shm) env="CICADA_SERVER=unix:$T/s.sock LD_LIBRARY_PATH=$B/lib" ;;
-	tcp) env="CICADA_SERVER=tcp:127.0.0.1:$PORT CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib" ;;
+	shm) env="CICADA_SERVER=unix:$T/s.sock LD_LIBRARY_PATH=$lib" ;;
+	tcp) env="CICADA_SERVER=tcp:127.0.0.1:$PORT CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$lib" ;;
 	esac
-	(cd "$CORPUS/$name-cuda" && env $env timeout -k 5 "$LIMIT" ./main $args >"$T/$name.$mode" 2>&1)
+	read -r dir exe <<<"$(where "$name")"
+	(cd "$dir" && env $env timeout -k 5 "$LIMIT" "$exe" $args >"$T/$name.$mode" 2>&1)
 	echo $? >"$T/$name.$mode.rc"
 }
 
@@ -64,7 +84,7 @@ compare() {
 head -c 24 /dev/urandom | base64 >"$T/token"
 names=$(list | awk '{ print $1 }')
 [ $# -gt 0 ] && names="$*"
-echo "conformance: building $(wc -w <<<"$names") programs ($JOBS at once)"
+echo "conformance: building $(wc -w <<<"$names") programs of $LIST.txt ($JOBS at once)"
 for n in $names; do echo "$n"; done | xargs -P "$JOBS" -I{} bash -c 'echo "{} $(build_one {})"' >"$T/builds"
 timeout -k 5 3600 "$B/bin/gpu-server" --listen "unix:$T/s.sock" --listen "tcp:127.0.0.1:$PORT" --token-file "$T/token" \
 	--cache-dir "$T/cache" --workers 4 >"$T/server.log" 2>&1 &
@@ -96,7 +116,7 @@ verdict() {
 # soon as it is known.
 check_one() {
 	local n=$1 args rs rt nd=0
-	args=$(list | awk -v n="$n" '$1 == n { $1 = ""; print }')
+	args=$(args_of "$n")
 	if ! grep -q "^$n built" "$T/builds"; then
 		echo "skip $(grep "^$n " "$T/builds" | cut -d' ' -f2-)" >"$T/$n.result"
 	else
@@ -120,8 +140,8 @@ check_one() {
 	fi
 	verdict "$n"
 }
-export -f check_one verdict run_mode compare normalise list
-export T PORT LIMIT B ROOT
+export -f check_one verdict run_mode compare normalise list args_of where
+export T PORT LIMIT B ROOT FIELDS
 
 # CONFORMANCE_PAR programs at once (default 4): each run has its own
 # session, and the normaliser blanks what timing would change. A program
