@@ -19,11 +19,12 @@ ROOT=$PWD B=$ROOT/build
 . scripts/lib.sh
 PY=${TORCH_PYTHON:-python3} L=$ROOT/tests/torch/llm.py ROUNDS=${BENCH_ROUNDS:-3} DTYPE=${BENCH_DTYPE:-fp16}
 TPL=${BENCH_TEMPLATE_DIR:-/dev/shm/cicada-bench-coldstart-$$}
+[ -e "$TPL" ] && { echo "bench-coldstart: $TPL exists: give BENCH_TEMPLATE_DIR a new directory" >&2; exit 1; }
 T=$(mktemp -d /tmp/cicada-bench-coldstart.XXXXXX) SERVER_PID="" TINIT=""
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
-	[ -z "$TINIT" ] || kill -9 "$TINIT" 2>/dev/null
-	pkill -9 -f "$L template" 2>/dev/null
+	# shellcheck disable=SC2046  # pids
+	kill -9 ${TINIT:-} $(cat "$T/copies" 2>/dev/null) 2>/dev/null
 	[ -z "$SERVER_PID" ] || kill "$SERVER_PID" 2>/dev/null
 	rm -rf "$T" "$TPL"
 }
@@ -67,9 +68,13 @@ copy() {
 	local t0 pid secs
 	t0=$(now)
 	timeout 600 "$B/bin/gpu-template" start "$TPL" --log "$T/copy.$1" >"$T/start.$1" 2>&1 || { echo fail; return; }
-	wait_line "^answer" "$T/copy.$1" 600 || { echo fail; return; }
-	secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
 	pid=$(sed -n 's/.*started a copy as pid \([0-9]*\).*/\1/p' "$T/start.$1")
+	echo "$pid" >>"$T/copies"          # (copy runs in a subshell: the cleanup reads them here)
+	if wait_line "^answer" "$T/copy.$1" 600; then
+		secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+	else
+		secs=fail
+	fi
 	for _ in $(seq 200); do kill -0 "${pid:-0}" 2>/dev/null || break; sleep 0.05; done
 	kill -9 "${pid:-0}" 2>/dev/null
 	echo "$secs"

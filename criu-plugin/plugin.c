@@ -256,6 +256,12 @@ static int restore_all(void)
 			rc = -1;
 			break;
 		}
+		if (find_vpid(s->vpid)) {
+			wire_fail(err, "two GPU sessions in the images are of pid %d in its namespace (%s): "
+				  "images of two dumps in one directory?", s->vpid, e->d_name);
+			rc = -1;
+			break;
+		}
 		if (target)
 			snprintf(s->server, sizeof(s->server), "%s", target);
 		token_override(s);
@@ -389,20 +395,34 @@ static int cicada_restore_unix_sk(int id)
 	return fd;
 }
 
+/* Whose session a restored process's connection fd is: only criu's own
+ * children (our user) connect here, each saying its pid in its pid
+ * namespace, which must be the one it has; anyone else, or silence
+ * past a second, is no one's. */
+static struct gpu_session *connection_owner(int fd)
+{
+	struct ucred c;
+	socklen_t len = sizeof(c);
+	char line[32];
+	int n = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) || c.uid != geteuid() || wire_set_timeouts(fd, 1000))
+		return NULL;
+	while (n < (int)sizeof(line) - 1 && read(fd, line + n, 1) == 1 && line[n] != '\n')
+		n++;
+	line[n] = 0;
+	return session_ns_pid((int)c.pid) == atoi(line) ? find_vpid(atoi(line)) : NULL;
+}
+
 /* Accepts restored processes' connections until s's arrives. */
 static int connection_of(struct gpu_session *s)
 {
 	struct pollfd p = { .fd = plugin.listen_fd, .events = POLLIN };
 
 	while (s && s->ctl < 0 && poll(&p, 1, RESUME_WAIT_MS) == 1) {
-		char line[32];
-		int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC), n = 0;
-		struct gpu_session *owner;
+		int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		struct gpu_session *owner = fd >= 0 ? connection_owner(fd) : NULL;
 
-		while (fd >= 0 && n < (int)sizeof(line) - 1 && read(fd, line + n, 1) == 1 && line[n] != '\n')
-			n++;
-		line[n] = 0;
-		owner = fd >= 0 ? find_vpid(atoi(line)) : NULL;
 		if (owner && owner->ctl < 0)
 			owner->ctl = fd;
 		else if (fd >= 0)

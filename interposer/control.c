@@ -152,15 +152,27 @@ static int peer_allowed(int fd)
 	       (cred.uid == 0 || cred.uid == getuid());
 }
 
+/* The control socket again after a pause; tried every second until it
+ * is (out of descriptors, say), said once. */
+static void listen_again(void)
+{
+	int said = 0;
+
+	while ((listen_fd = wire_ctl_listen((int)getpid())) < 0) {
+		if (!said++)
+			log_warn("no control socket after a pause (%s): checkpoints wait until there is one",
+				 strerror(errno));
+		sleep(1);
+	}
+}
+
 static void *control_thread(void *arg)
 {
 	(void)arg;
 	for (;;) {
 		int fd;
-		if (listen_fd < 0 && (listen_fd = wire_ctl_listen((int)getpid())) < 0) {
-			log_warn("no control socket after a pause (%s): checkpoints are off", strerror(errno));
-			return NULL;
-		}
+		if (listen_fd < 0)
+			listen_again();
 		fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -195,10 +207,19 @@ static void control_start(void)
 	if (pthread_create(&t, NULL, control_thread, NULL)) {
 		close(fd);
 		listen_fd = -1;
-	}
-	else
+	} else {
 		pthread_detach(t);
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* A forked child has no control thread: the copy of its parent's socket
+ * would be dumped with the child, and answer for no one. */
+static void child_closes(void)
+{
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
 }
 
 static const struct client_hooks control_hooks = { .connected = control_start };
@@ -206,4 +227,5 @@ static const struct client_hooks control_hooks = { .connected = control_start };
 __attribute__((constructor)) static void control_hook(void)
 {
 	client_add_hooks(&control_hooks);
+	pthread_atfork(NULL, NULL, child_closes);
 }

@@ -5,34 +5,42 @@
  * be sent pause requests and the checkpoint's directory), and a process
  * in a pid namespace names itself by its pid there. So the listener's
  * credentials (SO_PEERCRED: the process that listened, as our namespace
- * sees it) must be the process asked for; else its own listening sockets
- * are searched, its descriptors against /proc/PID/net/unix, for one named
- * "cicada-ctl.*". Also: the pid a process has in its own pid namespace.
+ * sees it, and its user, since a dead process's pid may be another's
+ * now) must be the process asked for; else its own listening sockets
+ * are searched, its descriptors against /proc/PID/net/unix, for one
+ * named "cicada-ctl.<its pid>[.tag]". A connect never waits on a full
+ * backlog, and the connection has deadlines. Also: the pid a process
+ * has in its own pid namespace.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "session.h"
 
 #define SO_ACCEPTCON_FLAG 0x10000       /* /proc/net/unix: a listening socket */
 #define MAX_FDS_SEEN 4096
+#define CTL_IO_TIMEOUT_MS 600000         /* a pause waits for the device's work */
 
-/* The pid of the process that listens at fd's other end, or -1. */
-static int listener_pid(int fd)
+/* Whether the listener at fd's other end is pid, as its user: the pid
+ * alone could be a dead process's that a new one (pid reuse) took. */
+static int listener_is(int fd, int pid, uid_t uid)
 {
 	struct ucred c;
 	socklen_t len = sizeof(c);
 
-	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) ? -1 : (int)c.pid;
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) && (int)c.pid == pid && c.uid == uid;
 }
 
-/* Connects to abstract name (without its '@'); the socket if pid listens
- * there, else -1. */
-static int dial_checked(const char *name, int pid)
+/* Connects to abstract name (without its '@'), never waiting for a
+ * full backlog; the socket, with deadlines, if pid listens there as
+ * uid, else -1. */
+static int dial_checked(const char *name, int pid, uid_t uid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(name);
@@ -41,11 +49,11 @@ static int dial_checked(const char *name, int pid)
 	if (n + 1 >= sizeof(sa.sun_path))
 		return -1;
 	memcpy(sa.sun_path + 1, name, n);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
-	    listener_pid(fd) != pid) {
+	    !listener_is(fd, pid, uid) || fcntl(fd, F_SETFL, 0) || wire_set_timeouts(fd, CTL_IO_TIMEOUT_MS)) {
 		close(fd);
 		return -1;
 	}
@@ -86,40 +94,57 @@ static int among(unsigned long v, const unsigned long *set, int n)
 	return 0;
 }
 
-/* Searches pid's own listening sockets for a control socket. */
-static int search(int pid)
+/* Whether name ("@cicada-ctl.<pid>" or "@cicada-ctl.<pid>.<tag>") is
+ * the name a process of pid vpid would listen at: a child's inherited
+ * copy of its parent's socket is not the child's. */
+static int name_of(const char *name, int vpid)
 {
-	static unsigned long ino[MAX_FDS_SEEN];
-	char path[64], line[512], name[256];
-	int n = socket_inodes(pid, ino, MAX_FDS_SEEN), fd = -1;
-	FILE *f;
+	size_t n = strlen(WIRE_CTL_PREFIX) + 1;
+	char *end;
+	long v;
+
+	if (strncmp(name, "@" WIRE_CTL_PREFIX, n))
+		return 0;
+	v = strtol(name + n, &end, 10);
+	return end != name + n && v == vpid && (*end == 0 || *end == '.');
+}
+
+/* Searches pid's own listening sockets for its control socket. */
+static int search(int pid, uid_t uid)
+{
+	unsigned long *ino = malloc(MAX_FDS_SEEN * sizeof(*ino));
+	char path[32], line[512], name[256];
+	int n = ino ? socket_inodes(pid, ino, MAX_FDS_SEEN) : 0, vpid = session_ns_pid(pid), fd = -1;
+	FILE *f = NULL;
 
 	snprintf(path, sizeof(path), "/proc/%d/net/unix", pid);
-	if (!n || !(f = fopen(path, "r")))
-		return -1;
-	while (fd < 0 && fgets(line, sizeof(line), f)) {
-		unsigned flags;
-		unsigned long inode;
-		if (sscanf(line, "%*s %*x %*x %x %*x %*x %lu %255s", &flags, &inode, name) != 3)
-			continue;
-		if ((flags & SO_ACCEPTCON_FLAG) && !strncmp(name, "@" WIRE_CTL_PREFIX, strlen(WIRE_CTL_PREFIX) + 1) &&
-		    among(inode, ino, n))
-			fd = dial_checked(name + 1, pid);
+	if (n && (f = fopen(path, "r"))) {
+		while (fd < 0 && fgets(line, sizeof(line), f)) {
+			unsigned flags;
+			unsigned long inode;
+			if (sscanf(line, "%*s %*x %*x %x %*x %*x %lu %255s", &flags, &inode, name) == 3 &&
+			    (flags & SO_ACCEPTCON_FLAG) && name_of(name, vpid) && among(inode, ino, n))
+				fd = dial_checked(name + 1, pid, uid);
+		}
+		fclose(f);
 	}
-	fclose(f);
+	free(ino);
 	return fd;
 }
 
 int session_ctl_dial(int pid)
 {
 	char name[64];
+	struct stat st;
 	int fd;
 
+	snprintf(name, sizeof(name), "/proc/%d", pid);
+	if (stat(name, &st))
+		return -1;
 	snprintf(name, sizeof(name), "%s%d", WIRE_CTL_PREFIX, pid);
-	fd = dial_checked(name, pid);
-	return fd >= 0 ? fd : search(pid);
+	fd = dial_checked(name, pid, st.st_uid);
+	return fd >= 0 ? fd : search(pid, st.st_uid);
 }
-
 int session_ns_pid(int pid)
 {
 	char path[64], line[512];

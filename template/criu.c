@@ -62,7 +62,16 @@ int template_criu(const struct template_opts *o, char **argv, int keep_fd, const
 	}
 	if (pid == 0)
 		exec_criu(o, argv, keep_fd);
-	while (waitpid(pid, &st, WNOHANG) == 0) {
+	for (;;) {
+		pid_t got = waitpid(pid, &st, WNOHANG);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			snprintf(err, len, "cannot wait for criu: %s", strerror(errno));
+			return -1;
+		}
+		if (got == pid)
+			break;
 		if (now_s() > end) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &st, 0);

@@ -10,6 +10,7 @@
  * line saying why and exit status 1.
  */
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 	int rc;
 
+	signal(SIGCHLD, SIG_DFL);            /* (criu's exit status, and the init's children's) */
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return 0;

@@ -47,6 +47,8 @@ static void init_main(char **argv)
 	int st;
 
 	sigemptyset(&sa.sa_mask);
+	signal(SIGCHLD, SIG_DFL);
+	close_range(3, ~0u, 0);              /* the caller's other descriptors stay with it */
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);

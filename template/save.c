@@ -6,8 +6,10 @@
  * (each copy gets its own there). Without --leave-running the template
  * ends; with it, it goes on (and holds its GPU memory).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,21 @@ static void log_key(int pid, char *key, size_t len)
 		memcpy(key, target + 1, strlen(target + 1) + 1);
 }
 
+/* Whether dir is an empty directory. */
+static int dir_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int empty = d != NULL;
+
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			empty = 0;
+	if (d)
+		closedir(d);
+	return empty;
+}
+
 int template_save(const struct template_opts *o, int pid, const char *dir)
 {
 	char err[1024], key[512], tpid[16], log[600];
@@ -89,6 +106,10 @@ int template_save(const struct template_opts *o, int pid, const char *dir)
 	log_key(init, key, sizeof(key));
 	if (mkdir(dir, 0700) && errno != EEXIST) {
 		snprintf(err, sizeof(err), "cannot make %s: %s", dir, strerror(errno));
+		goto fail;
+	}
+	if (!dir_empty(dir)) {
+		snprintf(err, sizeof(err), "%s is not empty: a template goes into a new directory", dir);
 		goto fail;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -79,6 +79,10 @@ int template_start(const struct template_opts *o, const char *dir)
 		goto fail;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	pid = read_pid(work);
+	if (pid <= 0) {
+		snprintf(err, sizeof(err), "criu restored the copy but left no pid (%s)", work);
+		goto fail;
+	}
 	work_remove(work);
 	if (out >= 0)
 		close(out);

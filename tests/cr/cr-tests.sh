@@ -133,6 +133,26 @@ cr_dump_restore() {
 	cr_finished
 }
 
+# A program that forked children once CUDA ran (as a DataLoader does),
+# dumped with them and restored: output identical. The children hold a
+# copy of the control socket, which must not pass for theirs. (The
+# restore waits until the dumped children are reaped: criu needs their
+# pids again.)
+cr_children() {
+	local dir=$T/ckpt.children rc=0 kids
+	export CR_CHILDREN=3
+	cr_launch shm main || rc=1
+	unset CR_CHILDREN
+	kids=$(pgrep -P "$CR_PID")
+	[ $rc = 0 ] && [ "$(wc -w <<<"$kids")" = 3 ] && cr_dump "$dir" || return 1
+	for _ in $(seq 100); do
+		# shellcheck disable=SC2086  # pids
+		ps -p "$(tr ' \n' ',,' <<<"$kids" | sed 's/,*$//')" >/dev/null || break
+		sleep 0.05
+	done
+	cr_restore "$dir" && cr_finished
+}
+
 # A program in its own pid namespace, as in a container: its init,
 # dumped from outside, restored into a new namespace (criu makes it),
 # output identical. The session file keeps the pid the program knows
@@ -557,6 +577,8 @@ run_cr_tests() {
 	want cr-tcp && cr_case "checkpoint mid-run and restore (TCP): output identical" "$T/ckpt.tcp" cr_dump_restore tcp
 	want cr-tcp && check "the image directory of a TCP client names its token file, never the token" \
 		sh -c "grep -q '^token-file $T/token' '$T'/ckpt.tcp/cicada-session-*.txt && ! grep -rqF \"\$(cat '$T/token')\" '$T/ckpt.tcp'"
+	want cr-children && cr_case "a program with three forked children, dumped and restored with them: output identical" \
+		"$T/ckpt.children" cr_children
 	want cr-pidns && cr_case "a program in its own pid namespace (a container's): dumped from outside, restored into a new one, output identical" \
 		"$T/ckpt.pidns" cr_pidns
 	want cr-template && cr_case "gpu-template: a program saved as a template once warm; two copies started from it at once and a third later, each its own log; both run on to the reference's end, the third ends on SIGTERM; a process outside a pid namespace refused in one line" \

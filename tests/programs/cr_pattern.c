@@ -29,11 +29,18 @@
  * half a pattern, of which every step rewrites DIRTY_PERCENT (from a
  * moving place); its checksum is printed at the end: the host state of a
  * whole-process move.
+ *
+ * CR_CHILDREN=N forks N children once CUDA runs, which sleep until the
+ * program ends: a process tree as PyTorch's DataLoader makes one.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "cr_common.h"
@@ -179,6 +186,25 @@ static void pinned_step(unsigned step)
 static uint32_t *host;                  /* CR_HOST_MIB: host state */
 static unsigned long host_words;
 
+/* CR_CHILDREN=N: N children forked (no exec) once CUDA runs, as
+ * DataLoader workers are; they sleep until their parent ends. */
+static void children_open(void)
+{
+	const char *v = getenv("CR_CHILDREN");
+	int n = v ? atoi(v) : 0;
+
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			fail("fork: %s", strerror(errno));
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (;;)
+				pause();
+		}
+	}
+}
+
 static void host_open(void)
 {
 	const char *v = getenv("CR_HOST_MIB");
@@ -270,6 +296,7 @@ int main(int argc, char **argv)
 	build();
 	pinned_open();
 	host_open();
+	children_open();
 	CHECK(cuCtxSynchronize());
 	printf("cr_pattern: %lu MiB in %d pieces + %d small, list of %u nodes\n",
 	       mib, nbig, NSMALL, LIST_NODES);

@@ -641,41 +641,54 @@ test_sec_staged() {
 	sec_stop staged
 }
 
-# Tenant nobody binds "\0cicada-ctl.N" for the next 1,500 pids, before
-# root's program (cr_pattern; root's, because criu in some containers
-# cannot dump another user's process) starts with one of them; root then
-# checkpoints it as CRIU's plugin does (--leave-running). The
-# program listens elsewhere, the plugin finds its socket among the
-# program's own and checks who listens there: the squatter is never
-# asked, the checkpoint holds the GPU state, and the program runs to its
-# end with an undisturbed run's output.
-test_sec_ctl_squat() {
-	local d=$T/sec/squat out=$T/sec/squat.out ref=$T/sec/squat.ref first t app squatter fails=""
-	want sec-ctl-squat || return
-	sec_can "control socket squat" || return
-	sec_main || { bad "control socket squat: no server"; return; }
+# Tenant nobody binds "\0cicada-ctl.N" for the next pids, before root's
+# program (cr_pattern; root's, because criu in some containers cannot
+# dump another user's process) starts with one of them; root then
+# checkpoints it as CRIU's plugin does (--leave-running). The program
+# listens elsewhere, the plugin finds its socket among the program's
+# own and checks who listens there: the squatter is never asked, the
+# checkpoint holds the GPU state, and the program runs to its end with
+# an undisturbed run's output. Twice: a squatter that answers, and one
+# whose sockets' backlogs are full (a dial that waited for room would
+# wait for ever).
+sec_squat_once() {
+	local mode=$1 count=$2 d=$T/sec/squat.$1 out=$T/sec/squat.$1.out ref=$T/sec/squat.ref first t app squatter
+	SEC_SQUAT_FAILS=""
 	rm -rf "$d" && mkdir -p "$d/img" && chmod 755 "$d" && : >"$d/asked" && chmod 666 "$d/asked"
-	env $(sec_env sec unix) timeout 60 "$PROGS/cr_pattern" "$CICADA_KERNELS" 4 12 100 >"$ref" 2>&1
 	first=$(($(cat /proc/sys/kernel/ns_last_pid) + 1))
-	timeout 120 $SEC_NB "$TOOLS/ctl_squat" "$first" 1500 "$d/asked" 100 >"$d/ready" 2>&1 &
+	# shellcheck disable=SC2086  # the mode word, or none
+	timeout 120 $SEC_NB "$TOOLS/ctl_squat" "$first" "$count" "$d/asked" 100 ${mode#plain} >"$d/ready" 2>&1 &
 	squatter=$!
-	wait_for "^squatting" "$d/ready" 10 || fails="$fails the squatter did not start;"
+	wait_for "^squatting" "$d/ready" 10 || SEC_SQUAT_FAILS="$SEC_SQUAT_FAILS $mode: the squatter did not start;"
 	env $(sec_env sec unix) timeout 60 setsid "$PROGS/cr_pattern" "$CICADA_KERNELS" 4 12 100 \
 		</dev/null >"$out" 2>/dev/null &
 	t=$!
 	wait_for "^step 2 " "$out" 30 && app=$(pgrep -P $t)
-	if [ -z "$app" ] || [ "$app" -lt "$first" ] || [ "$app" -ge $((first + 1500)) ]; then
-		fails="$fails the program ($app) did not start among the squatted pids ($first...);"
+	if [ -z "$app" ] || [ "$app" -lt "$first" ] || [ "$app" -ge $((first + count)) ]; then
+		SEC_SQUAT_FAILS="$SEC_SQUAT_FAILS $mode: the program ($app) did not start among the squatted pids ($first...);"
 	fi
 	deadline 60 "$CRIU" dump -t "${app:-0}" -D "$d/img" -L "$PLUGIN_DIR" -o dump.log --leave-running \
-		2>"$d/criu.err" || fails="$fails the checkpoint failed ($(grep -v RLIMIT "$d/img/dump.log" | grep -m1 Error));"
-	[ -s "$d/img/cicada-session-$app.txt" ] || fails="$fails the checkpoint holds no GPU state;"
-	[ -s "$d/asked" ] && fails="$fails the squatter was asked ($(head -1 "$d/asked"));"
-	wait_for "^done" "$out" 60 && cmp -s "$ref" "$out" || fails="$fails the program's output differs;"
+		2>"$d/criu.err" ||
+		SEC_SQUAT_FAILS="$SEC_SQUAT_FAILS $mode: the checkpoint failed ($(grep -v RLIMIT "$d/img/dump.log" | grep -m1 Error));"
+	[ -s "$d/img/cicada-session-$app.txt" ] || SEC_SQUAT_FAILS="$SEC_SQUAT_FAILS $mode: the checkpoint holds no GPU state;"
+	[ -s "$d/asked" ] && SEC_SQUAT_FAILS="$SEC_SQUAT_FAILS $mode: the squatter was asked ($(head -1 "$d/asked"));"
+	wait_for "^done" "$out" 60 && cmp -s "$ref" "$out" || SEC_SQUAT_FAILS="$SEC_SQUAT_FAILS $mode: the program's output differs;"
 	kill $squatter 2>/dev/null
 	wait $t $squatter 2>/dev/null
-	echo "     $(cat "$d/ready"); program $app; $(grep -o 'control socket.*' "$T/sec.log" | head -1)"
-	check "a tenant squatting the control sockets' names of the next pids is never asked; the program it aimed at is checkpointed with its GPU state and runs on${fails:+ (failed:$fails)}" \
+	echo "     $mode: $(cat "$d/ready"); program $app"
+}
+
+test_sec_ctl_squat() {
+	local fails
+	want sec-ctl-squat || return
+	sec_can "control socket squat" || return
+	sec_main || { bad "control socket squat: no server"; return; }
+	env $(sec_env sec unix) timeout 60 "$PROGS/cr_pattern" "$CICADA_KERNELS" 4 12 100 >"$T/sec/squat.ref" 2>&1
+	sec_squat_once plain 1500
+	fails=$SEC_SQUAT_FAILS
+	sec_squat_once full 400
+	fails="$fails$SEC_SQUAT_FAILS"
+	check "a tenant squatting the control sockets' names of the next pids (answering, or with full backlogs) is never asked and stalls nothing; the program it aimed at is checkpointed with its GPU state and runs on${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 
