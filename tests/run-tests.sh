@@ -28,7 +28,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace compute-cache handshake tls allow-list session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls allow-list quota session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -650,6 +650,46 @@ test_allow_list() {
 	chmod 700 "$T"
 }
 
+# --memory-quota: a server whose policy gives root 96 MiB, user nobody
+# 64 MiB and TCP tenants 48 MiB. quota_routes, as each, finds its own
+# quota as cuMemGetInfo's total and refused past it (OUT_OF_MEMORY)
+# through cuMemAlloc, pitch, pool and VMM allocations, each freed and
+# given back; the server logs the refusals; bad policies are refused
+# at start in one line.
+test_quota() {
+	local pid out fails="" spec
+	want quota || return
+	command -v setpriv >/dev/null && getent passwd nobody >/dev/null || { ok "quota: no setpriv or nobody here (skipped)"; return; }
+	chmod 711 "$T"
+	env $DRIVER_ENV timeout -k 5 120 "$B/bin/gpu-server" --listen "unix:$T/quota.sock" \
+		--listen "tcp:127.0.0.1:$((PORT + 90))" --token-file "$T/token" --cache-dir "$T/cache-quota" --workers 2 \
+		--allow-users nobody --memory-quota "uid:0=96M,user:nobody=64M,remote=48M,default=1T" >"$T/quota.log" 2>&1 &
+	pid=$!
+	wait_for_server $pid "$T/quota.sock" "$T/quota.log" run-tests || { bad "quota server"; return; }
+	chmod 666 "$T/quota.sock"
+	out=$(CICADA_SERVER=unix:$T/quota.sock LD_LIBRARY_PATH=$B/lib timeout 60 "$PROGS/quota_routes" 96 2>&1)
+	grep -q "quota_routes: PASS" <<<"$out" || fails="$fails root's 96 MiB ($(tail -1 <<<"$out"));"
+	out=$(CICADA_SERVER=unix:$T/quota.sock LD_LIBRARY_PATH=$B/lib CICADA_KERNELS=$CICADA_KERNELS \
+		timeout 60 setpriv --reuid=nobody --regid=nogroup --clear-groups "$PROGS/quota_routes" 64 2>&1)
+	grep -q "quota_routes: PASS" <<<"$out" || fails="$fails nobody's 64 MiB ($(tail -1 <<<"$out"));"
+	out=$(CICADA_SERVER=tcp:127.0.0.1:$((PORT + 90)) CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib \
+		timeout 60 "$PROGS/quota_routes" 48 2>&1)
+	grep -q "quota_routes: PASS" <<<"$out" || fails="$fails TCP's 48 MiB ($(tail -1 <<<"$out"));"
+	grep -q "refused: the quota is" "$T/quota.log" || fails="$fails no refusal logged;"
+	kill $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	pkill -9 -f "cache-dir $T/cache-quota" 2>/dev/null
+	chmod 700 "$T"
+	check "memory quota by policy (root, user nobody, TCP): each session's total is its quota, allocations past it refused through cuMemAlloc, pitch, pools and VMM, and given back when freed${fails:+ (failed:$fails)}" \
+		test -z "$fails"
+	fails=""
+	for spec in "uid:x=1G" "gid:0=0" "user:no-such-user=1G" "nonsense=1G" "default=-1G" "default"; do
+		out=$(env $DRIVER_ENV timeout 10 "$B/bin/gpu-server" --listen "unix:$T/quota-bad.sock" --memory-quota "$spec" 2>&1)
+		[ "$(wc -l <<<"$out")" = 1 ] && grep -q "^gpu-server: --memory-quota: " <<<"$out" || fails="$fails '$spec' ($out);"
+	done
+	check "bad --memory-quota policies are refused at start in one line${fails:+ (failed:$fails)}" test -z "$fails"
+}
+
 # A paused session's ticket (which lies in image directories) does not
 # let another unix user take the session: cr_pattern runs as nobody, root
 # pauses it through its control socket, and user daemon, holding the
@@ -828,6 +868,7 @@ test_compute_cache
 test_handshake
 test_tls
 test_allow_list
+test_quota
 test_session_owner
 test_server_dirs
 test_module_cache

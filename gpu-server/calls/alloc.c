@@ -15,6 +15,16 @@ CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize
 	return err;
 }
 
+/* The GPU's figures, or the session's quota as the total (quota.c). */
+CUresult wrap_cuMemGetInfo_v2(struct worker *w, size_t *free_b, size_t *total)
+{
+	CUresult err = cuMemGetInfo(free_b, total);
+
+	if (!err)
+		quota_mem_info(w, free_b, total);
+	return err;
+}
+
 /* The driver's cuMemFree waits for the device's work first, and programs
  * count on it (Thrust frees its scratch memory right after launching the
  * kernels that use it): the arena may unmap the memory at once, so the

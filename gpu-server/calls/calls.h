@@ -135,6 +135,6 @@ int nvml_real_count(unsigned *count);
 int nvml_real_index_by_pci(const char *bus, unsigned *index);
 int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r);
 int nvml_cuda_count(unsigned *count);
-int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r);
+int nvml_cuda_answer(const struct worker *w, const nvml_args *a, struct nvml_reply *r);
 
 #endif

@@ -64,7 +64,7 @@ static long client_index(const struct worker *w, uint64_t index)
 
 static int ask(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 {
-	return source == SOURCE_NVML ? nvml_real_answer(w, a, r) : nvml_cuda_answer(a, r);
+	return source == SOURCE_NVML ? nvml_real_answer(w, a, r) : nvml_cuda_answer(w, a, r);
 }
 
 /* NVML answers for the GPUs the client sees, by its ordinals (gpus.c). */

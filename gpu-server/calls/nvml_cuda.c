@@ -123,9 +123,10 @@ static int lookup(const nvml_args *a, unsigned count, struct nvml_reply *r)
 
 /* Free memory needs a context: the device's primary, held for the call.
  * The driver reserves nothing NVML would count apart. */
-static int memory(CUdevice dev, int v2, struct nvml_reply *r)
+static int memory(const struct worker *w, CUdevice dev, int v2, struct nvml_reply *r)
 {
 	size_t total = 0, free_bytes = 0, ctx_total = 0;
+	uint64_t t, f, u;
 	CUcontext ctx, popped;
 	CUresult err = cuDeviceTotalMem(&total, dev);
 
@@ -140,11 +141,13 @@ static int memory(CUdevice dev, int v2, struct nvml_reply *r)
 		return from_cuda(err);
 	if (free_bytes > total)
 		free_bytes = total;
-	nvml_put(r, total);
+	t = total, f = free_bytes, u = total - free_bytes;
+	quota_nvml(w, &t, &f, &u);
+	nvml_put(r, t);
 	if (v2)
 		nvml_put(r, 0);
-	nvml_put(r, free_bytes);
-	nvml_put(r, total - free_bytes);
+	nvml_put(r, f);
+	nvml_put(r, u);
 	return NVML_SUCCESS;
 }
 
@@ -196,7 +199,7 @@ static int p2p_status(CUdevice dev, CUdevice other, unsigned index, struct nvml_
 	return NVML_SUCCESS;
 }
 
-int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r)
+int nvml_cuda_answer(const struct worker *w, const nvml_args *a, struct nvml_reply *r)
 {
 	CUdevice dev = (CUdevice)a->device;
 	char text[256];
@@ -226,7 +229,7 @@ int nvml_cuda_answer(const nvml_args *a, struct nvml_reply *r)
 		return pci_info(dev, r);
 	case NVMLF_MEMORY:
 	case NVMLF_MEMORY_V2:
-		return memory(dev, a->func == NVMLF_MEMORY_V2, r);
+		return memory(w, dev, a->func == NVMLF_MEMORY_V2, r);
 	case NVMLF_COMPUTE_CAPABILITY:
 	case NVMLF_ARCHITECTURE:
 		if ((ret = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major)) ||

@@ -124,26 +124,31 @@ int nvml_real_index_by_pci(const char *bus, unsigned *index)
 }
 
 /* Each version as NVML itself answers it (they count memory differently). */
-static int memory(nvmlDevice_t dev, int v2, struct nvml_reply *r)
+static int memory(const struct worker *w, nvmlDevice_t dev, int v2, struct nvml_reply *r)
 {
 	nvmlMemory_v2_t m2 = { .version = nvmlMemory_v2 };
 	nvmlMemory_t m;
+	uint64_t t, f, u;
 	int ret;
 
 	if (!v2) {
 		if ((ret = CALL(nvmlDeviceGetMemoryInfo, dev, &m)))
 			return ret;
-		nvml_put(r, m.total);
-		nvml_put(r, m.free);
-		nvml_put(r, m.used);
+		t = m.total, f = m.free, u = m.used;
+		quota_nvml(w, &t, &f, &u);
+		nvml_put(r, t);
+		nvml_put(r, f);
+		nvml_put(r, u);
 		return NVML_SUCCESS;
 	}
 	if ((ret = CALL(nvmlDeviceGetMemoryInfo_v2, dev, &m2)))
 		return ret;
-	nvml_put(r, m2.total);
+	t = m2.total, f = m2.free, u = m2.used;
+	quota_nvml(w, &t, &f, &u);
+	nvml_put(r, t);
 	nvml_put(r, m2.reserved);
-	nvml_put(r, m2.free);
-	nvml_put(r, m2.used);
+	nvml_put(r, f);
+	nvml_put(r, u);
 	return NVML_SUCCESS;
 }
 
@@ -340,7 +345,7 @@ int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 		return ret;
 	case NVMLF_MEMORY:
 	case NVMLF_MEMORY_V2:
-		return memory(dev, a->func == NVMLF_MEMORY_V2, r);
+		return memory(w, dev, a->func == NVMLF_MEMORY_V2, r);
 	case NVMLF_BAR1_MEMORY:
 		if ((ret = CALL(nvmlDeviceGetBAR1MemoryInfo, dev, &bar1)))
 			return ret;

@@ -31,6 +31,7 @@ struct vmm_alloc {
 	uint64_t after;                      /* the replay log's seq when made */
 	uint8_t *imported;                   /* another process's memory: the export's token (ipc.c) */
 	int pending;                         /* restored: imported again when the client comes (vmm_resume) */
+	struct worker *charged;              /* made here: charged to this worker's quota */
 };
 
 struct vmm_resv {
@@ -79,10 +80,19 @@ static CUresult alloc_of(struct worker *w, uint64_t id, struct vmm_alloc **a)
 	return err ? err : *a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;    /* id 0 */
 }
 
+/* The memory is gone (or never came): its bytes leave the quota. */
+static void uncharge(struct vmm_alloc *a)
+{
+	if (a->charged)
+		quota_release(a->charged, a->size);
+	a->charged = NULL;
+}
+
 static void alloc_unref(struct vmm_alloc *a)
 {
 	if (a->held || a->maps)
 		return;
+	uncharge(a);
 	free(a->imported);
 	free(a);
 }
@@ -184,12 +194,18 @@ static CUresult location_in(const struct worker *w, CUmemLocation *l)
 	return CUDA_SUCCESS;
 }
 
-static CUresult create(const struct worker *w, struct vmm_alloc *a)
+static CUresult create(struct worker *w, struct vmm_alloc *a)
 {
 	CUmemAllocationProp real = a->prop;
 	CUresult err = location_in(w, &real.location);
 
-	return err ? err : cuMemCreate(&a->h, a->size, &real, a->flags);
+	if (err || (err = quota_charge(w, a->size, "a VMM allocation")))
+		return err;
+	if ((err = cuMemCreate(&a->h, a->size, &real, a->flags)))
+		quota_release(w, a->size);
+	else
+		a->charged = w;
+	return err;
 }
 
 static CUresult set_access(const struct worker *w, CUdeviceptr ptr, size_t size, CUmemAccessDesc d)
@@ -243,6 +259,7 @@ CUresult wrap_cuMemCreate(struct worker *w, CUmemGenericAllocationHandle *handle
 		  a->prop.requestedHandleTypes, a->prop.allocFlags.compressionType, a->prop.allocFlags.usage);
 	if ((err = hold(w, a, handle))) {
 		cuMemRelease(a->h);
+		uncharge(a);
 		free(a);
 	}
 	return err;

@@ -10,6 +10,7 @@
  * migration's pre-copy rounds preloaded: preload.c). Any failure leaves
  * nothing usable behind: the worker reports one line and exits.
  */
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include "checkpoint.h"
@@ -316,6 +317,24 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
  * must lie in the requesting user's own directory. A snapshot sent over
  * the connection is the requester's to give (it holds its bytes). The
  * session keeps its owner. */
+/* The restored session's quota (--memory-quota) is its owner's: "uid N"
+ * by that user and group, a token's as remote. Charged as it maps. */
+static void owner_quota(struct worker *w)
+{
+	const char *policy = getenv("CICADA_MEMORY_QUOTA");
+	unsigned uid;
+	struct passwd *pw;
+
+	if (!policy)
+		return;
+	if (sscanf(w->ckpt->owner, "uid %u", &uid) != 1) {
+		quota_set(w, quota_for(policy, 1, 0, 0));
+		return;
+	}
+	pw = getpwuid((uid_t)uid);
+	quota_set(w, quota_for(policy, 0, uid, pw ? (unsigned)pw->pw_gid : (unsigned)-1));
+}
+
 static int owner_check(struct worker *w, struct snap_reader *r, char *err)
 {
 	const Cicada__Manifest *m = snap_reader_manifest(r);
@@ -357,6 +376,7 @@ int worker_restore(struct worker *w, int dirfd, const char *name, char *err)
 		snap_reader_close(r);
 		return -1;
 	}
+	owner_quota(w);
 	rc = restore_from(w, r, err);
 	snap_reader_close(r);
 	preload_end(w);

@@ -82,7 +82,7 @@ static void usage(FILE *f)
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
 		"                  [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
 		"                  [--migration-token-file FILE] [--max-requests N] [--max-requests-per-client N]\n"
-		"                  [--max-staged SIZE]\n"
+		"                  [--max-staged SIZE] [--memory-quota POLICY]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
 		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
@@ -98,6 +98,9 @@ static void usage(FILE *f)
 		"  clients --user (default: 'cicada', else 'nobody'). --worker-aslr gives\n"
 		"  workers a random address layout (their restores then refuse snapshots whose\n"
 		"  module variables move; see docs/security.md).\n"
+		"  --memory-quota: device memory per session, by tenant: rules uid:N=SIZE,\n"
+		"  user:NAME=SIZE, gid:N=SIZE, group:NAME=SIZE, remote=SIZE (TCP and TLS\n"
+		"  tenants), default=SIZE, comma-separated (SIZE: bytes, or with K, M, G, T).\n"
 		"  --max-requests(-per-client): requests for paused sessions handed on at once.\n"
 		"  --gpus: serve only these GPUs of the node (all by default). A client sees\n"
 		"  them all, or with --gpus-per-client N (or its own CICADA_GPUS=N) the N\n"
@@ -197,6 +200,7 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'K': s->key_file = arg; return snap_key_load(arg, err);
 	case 'q': return size_option(arg, "--cache-quota", "CICADA_CACHE_QUOTA", err);
 	case 'Z': return size_option(arg, "--max-staged", "CICADA_STAGED_MAX", err);
+	case 'O': return quota_policy_check(arg, err) ? -1 : setenv("CICADA_MEMORY_QUOTA", arg, 1);
 	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
@@ -234,7 +238,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "gpus-per-client", required_argument, 0, 'n' }, { "user", required_argument, 0, 'u' },
 		{ "worker-aslr", no_argument, 0, 'a' }, { "migration-token-file", required_argument, 0, 'k' },
 		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
-		{ "max-staged", required_argument, 0, 'Z' }, { 0 } };
+		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 

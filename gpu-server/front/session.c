@@ -391,6 +391,18 @@ static int owner_ok(struct worker *w, int fd)
 	return cred.uid == w->ckpt->owner_uid;
 }
 
+/* A new session's device memory quota, by its tenant (--memory-quota):
+ * a unix peer by its uid and group, a TCP or TLS one as remote. */
+static void set_quota(struct worker *w, int fd)
+{
+	const char *policy = getenv("CICADA_MEMORY_QUOTA");
+	struct ucred cred;
+	int remote = peer_cred(fd, &cred) != 0;
+
+	if (policy)
+		quota_set(w, quota_for(policy, remote, remote ? 0 : cred.uid, remote ? 0 : cred.gid));
+}
+
 /* One handed connection: returns 1 to stay (detached), 0 to exit. */
 static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd)
 {
@@ -433,6 +445,8 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		refuse(&c, CUDA_ERROR_NOT_PERMITTED, c.msg);
 		stay = !fresh && drop != -2;         /* a drop failed part-way: nothing to trust */
 	} else if (c.h.op == OP_CONNECT || c.h.op == OP_REATTACH) {
+		if (fresh)
+			set_quota(w, fd);
 		if (!fresh)
 			session_unlisten(w, *lfd);
 		*lfd = w->front->session_fd = -1;

@@ -266,9 +266,14 @@ static CUresult chunk_add(struct devmem *m, uint64_t va, uint64_t size, int shar
 	pthread_rwlock_unlock(&m->lock);
 	if (!grown)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	if (shared && !(c.units = calloc(size / UNIT / 64, sizeof(uint64_t))))
+	if ((err = quota_charge(m->w, size, "device memory")))
+		return err;
+	if (shared && !(c.units = calloc(size / UNIT / 64, sizeof(uint64_t)))) {
+		quota_release(m->w, size);
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
 	if ((err = chunk_map(m, &c))) {
+		quota_release(m->w, size);
 		free(c.units);
 		return err;
 	}
@@ -290,6 +295,7 @@ static void chunk_remove(struct devmem *m, unsigned i)
 	pthread_rwlock_wrlock(&m->lock);
 	cuMemUnmap(c->va, c->size);
 	cuMemRelease(c->handle);
+	quota_release(m->w, c->size);
 	free(c->units);
 	memmove(c, c + 1, (m->nchunks - i - 1) * sizeof(*c));
 	m->nchunks--;

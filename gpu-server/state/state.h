@@ -70,6 +70,7 @@ struct worker {
 	int nreal;                           /* GPUs of the node (the driver's count) */
 	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
 	unsigned nassigned;
+	uint64_t quota, charged;             /* device memory: the quota (0: none), charged (quota.c) */
 	struct worker_calls *calls;          /* the calls' fields (calls.h) */
 	struct worker_ckpt *ckpt;            /* checkpoints' and restores' (checkpoint.h) */
 	struct worker_front *front;          /* the session's (front.h) */
@@ -161,6 +162,15 @@ unsigned devmem_count(const struct worker *w, int chunks);
 void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, uint64_t *size);
 CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
 CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
+
+/* quota.c: the session's device memory quota (--memory-quota) */
+int quota_policy_check(const char *policy, char *err);
+uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid);
+void quota_set(struct worker *w, uint64_t bytes);
+CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what);
+void quota_release(struct worker *w, uint64_t bytes);
+void quota_mem_info(const struct worker *w, size_t *free_b, size_t *total);
+void quota_nvml(const struct worker *w, uint64_t *total, uint64_t *free_b, uint64_t *used);
 
 /* vmm_place.c: where the application's reservations go */
 struct vmm_places;
