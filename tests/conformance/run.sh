@@ -7,8 +7,10 @@
 # A program passes through a transport when its exit status and its
 # normalised output equal the native run's. The normaliser blanks the
 # numbers on lines that report times or rates (time, ms, us, sec, GB/s,
-# GFLOP, throughput, bandwidth), and where two native runs differ even so
-# (non-deterministic output) only exit statuses are compared. Prints a
+# GFLOP, throughput, bandwidth) and squeezes their blanks (a number
+# printed in a fixed width pads with as many spaces as it lacks
+# digits), and where two native runs differ even so (non-deterministic
+# output) only exit statuses are compared. Prints a
 # line per program and a summary; programs that fail natively are left
 # out of the rates. Every run has a deadline (CONFORMANCE_TIMEOUT, 120 s);
 # CONFORMANCE_PAR programs are checked at once (4). The closing line
@@ -59,7 +61,7 @@ CONFORMANCE_BUILD=${CONFORMANCE_BUILD:-1}
 export CORPUS CONFORMANCE_BUILD LIST
 
 normalise() {
-	sed -E '/[Tt]ime|[[:space:]](ms|us|sec|s)\b|GB\/s|GFLOP|[Tt]hroughput|[Bb]andwidth|elapsed/ s/[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/N/g' "$1"
+	sed -E '/[Tt]ime|[[:space:]](ms|us|sec|s)\b|GB\/s|GFLOP|[Tt]hroughput|[Bb]andwidth|elapsed/ { s/[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?/N/g; s/[[:space:]]+/ /g }' "$1"
 }
 
 # run_mode NAME ARGS MODE: one run, output in $T/NAME.MODE(.rc).
