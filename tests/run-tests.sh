@@ -31,7 +31,7 @@ rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched
 nvml trace compute-cache handshake tls allow-list quota session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
-cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
+cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-mapped cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-tenant torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
@@ -653,7 +653,7 @@ test_allow_list() {
 # --memory-quota: a server whose policy gives root 96 MiB, user nobody
 # 64 MiB and TCP tenants 48 MiB. quota_routes, as each, finds its own
 # quota as cuMemGetInfo's total and refused past it (OUT_OF_MEMORY)
-# through cuMemAlloc, pitch, pool and VMM allocations, each freed and
+# through cuMemAlloc, pitch, pool, VMM and array allocations, each freed and
 # given back; the server logs the refusals; bad policies are refused
 # at start in one line.
 test_quota() {
@@ -680,7 +680,7 @@ test_quota() {
 	wait $pid 2>/dev/null
 	pkill -9 -f "cache-dir $T/cache-quota" 2>/dev/null
 	chmod 700 "$T"
-	check "memory quota by policy (root, user nobody, TCP): each session's total is its quota, allocations past it refused through cuMemAlloc, pitch, pools and VMM, and given back when freed${fails:+ (failed:$fails)}" \
+	check "memory quota by policy (root, user nobody, TCP): each session's total is its quota, allocations past it refused through cuMemAlloc, pitch, pools, VMM and arrays, and given back when freed${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 	fails=""
 	for spec in "uid:x=1G" "gid:0=0" "user:no-such-user=1G" "nonsense=1G" "default=-1G" "default"; do

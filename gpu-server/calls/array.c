@@ -9,12 +9,43 @@
 #include <string.h>
 #include "calls.h"
 
+/* An array's bytes for the quota, from its descriptor (the driver may
+ * pad rows; formats without a plain element size count 4 bytes). */
+static uint64_t array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	uint64_t elem;
+
+	switch (d->Format) {
+	case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: elem = 1; break;
+	case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: elem = 2; break;
+	default: elem = 4; break;
+	}
+	return (uint64_t)d->Width * (d->Height ? d->Height : 1) * (d->Depth ? d->Depth : 1) *
+	       (d->NumChannels ? d->NumChannels : 1) * elem;
+}
+
 CUresult wrap_array_create(struct worker *w, CUarray *out, size_t width, size_t height, size_t depth,
 			   unsigned int format, unsigned int channels, unsigned int flags)
 {
 	CUDA_ARRAY3D_DESCRIPTOR d = { width, height, depth, (CUarray_format)format, channels, flags };
+	CUresult err = quota_charge(w, array_bytes(&d), "a CUDA array");
 
-	return cuArray3DCreate(out, &d);
+	if (err)
+		return err;
+	if ((err = cuArray3DCreate(out, &d)))
+		quota_release(w, array_bytes(&d));
+	return err;
+}
+
+CUresult wrap_cuArrayDestroy(struct worker *w, CUarray a)
+{
+	CUDA_ARRAY3D_DESCRIPTOR d;
+	int known = cuArray3DGetDescriptor(&d, a) == CUDA_SUCCESS;
+	CUresult err = cuArrayDestroy(a);
+
+	if (!err && known)
+		quota_release(w, array_bytes(&d));
+	return err;
 }
 
 CUresult wrap_array_descriptor(struct worker *w, CUarray a, size_t *width, size_t *height, size_t *depth,

@@ -16,13 +16,20 @@
 #include "checkpoint.h"
 #include "snapshot.h"
 
-static int check_room(const Cicada__Manifest *m, char *err)
+/* Room for the snapshot's device memory: on the GPU, and under the
+ * owner's quota (--memory-quota) where there is one. */
+static int check_room(const struct worker *w, const Cicada__Manifest *m, char *err)
 {
 	size_t free_b = 0, total = 0;
 	uint64_t need = 0;
 
 	for (size_t i = 0; i < m->n_chunks; i++)
 		need += m->chunks[i]->size;
+	if (w->quota && need > w->quota - (w->charged < w->quota ? w->charged : w->quota)) {
+		wire_fail(err, "the snapshot needs %.2f GiB of device memory; its owner's quota here is %.2f GiB",
+			 need / 1073741824.0, w->quota / 1073741824.0);
+		return -1;
+	}
 	if (cuMemGetInfo(&free_b, &total))
 		return 0;
 	if (need <= free_b)
@@ -273,7 +280,7 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
 	uint64_t t0 = wire_now_ns(), t1, t2, t3;
 
 	preloaded = preload_attach(w);       /* chunks written before the freeze, if any */
-	if (check_gpus(w, m, err) || (!preloaded && check_room(m, err)) || worker_images_load(w, r, m, err) ||
+	if (check_gpus(w, m, err) || (!preloaded && check_room(w, m, err)) || worker_images_load(w, r, m, err) ||
 	    reserve_arena(w, m, err))
 		return -1;
 	t1 = wire_now_ns();

@@ -507,6 +507,20 @@ cr_small_target() {
 	grep -q "^cicada: .*needs 0.0[0-9] GiB of device memory; this GPU has 0.0[0-9] GiB free" "$dir/criu.err"
 }
 
+# A server whose --memory-quota gives root less than the snapshot holds:
+# the restore is refused in one line naming the quota; the images then
+# restore into the first server.
+cr_quota() {
+	local dir=$T/ckpt.quota
+	start_server quota $((PORT + 6)) "" --memory-quota "default=$((CR_MIB / 2))M" || return 1
+	cr_launch shm main || return 1
+	cr_dump "$dir" || return 1
+	cr_restore "$dir" CICADA_RESTORE_SERVER="unix:$T/quota.sock" && return 1
+	grep -q "^cicada: .*needs [0-9.]* GiB of device memory; its owner's quota here is [0-9.]* GiB" "$dir/criu.err" ||
+		return 1
+	cr_restore "$dir" && cr_finished
+}
+
 # A target whose driver would put module globals elsewhere (the stand-in's
 # FAKECUDA_SHIFT_MIB: 32 MiB lower, as an NCCL job's once came back 32 MiB
 # higher): the restore is refused in one line, naming a global and how
@@ -637,6 +651,8 @@ run_cr_tests() {
 	unset CR_REF
 	[ "$MODE" = cpu ] && want cr-globals-moved && cr_case "a target whose driver would put module globals elsewhere: the restore is refused in one line, saying how many moved and by how much; the images restore into the first server" \
 		"$T/ckpt.moved" cr_globals_moved
+	want cr-quota && cr_case "a restore past its owner's --memory-quota is refused with one line; the images restore elsewhere" \
+		"$T/ckpt.quota" cr_quota
 	[ "$MODE" = cpu ] && want cr-small-target && cr_case "a target GPU with too little memory is refused with one line" \
 		"$T/ckpt.small" cr_small_target
 	[ "$MODE" = gpu ] && want cr-cufft && cr_case "a cuFFT program checkpointed mid-run and restored: output identical" \

@@ -4,9 +4,10 @@
  * quota in MiB, it checks that cuMemGetInfo answers it as the total,
  * then fills it by cuMemAlloc in 8 MiB pieces (the next one refused
  * with CUDA_ERROR_OUT_OF_MEMORY) and frees them, and asks once past it
- * by cuMemAllocPitch, cuMemAllocAsync (a stream-ordered pool) and
- * cuMemCreate (the application's own VMM), each refused as on a full
- * GPU while an allocation within the quota by the same route succeeds.
+ * by cuMemAllocPitch, cuMemAllocAsync (a stream-ordered pool),
+ * cuMemCreate (the application's own VMM) and cuArrayCreate, each
+ * refused as on a full GPU while an allocation within the quota by the
+ * same route succeeds.
  * Prints one line a route and "quota_routes: PASS".
  */
 #include <stdio.h>
@@ -96,6 +97,21 @@ static void vmm(CUdevice dev)
 	printf("vmm: past the quota refused (OUT_OF_MEMORY), within it created\n");
 }
 
+static void array(void)
+{
+	CUDA_ARRAY_DESCRIPTOR d = { .Width = 4096, .Height = 2 * q / (4096 * 4), .Format = CU_AD_FORMAT_FLOAT,
+				    .NumChannels = 1 };
+	CUarray a;
+	CUresult r = cuArrayCreate(&a, &d);
+
+	if (r != CUDA_ERROR_OUT_OF_MEMORY)
+		fail("cuArrayCreate past the quota: %s", errname(r));
+	d.Height = 64;
+	CHECK(cuArrayCreate(&a, &d));
+	CHECK(cuArrayDestroy(a));
+	printf("array: past the quota refused (OUT_OF_MEMORY), within it created\n");
+}
+
 int main(int argc, char **argv)
 {
 	CUdevice dev;
@@ -114,6 +130,7 @@ int main(int argc, char **argv)
 	pitch();
 	pool();
 	vmm(dev);
+	array();
 	fill();                              /* everything given back: the whole quota again */
 	printf("quota_routes: PASS\n");
 	return 0;
