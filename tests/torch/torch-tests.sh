@@ -12,6 +12,9 @@
 #   natively. A workload that fails natively is named and not counted.
 # torch-tenant: the same over shared memory, run as the user nobody: its
 #   worker runs as nobody (the TCP runs' as the service user).
+# torch-quota: under a server's --memory-quota of 2 GiB, PyTorch's
+#   mem_get_info answers the quota, a CNN trains within it, a tensor of
+#   twice the quota is a clean OutOfMemoryError, and training goes on.
 # torch-cr: a CNN training run is dumped by criu mid-way, its server is
 #   killed, and the python process is restored into a new server; it ends
 #   with the weights of a run never interrupted, bit for bit.
@@ -121,6 +124,19 @@ torch_gpus() {
 	case $n in '' | *[!0-9]*) echo 0 ;; *) echo "$n" ;; esac
 }
 
+# torch_quota: the quota workload through a server with --memory-quota.
+torch_quota() {
+	local out
+	start_server torchquota $((PORT + 83)) "" --memory-quota default=2G || { bad "torch-quota: its server did not start"; return; }
+	out=$(deadline 300 env CICADA_SERVER="unix:$T/torchquota.sock" LD_LIBRARY_PATH="$B/lib" "$TORCH_PY" "$TORCH_W" quota 2048 2>&1)
+	if grep -qx "quota total 2048 MiB, oom clean, same" <<<"$out"; then
+		ok "PyTorch under a 2 GiB --memory-quota: mem_get_info answers it, training runs within it, past it a clean OutOfMemoryError, then training goes on"
+	else
+		bad "PyTorch under a 2 GiB --memory-quota"
+		tail -3 <<<"$out"
+	fi
+}
+
 # torch_tenant_ready: a server nobody may dial, and a home for nobody;
 # false (with a note) where there is no setpriv or no user nobody.
 torch_tenant_ready() {
@@ -134,7 +150,7 @@ torch_tenant_ready() {
 
 run_torch_tests() {
 	[ "$MODE" = gpu ] || return
-	{ want torch-shm || want torch-tcp || want torch-tenant || want torch-cr || want torch-cr-node || want torch-cr-share ||
+	{ want torch-shm || want torch-tcp || want torch-tenant || want torch-quota || want torch-cr || want torch-cr-node || want torch-cr-share ||
 		want torch-cr-nccl || want torch-cr-ddp; } || return
 	if ! timeout 120 "$TORCH_PY" -c "import torch, transformers" 2>/dev/null; then
 		echo "skip torch tests: $TORCH_PY cannot import torch and transformers"
@@ -151,6 +167,7 @@ run_torch_tests() {
 			want torch-tenant && torch_tenant_ready && torch_compare tenant
 		fi
 	fi
+	want torch-quota && torch_quota
 	want torch-cr-share && torch_cr_share
 	if { want torch-cr-nccl || want torch-cr-ddp; } && [ "$(torch_gpus)" -lt 2 ]; then
 		echo "note torch-cr-nccl, torch-cr-ddp: one GPU here; they need two"

@@ -417,6 +417,24 @@ def migrate_train(steps, ms, host_mib, dev_mib, dirty):
     print("done %s dev %s host %s" % (digest(m.parameters()), d, h), flush=True)
 
 
+def quota(mib):
+    """Under a --memory-quota of MIB: the caching allocator sees the quota
+    as the GPU's memory, training within it runs, a tensor past it is a
+    clean OutOfMemoryError, and training goes on after it."""
+    free_b, total = torch.cuda.mem_get_info()
+    if total != mib << 20:
+        raise RuntimeError("mem_get_info total %d, not the quota %d" % (total, mib << 20))
+    first = cnn(10)
+    try:
+        torch.empty((2 * mib) << 20, dtype=torch.uint8, device="cuda")
+        raise RuntimeError("a tensor of twice the quota was given")
+    except torch.cuda.OutOfMemoryError:
+        pass
+    torch.cuda.empty_cache()
+    again = cnn(10)
+    print("quota total %d MiB, oom clean, %s" % (total >> 20, "same" if first == again else "DIFFERS"), flush=True)
+
+
 def rate(fn, seconds):
     fn()  # warm up: kernels loaded, allocator filled, libraries chosen
     torch.cuda.synchronize()
@@ -484,6 +502,8 @@ if __name__ == "__main__":
         bench(float(a[1]))
     elif a[:1] == ["migrate-train"]:
         migrate_train(*[int(v) for v in a[1:6]])
+    elif a[:1] == ["quota"]:
+        quota(int(a[1]))
     elif a[:1] == ["allreduce-bench"]:
         allreduce_bench(int(a[1]) if a[1:] else 20)
     elif a[:1] == ["ddp-worker"]:
