@@ -145,6 +145,7 @@ int session_ctl_dial(int pid)
 	fd = dial_checked(name, pid, st.st_uid);
 	return fd >= 0 ? fd : search(pid, st.st_uid);
 }
+
 int session_ns_pid(int pid)
 {
 	char path[64], line[512];

@@ -1,9 +1,10 @@
 /*
  * session.h: what gpu-server, gpu-migrate and the CRIU plugin share about
  * a process's GPU session: its control socket (ctl_find.c finds it;
- * pause.c: pause, resume, pre-copy rounds), requests to a gpu-server to checkpoint, restore or
- * release it (request.c), the session files a restore reads from CRIU's
- * image directory (session_file.c), which criu to run (criu_path.c); and
+ * pause.c: pause, resume, pre-copy rounds), requests to a gpu-server to
+ * checkpoint, restore or release it (request.c), the session files a
+ * restore reads from CRIU's image directory (session_file.c), which
+ * criu to run (criu_path.c); and
  * (criu_images.h) moving that image directory to another node and
  * reading why criu failed from its log. Built as libsession.a, over wire/
  * and the snapshot library.
