@@ -36,6 +36,7 @@ include gpu-server/gpu-server.mk
 include criu-plugin/criu-plugin.mk
 include migrate/migrate.mk
 include template/template.mk
+include cicadactl/cicadactl.mk
 include tests/fakecuda/fakecuda.mk
 include tests/tests.mk
 include tests/fuzz/fuzz.mk

@@ -49,6 +49,15 @@ static void token_hex(char *out, size_t len)
 	explicit_bzero(token, sizeof(token));
 }
 
+/* The answer to a RESUME, once the control socket listens again (one
+ * try: control_thread tries on, outside the client lock). */
+static void resumed_say(int fd, const char *line)
+{
+	if (listen_fd < 0)
+		listen_fd = wire_ctl_listen((int)getpid());
+	wire_ctl_send(fd, "%s", line);
+}
+
 /* Paused: waits for RESUME (or the end of the connection), then resumes.
  * A RESUME elsewhere that fails resumes where the session was. */
 static void paused(int fd, const char *ticket, const char *server)
@@ -68,7 +77,7 @@ static void paused(int fd, const char *ticket, const char *server)
 	}
 	if (!client_resume(to.server, to.ticket, err)) {
 		if (got)
-			wire_ctl_send(fd, WIRE_CTL_RESUMED);
+			resumed_say(fd, WIRE_CTL_RESUMED);
 		return;
 	}
 	log_error("%s", err);
@@ -77,10 +86,10 @@ static void paused(int fd, const char *ticket, const char *server)
 	client_set_token(NULL);
 	if (client_resume(server, ticket, err)) {
 		log_error("%s", err);
-		wire_ctl_send(fd, "ERROR cannot reattach, nor resume where it was");
+		resumed_say(fd, "ERROR cannot reattach, nor resume where it was");
 	} else {
 		log_info("resumed the GPU session where it was, at %s", server);
-		wire_ctl_send(fd, "ERROR cannot reattach; resumed where it was");
+		resumed_say(fd, "ERROR cannot reattach; resumed where it was");
 	}
 }
 

@@ -21,6 +21,7 @@
 #include "snapshot.h"
 
 #define HELP 3                                /* parse: --help was printed */
+#define CTL_WAIT_MS 2000
 
 static void usage(FILE *f)
 {
@@ -175,6 +176,8 @@ int main(int argc, char **argv)
 		wire_fail(err, "out of memory");
 		rc = -1;
 	}
+	if (!rc)
+		session_ctl_wait(o.pid, CTL_WAIT_MS);   /* (one just checkpointed listens again a moment later) */
 	if (!rc)
 		rc = o.gpu_only ? migrate_gpu_only(&o, &r, err) : migrate_whole(&o, &r, err);
 	if (rc) {

@@ -1,7 +1,7 @@
 # packaging.mk: `make install`, `make uninstall` and `make deb`.
 #
 # make install [PREFIX=/usr/local] [DESTDIR=]   (after `make all`)
-#   $(SBINDIR)   gpu-server, gpu-migrate, gpu-template   $(BINDIR)  gpu-snapshot
+#   $(SBINDIR)   gpu-server, gpu-migrate, gpu-template, cicadactl   $(BINDIR)  gpu-snapshot
 #   $(CICADA_LIBDIR)  libcicada.so, its libcuda.so.1 name and
 #                libnvidia-ml.so.1: a folder of their own, never on the
 #                system's library path, so they never shadow the driver
@@ -38,9 +38,10 @@ DEB_ARCH ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
 DEB_DIR  ?= $(BUILD)/deb
 DEB       = $(DEB_DIR)/cicada_$(VERSION)_$(DEB_ARCH).deb
 
-INSTALL_BUILT := $(SERVER_BIN) $(MIGRATE_BIN) $(TEMPLATE_BIN) $(SNAPSHOT_BIN) $(INTERPOSER_LIB) $(NVML_LIB) \
+INSTALL_BUILT := $(SERVER_BIN) $(MIGRATE_BIN) $(TEMPLATE_BIN) $(CTL_BIN) $(SNAPSHOT_BIN) $(INTERPOSER_LIB) $(NVML_LIB) \
                  $(PLUGIN_SO) $(HWBP_PROBE)
 MAN_PAGES := packaging/man/gpu-server.8 packaging/man/gpu-migrate.8 packaging/man/gpu-template.8 \
+             packaging/man/cicadactl.8 \
              packaging/man/gpu-snapshot.1 \
              packaging/man/cicada.7
 
@@ -57,7 +58,7 @@ install: $(INSTALL_BUILT) $(BUILD)/packaging/gpu-server.service
 		$(DESTDIR)$(CRIU_PLUGIN_DIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(SYSTEMD_UNIT_DIR) \
 		$(DESTDIR)$(SYSCONFDIR)/default $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 \
 		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/examples
-	$(INSTALL) -m 755 $(SERVER_BIN) $(MIGRATE_BIN) $(TEMPLATE_BIN) $(DESTDIR)$(SBINDIR)/
+	$(INSTALL) -m 755 $(SERVER_BIN) $(MIGRATE_BIN) $(TEMPLATE_BIN) $(CTL_BIN) $(DESTDIR)$(SBINDIR)/
 	$(INSTALL) -m 755 $(SNAPSHOT_BIN) $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 755 $(INTERPOSER_LIB) $(NVML_LIB) $(DESTDIR)$(CICADA_LIBDIR)/
 	ln -sf libcicada.so $(DESTDIR)$(CICADA_LIBDIR)/libcuda.so.1
@@ -95,6 +96,7 @@ install-criu:
 # The configuration file ($(SYSCONFDIR)/default/gpu-server) is left.
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/gpu-server $(DESTDIR)$(SBINDIR)/gpu-migrate $(DESTDIR)$(SBINDIR)/gpu-template \
+		$(DESTDIR)$(SBINDIR)/cicadactl \
 		$(DESTDIR)$(BINDIR)/gpu-snapshot
 	rm -f $(DESTDIR)$(CICADA_LIBDIR)/libcicada.so $(DESTDIR)$(CICADA_LIBDIR)/libcuda.so.1 \
 		$(DESTDIR)$(CICADA_LIBDIR)/libnvidia-ml.so.1
@@ -103,7 +105,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(CICADA_LIBDIR)/criu-deps
 	rm -f $(DESTDIR)$(SYSTEMD_UNIT_DIR)/gpu-server.service
 	rm -f $(DESTDIR)$(MANDIR)/man8/gpu-server.8 $(DESTDIR)$(MANDIR)/man8/gpu-migrate.8 \
-		$(DESTDIR)$(MANDIR)/man8/gpu-template.8 \
+		$(DESTDIR)$(MANDIR)/man8/gpu-template.8 $(DESTDIR)$(MANDIR)/man8/cicadactl.8 \
 		$(DESTDIR)$(MANDIR)/man1/gpu-snapshot.1 $(DESTDIR)$(MANDIR)/man7/cicada.7
 	rm -rf $(DESTDIR)$(DOCDIR)
 	-rmdir $(DESTDIR)$(CICADA_LIBDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(CRIU_PLUGIN_DIR) 2>/dev/null

@@ -9,8 +9,10 @@
  * now) must be the process asked for; else its own listening sockets
  * are searched, its descriptors against /proc/PID/net/unix, for one
  * named "cicada-ctl.<its pid>[.tag]". A connect never waits on a full
- * backlog, and the connection has deadlines. Also: the pid a process
- * has in its own pid namespace.
+ * backlog, and the connection has deadlines. A process closes its
+ * socket while paused and listens again just after criu lets it run:
+ * session_ctl_wait gives one that runs Cicada a moment for it. Also:
+ * the pid a process has in its own pid namespace.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -132,18 +134,52 @@ static int search(int pid, uid_t uid)
 	return fd;
 }
 
-int session_ctl_dial(int pid)
+static int dial_once(int pid, uid_t uid)
 {
 	char name[64];
-	struct stat st;
 	int fd;
 
-	snprintf(name, sizeof(name), "/proc/%d", pid);
-	if (stat(name, &st))
-		return -1;
 	snprintf(name, sizeof(name), "%s%d", WIRE_CTL_PREFIX, pid);
-	fd = dial_checked(name, pid, st.st_uid);
-	return fd >= 0 ? fd : search(pid, st.st_uid);
+	fd = dial_checked(name, pid, uid);
+	return fd >= 0 ? fd : search(pid, uid);
+}
+
+/* Whether pid runs Cicada's client library. */
+static int maps_cicada(int pid)
+{
+	char path[32], line[512];
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	if (!(f = fopen(path, "r")))
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "/libcicada.so") != NULL;
+	fclose(f);
+	return found;
+}
+
+int session_ctl_wait(int pid, int ms)
+{
+	int fd = session_ctl_dial(pid);
+
+	for (int waited = 0; fd < 0 && waited < ms && maps_cicada(pid); waited += 20) {
+		usleep(20000);
+		fd = session_ctl_dial(pid);
+	}
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0 ? 0 : -1;
+}
+
+int session_ctl_dial(int pid)
+{
+	char path[32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	return stat(path, &st) ? -1 : dial_once(pid, st.st_uid);
 }
 
 int session_ns_pid(int pid)

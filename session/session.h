@@ -36,6 +36,7 @@ struct gpu_session {
 /* ctl_find.c: pid's control socket, proven its own (-1: none); the pid
  * a process has in its own pid namespace. */
 int session_ctl_dial(int pid);
+int session_ctl_wait(int pid, int ms);       /* 0 once it listens (at most ms) */
 int session_ns_pid(int pid);
 
 /* pause.c */

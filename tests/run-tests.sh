@@ -28,7 +28,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace compute-cache handshake tls allow-list quota session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls allow-list quota cicadactl session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -690,6 +690,61 @@ test_quota() {
 	check "bad --memory-quota policies are refused at start in one line${fails:+ (failed:$fails)}" test -z "$fails"
 }
 
+# cicadactl against a server with --memory-quota default=256M: list
+# (table and JSON) shows cr_pattern's session with its process, memory
+# and quota; resize below what it holds is refused in one line, above
+# it shows at once; checkpoint leaves it running; migrate and drain move
+# it to the node's GPU 0 again (a new worker each time); bad input and a
+# user who is not the server's get one-line errors; the program ends
+# with its undisturbed output.
+test_cicadactl() {
+	local pid t app out s s2 run=$T/run-ctl fails="" ctl="$B/bin/cicadactl --run-dir $T/run-ctl"
+	want cicadactl || return
+	env $DRIVER_ENV timeout -k 5 180 "$B/bin/gpu-server" --listen "unix:$T/ctl.sock" --run-dir "$run" \
+		--cache-dir "$T/cache-ctl" --workers 2 --memory-quota default=256M >"$T/ctl.log" 2>&1 &
+	pid=$!
+	wait_for_server $pid "$T/ctl.sock" "$T/ctl.log" run-tests || { bad "cicadactl server"; return; }
+	env $DRIVER_ENV timeout 60 "$PROGS/cr_pattern" "$CICADA_KERNELS" 64 40 150 >"$T/ctl.ref" 2>/dev/null
+	CICADA_SERVER=unix:$T/ctl.sock LD_LIBRARY_PATH=$B/lib timeout 120 setsid "$PROGS/cr_pattern" "$CICADA_KERNELS" \
+		64 40 150 </dev/null >"$T/ctl.app" 2>&1 &
+	t=$!
+	wait_for "^step 2 " "$T/ctl.app" 30 || fails="$fails the program did not start;"
+	app=$(pgrep -P $t)
+	out=$($ctl list 2>&1)
+	s=$(awk -v a=$app '$2 == a { print $1 }' <<<"$out")
+	awk -v a=$app '$2 == a && $4 == "0" && $5 >= 64 && $6 == 256 && $3 == "uid_0"' <<<"$out" | grep -q . ||
+		fails="$fails list ($out);"
+	$ctl list --json | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[0]['client_pid'] == $app" 2>/dev/null ||
+		fails="$fails list --json;"
+	out=$($ctl resize "${s:-0}" --memory 16M 2>&1) && fails="$fails resize below use accepted;"
+	grep -q "holds .* MiB, more than 16 MiB" <<<"$out" || fails="$fails resize below use ($out);"
+	$ctl resize "${s:-0}" --memory 1G >/dev/null && $ctl list | awk -v s="$s" '$1 == s && $6 == 1024' | grep -q . ||
+		fails="$fails resize to 1G;"
+	mkdir -p "$T/ctl-ckpt"
+	$ctl checkpoint "${s:-0}" "$T/ctl-ckpt" >"$T/ctl.ckpt" 2>&1 && ls "$T/ctl-ckpt"/cicada-session-$app.txt >/dev/null 2>&1 ||
+		fails="$fails checkpoint ($(tail -1 "$T/ctl.ckpt"));"
+	$ctl migrate "${s:-0}" --to local -- --gpu 0 >"$T/ctl.mig" 2>&1 || fails="$fails migrate ($(tail -1 "$T/ctl.mig"));"
+	s2=$($ctl list | awk -v a=$app '$2 == a { print $1 }')
+	[ -n "$s2" ] && [ "$s2" != "$s" ] || fails="$fails after migrate, session '$s2' (was $s);"
+	$ctl drain --gpu 0 --to local -- --gpu 0 >"$T/ctl.drain" 2>&1 && grep -q "1 of 1 sessions moved" "$T/ctl.drain" ||
+		fails="$fails drain ($(tail -1 "$T/ctl.drain"));"
+	for bad_args in "resize 99999 --memory 1G" "resize ${s2:-1} --memory -5" "resize --memory 1G" "checkpoint 99999 /tmp" \
+		"nonsense"; do
+		# shellcheck disable=SC2086  # the arguments' words
+		out=$($ctl $bad_args 2>&1) && fails="$fails '$bad_args' accepted;"
+		[ "$(wc -l <<<"$out")" -le 8 ] && grep -q "cicadactl: \|usage:" <<<"$out" || fails="$fails '$bad_args' ($out);"
+	done
+	chmod 711 "$T"
+	out=$(timeout 10 setpriv --reuid=nobody --regid=nogroup --clear-groups $ctl list 2>&1) && fails="$fails nobody may list;"
+	chmod 700 "$T"
+	wait_for "^done" "$T/ctl.app" 90 && cmp -s "$T/ctl.ref" "$T/ctl.app" || fails="$fails the program's output differs;"
+	kill $pid $t 2>/dev/null
+	wait $pid $t 2>/dev/null
+	pkill -9 -f "cache-dir $T/cache-ctl" 2>/dev/null
+	check "cicadactl: list (table, JSON), resize (below use refused, raised at once), checkpoint, migrate and drain of a running session; bad input and other users refused in one line; the program ends as undisturbed${fails:+ (failed:$fails)}" \
+		test -z "$fails"
+}
+
 # A paused session's ticket (which lies in image directories) does not
 # let another unix user take the session: cr_pattern runs as nobody, root
 # pauses it through its control socket, and user daemon, holding the
@@ -869,6 +924,7 @@ test_handshake
 test_tls
 test_allow_list
 test_quota
+test_cicadactl
 test_session_owner
 test_server_dirs
 test_module_cache

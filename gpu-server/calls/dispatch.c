@@ -143,6 +143,8 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		send_reply(w, out, hdr.xid, WIRE_PROG_MISMATCH, NULL, NULL);
 	if (st)
 		return -1;
+	if (w->stat)
+		w->stat->calls++;            /* (cicadactl list: calls a second) */
 	memset(&res, 0, d->res_size > sizeof(int) ? d->res_size : sizeof(int));
 	log_debug("%s", d->name);
 	rc = worker_execute(w, d, &args, &res, scalar_out);

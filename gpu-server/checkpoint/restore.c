@@ -325,21 +325,23 @@ static int restore_from(struct worker *w, struct snap_reader *r, char *err)
  * the connection is the requester's to give (it holds its bytes). The
  * session keeps its owner. */
 /* The restored session's quota (--memory-quota) is its owner's: "uid N"
- * by that user and group, a token's as remote. Charged as it maps. */
+ * by that user and group, a token's as remote. Charged as it maps. The
+ * operator sees it as its owner's (stat.c). */
 static void owner_quota(struct worker *w)
 {
 	const char *policy = getenv("CICADA_MEMORY_QUOTA");
+	int remote;
 	unsigned uid;
 	struct passwd *pw;
 
-	if (!policy)
-		return;
-	if (sscanf(w->ckpt->owner, "uid %u", &uid) != 1) {
+	remote = sscanf(w->ckpt->owner, "uid %u", &uid) != 1;
+	if (policy && remote)
 		quota_set(w, quota_for(policy, 1, 0, 0));
-		return;
+	if (policy && !remote) {
+		pw = getpwuid((uid_t)uid);
+		quota_set(w, quota_for(policy, 0, uid, pw ? (unsigned)pw->pw_gid : (unsigned)-1));
 	}
-	pw = getpwuid((uid_t)uid);
-	quota_set(w, quota_for(policy, 0, uid, pw ? (unsigned)pw->pw_gid : (unsigned)-1));
+	stat_session(w, 0, remote ? (uint32_t)-1 : uid, w->ckpt->owner[0] ? w->ckpt->owner : "remote");
 }
 
 static int owner_check(struct worker *w, struct snap_reader *r, char *err)

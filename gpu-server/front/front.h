@@ -66,6 +66,10 @@ void placement_set_per_client(unsigned n);
 int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
 void placement_release(pid_t pid);
 int pool_max(void);
+/* admin.c: the operator's socket (cicadactl) */
+int admin_start(const char *run_dir, char *err);
+void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, void *ctx), void *ctx);
+int pool_ask_quota(pid_t pid, uint64_t bytes, char *err);
 void pool_key_file(const char *path);
 void pool_user(const char *name);
 void pool_randomize(int on);

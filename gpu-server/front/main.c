@@ -359,6 +359,10 @@ int main(int argc, char **argv)
 		log_error("cannot start the worker pool: %s", strerror(errno));
 		return 1;
 	}
+	if (admin_start(srv.run_dir, err)) {
+		log_error("%s", err);
+		return 1;
+	}
 	if (admit_serve(&srv.admit, srv.listeners, srv.nlisteners)) {
 		log_error("the front door failed: %s", strerror(errno));
 		return 1;

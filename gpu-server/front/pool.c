@@ -5,7 +5,9 @@
  * CUDA, and says 'R' there once CUDA is up. A
  * taken worker gets the client's connection and hello, and serves that
  * one client. A thread refills the pool; another reaps every worker that
- * ends and tells the pool's user through its exit hook.
+ * ends and tells the pool's user through its exit hook. Each worker has
+ * a page of figures it shares with the server (state/stat.c), which the
+ * operator's cicadactl reads and sets a quota through (admin.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -25,6 +28,12 @@ struct pool_worker {
 	pid_t pid;
 	int control_fd;
 	int gated;                           /* not yet told to start CUDA */
+	struct session_stat *stat;           /* shared with it (stat.c), or NULL */
+};
+
+struct taken {
+	pid_t pid;
+	struct session_stat *stat;
 };
 
 static struct {
@@ -37,7 +46,7 @@ static struct {
 	uint64_t last_take_ns;
 	struct pool_worker idle[MAX_POOL];
 	int nidle;
-	pid_t *taken;                        /* taken workers still running */
+	struct taken *taken;                 /* taken workers still running */
 	unsigned active, cap_taken;
 	void (*exit_hook)(pid_t pid);
 	pthread_mutex_t lock;
@@ -68,14 +77,41 @@ static void exec_worker(const char *fdarg)
 	execv("/proc/self/exe", (char *const *)argv);
 }
 
+/* The page a worker shares with the server: its fd (for the worker) and
+ * our mapping, or -1 and NULL (the worker runs without). */
+static int stat_page(struct session_stat **map)
+{
+	int fd = memfd_create("cicada-stat", MFD_CLOEXEC);
+	void *p;
+
+	*map = NULL;
+	if (fd < 0 || ftruncate(fd, sizeof(**map)) ||
+	    (p = mmap(NULL, sizeof(**map), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*map = p;
+	return fd;
+}
+
+static void stat_drop(struct session_stat *st)
+{
+	if (st)
+		munmap(st, sizeof(*st));
+}
+
 static int spawn_worker(int gated)
 {
-	int sv[2];
-	char fdarg[16];
+	int sv[2], stat_fd;
+	char fdarg[16], statarg[16];
+	struct session_stat *st;
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return -1;
+	stat_fd = stat_page(&st);
+	snprintf(statarg, sizeof(statarg), "%d", stat_fd);
 	snprintf(fdarg, sizeof(fdarg), "%d", sv[1]);
 	pid = fork();
 	if (pid == 0) {
@@ -87,17 +123,23 @@ static int spawn_worker(int gated)
 			personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 		close(sv[0]);
 		fcntl(sv[1], F_SETFD, 0);
+		if (stat_fd >= 0 && !fcntl(stat_fd, F_SETFD, 0))
+			setenv("CICADA_STAT_FD", statarg, 1);
 		exec_worker(fdarg);
 		_exit(127);
 	}
 	close(sv[1]);
+	if (stat_fd >= 0)
+		close(stat_fd);
 	if (pid < 0) {
 		close(sv[0]);
+		stat_drop(st);
 		return -1;
 	}
 	pool.idle[pool.nidle].pid = pid;
 	pool.idle[pool.nidle].control_fd = sv[0];
 	pool.idle[pool.nidle].gated = 1;
+	pool.idle[pool.nidle].stat = st;
 	if (!gated)
 		release(&pool.idle[pool.nidle]);
 	pool.nidle++;
@@ -163,12 +205,14 @@ static void *reap_loop(void *arg)
 		for (int i = 0; i < pool.nidle; i++)
 			if (pool.idle[i].pid == pid) {
 				close(pool.idle[i].control_fd);
+				stat_drop(pool.idle[i].stat);
 				pool.idle[i] = pool.idle[--pool.nidle];
 				was_idle = 1;
 				break;
 			}
 		for (unsigned i = 0; !was_idle && i < pool.active; i++)
-			if (pool.taken[i] == pid) {
+			if (pool.taken[i].pid == pid) {
+				stat_drop(pool.taken[i].stat);
 				pool.taken[i] = pool.taken[--pool.active];
 				break;
 			}
@@ -220,19 +264,66 @@ int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_
 }
 
 /* A taken worker runs a session until the reaper sees it end. */
-static void note_taken(pid_t pid)
+static void note_taken(pid_t pid, struct session_stat *st)
 {
 	pthread_mutex_lock(&pool.lock);
 	if (pool.active == pool.cap_taken) {
 		unsigned cap = pool.cap_taken ? 2 * pool.cap_taken : 64;
-		pid_t *t = realloc(pool.taken, cap * sizeof(*t));
+		struct taken *t = realloc(pool.taken, cap * sizeof(*t));
 
 		if (t)
 			pool.taken = t, pool.cap_taken = cap;
 	}
 	if (pool.active < pool.cap_taken)
-		pool.taken[pool.active++] = pid;
+		pool.taken[pool.active++] = (struct taken){ pid, st };
+	else
+		stat_drop(st);
 	pthread_mutex_unlock(&pool.lock);
+}
+
+/* Calls each for every taken worker whose session has started, with a
+ * copy of its figures, under the pool's lock (the reaper unmaps them). */
+void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active; i++) {
+		struct session_stat copy;
+		if (!pool.taken[i].stat || !__atomic_load_n(&pool.taken[i].stat->started, __ATOMIC_ACQUIRE))
+			continue;
+		memcpy(&copy, pool.taken[i].stat, sizeof(copy));
+		if (copy.quota_asked)            /* (the worker takes it at its next allocation) */
+			copy.quota = copy.quota_asked == STAT_NO_QUOTA ? 0 : copy.quota_asked;
+		copy.tenant[sizeof(copy.tenant) - 1] = 0;
+		copy.gpus[sizeof(copy.gpus) - 1] = 0;
+		each(pool.taken[i].pid, &copy, ctx);
+	}
+	pthread_mutex_unlock(&pool.lock);
+}
+
+/* Asks worker pid's session to take quota bytes (0: none) at its next
+ * allocation. -1 with err if there is no such session, or if it holds
+ * more than bytes already (lowering below use is refused). */
+int pool_ask_quota(pid_t pid, uint64_t bytes, char *err)
+{
+	int rc = wire_fail(err, "no session %d on this server", (int)pid);
+
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active; i++) {
+		struct session_stat *st = pool.taken[i].stat;
+		if (pool.taken[i].pid != pid || !st || !__atomic_load_n(&st->started, __ATOMIC_ACQUIRE))
+			continue;
+		if (bytes && st->charged > bytes) {
+			rc = wire_fail(err, "session %d holds %llu MiB, more than %llu MiB: it must free memory first",
+				       (int)pid, (unsigned long long)(st->charged >> 20),
+				       (unsigned long long)(bytes >> 20));
+		} else {
+			__atomic_store_n(&st->quota_asked, bytes ? bytes : STAT_NO_QUOTA, __ATOMIC_RELEASE);
+			rc = 0;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return rc;
 }
 
 /* Takes a ready worker, waiting for one that is still initialising; its
@@ -253,12 +344,13 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 		pool.last_take_ns = wire_now_ns();
 		pthread_mutex_unlock(&pool.lock);
 		if (wire_recv_all(out->control_fd, ready, 2) == 0 && ready[0] == 'R') {
-			note_taken(out->pid);
+			note_taken(out->pid, out->stat);
 			*ngpus = ready[1];
 			return 0;
 		}
 		log_error("worker %d failed to initialise", (int)out->pid);
 		close(out->control_fd);
+		stat_drop(out->stat);
 		kill(out->pid, SIGKILL);
 	}
 	return -1;

@@ -392,15 +392,22 @@ static int owner_ok(struct worker *w, int fd)
 }
 
 /* A new session's device memory quota, by its tenant (--memory-quota):
- * a unix peer by its uid and group, a TCP or TLS one as remote. */
-static void set_quota(struct worker *w, int fd)
+ * a unix peer by its uid and group, a TCP or TLS one as remote; and who
+ * it is, for the operator (stat.c). */
+static void session_started(struct worker *w, int fd, uint64_t client_pid)
 {
 	const char *policy = getenv("CICADA_MEMORY_QUOTA");
 	struct ucred cred;
 	int remote = peer_cred(fd, &cred) != 0;
+	char tenant[48];
 
 	if (policy)
 		quota_set(w, quota_for(policy, remote, remote ? 0 : cred.uid, remote ? 0 : cred.gid));
+	if (remote)
+		snprintf(tenant, sizeof(tenant), "remote");
+	else
+		snprintf(tenant, sizeof(tenant), "uid %u", (unsigned)cred.uid);
+	stat_session(w, client_pid, remote ? (uint32_t)-1 : cred.uid, tenant);
 }
 
 /* One handed connection: returns 1 to stay (detached), 0 to exit. */
@@ -446,7 +453,9 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 		stay = !fresh && drop != -2;         /* a drop failed part-way: nothing to trust */
 	} else if (c.h.op == OP_CONNECT || c.h.op == OP_REATTACH) {
 		if (fresh)
-			set_quota(w, fd);
+			session_started(w, fd, c.h.pid);
+		else if (w->stat)
+			w->stat->client_pid = c.h.pid;   /* (a restored one's process) */
 		if (!fresh)
 			session_unlisten(w, *lfd);
 		*lfd = w->front->session_fd = -1;

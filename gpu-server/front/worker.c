@@ -145,6 +145,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	int fd;
 
 	hostarea_enable();                   /* before CUDA: see state/hostarea.c */
+	stat_open(&w);
 	worker_index_procs();
 	handles_on_load(replay_note_load);
 	w.calls = &calls;                    /* each part's fields (state.h) */

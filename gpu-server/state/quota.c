@@ -161,16 +161,32 @@ uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid)
 void quota_set(struct worker *w, uint64_t bytes)
 {
 	w->quota = bytes;
+	stat_memory(w);
 	if (bytes)
 		log_info("this session's device memory quota: %llu MiB", (unsigned long long)(bytes >> 20));
+}
+
+/* A quota the operator set since (cicadactl resize) takes effect. */
+static void take_asked(struct worker *w)
+{
+	uint64_t asked;
+
+	if (!stat_quota_asked(w, &asked))
+		return;
+	w->quota = asked;
+	stat_memory(w);
+	log_info("client %s: the operator set the quota to %llu MiB (0: none)", w->peer,
+		 (unsigned long long)(asked >> 20));
 }
 
 CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what)
 {
 	static time_t said;
 
+	take_asked(w);
 	if (!w->quota || (w->charged <= w->quota && bytes <= w->quota - w->charged)) {
 		w->charged += bytes;
+		stat_memory(w);
 		return CUDA_SUCCESS;
 	}
 	if (time(NULL) != said) {
@@ -184,6 +200,7 @@ CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what)
 void quota_release(struct worker *w, uint64_t bytes)
 {
 	w->charged = bytes < w->charged ? w->charged - bytes : 0;
+	stat_memory(w);
 }
 
 /* NVML's memory figures for a session with a quota: the quota is the
@@ -199,10 +216,11 @@ void quota_nvml(const struct worker *w, uint64_t *total, uint64_t *free_b, uint6
 		*free_b = *total - *used;
 }
 
-void quota_mem_info(const struct worker *w, size_t *free_b, size_t *total)
+void quota_mem_info(struct worker *w, size_t *free_b, size_t *total)
 {
 	uint64_t left;
 
+	take_asked(w);
 	if (!w->quota)
 		return;
 	left = w->charged < w->quota ? w->quota - w->charged : 0;

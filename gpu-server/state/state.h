@@ -71,6 +71,7 @@ struct worker {
 	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
 	unsigned nassigned;
 	uint64_t quota, charged;             /* device memory: the quota (0: none), charged (quota.c) */
+	struct session_stat *stat;           /* shared with the server (stat.c), or NULL */
 	struct worker_calls *calls;          /* the calls' fields (calls.h) */
 	struct worker_ckpt *ckpt;            /* checkpoints' and restores' (checkpoint.h) */
 	struct worker_front *front;          /* the session's (front.h) */
@@ -163,13 +164,30 @@ void devmem_get(const struct worker *w, int chunks, unsigned i, uint64_t *va, ui
 CUresult devmem_restore_chunk(struct worker *w, uint64_t va, uint64_t size);
 CUresult devmem_restore_alloc(struct worker *w, uint64_t va, uint64_t size);
 
+/* stat.c: a worker's figures, shared with the server for cicadactl */
+#define STAT_NO_QUOTA UINT64_MAX             /* quota_asked: remove the quota */
+struct session_stat {
+	uint64_t started;                    /* a session runs: the rest is set */
+	uint64_t client_pid;
+	uint32_t uid;                        /* the tenant's unix user; (uint32_t)-1: remote */
+	uint32_t pad;
+	uint64_t quota, charged, calls;
+	uint64_t quota_asked;                /* from the server: a new quota, or STAT_NO_QUOTA */
+	char tenant[48];
+	char gpus[32];
+};
+void stat_open(struct worker *w);
+void stat_session(struct worker *w, uint64_t client_pid, uint32_t uid, const char *tenant);
+void stat_memory(struct worker *w);
+int stat_quota_asked(struct worker *w, uint64_t *bytes);
+
 /* quota.c: the session's device memory quota (--memory-quota) */
 int quota_policy_check(const char *policy, char *err);
 uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid);
 void quota_set(struct worker *w, uint64_t bytes);
 CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what);
 void quota_release(struct worker *w, uint64_t bytes);
-void quota_mem_info(const struct worker *w, size_t *free_b, size_t *total);
+void quota_mem_info(struct worker *w, size_t *free_b, size_t *total);
 void quota_nvml(const struct worker *w, uint64_t *total, uint64_t *free_b, uint64_t *used);
 
 /* vmm_place.c: where the application's reservations go */

@@ -36,6 +36,7 @@ Description: remote, checkpointable and movable GPUs for unmodified CUDA program
  .
  This package holds gpu-server (with a systemd unit), gpu-migrate,
  gpu-template (copies of a warmed-up program, started from a template),
+ cicadactl (the operator's view of the sessions: quotas, moves, drains),
  gpu-snapshot, the client libraries in /usr/lib/cicada (kept off the
  system's library path: point LD_LIBRARY_PATH there), the CRIU
  plugin in /usr/lib/criu, and cicada-criu: CRIU 4 with the project's

@@ -6,10 +6,11 @@
 # uninstall` takes everything back but the configuration. With dpkg-deb,
 # `make deb`'s package holds the same files under /usr.
 
-INSTALL_FILES="sbin/gpu-server sbin/gpu-migrate sbin/gpu-template bin/gpu-snapshot lib/cicada/libcicada.so
+INSTALL_FILES="sbin/gpu-server sbin/gpu-migrate sbin/gpu-template sbin/cicadactl bin/gpu-snapshot lib/cicada/libcicada.so
 lib/cicada/libcuda.so.1 lib/cicada/libnvidia-ml.so.1 lib/criu/cicada.so
 libexec/cicada/cicada-hwbp-probe lib/systemd/system/gpu-server.service
 share/man/man8/gpu-server.8 share/man/man8/gpu-migrate.8 share/man/man8/gpu-template.8
+share/man/man8/cicadactl.8
 share/man/man1/gpu-snapshot.1
 share/man/man7/cicada.7 share/doc/cicada/README.md"
 

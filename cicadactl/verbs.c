@@ -1,0 +1,206 @@
+/*
+ * verbs.c: the verbs that change a session. resize sets its memory
+ * quota through the server (raised at once; lowered only to what it
+ * holds or more); checkpoint runs criu with Cicada's plugin on the
+ * session's process, which goes on (--leave-running); migrate runs
+ * gpu-migrate on it; drain migrates every session on a GPU, one after
+ * the other. checkpoint, migrate and drain need the process on this
+ * node: a remote tenant's runs where its client does.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cicadactl.h"
+#include "session.h"
+
+int ctl_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	int shift = 0;
+
+	if (!strcmp(s, "none")) {
+		*out = 0;
+		return 0;
+	}
+	if (end == s || *s == '-')
+		return -1;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end || !v || v > (~0ull >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int ctl_resize(const struct ctl_opts *o, long worker)
+{
+	char request[96], answer[512], err[512];
+	uint64_t bytes;
+
+	if (!o->memory[0] || ctl_parse_size(o->memory, &bytes)) {
+		fprintf(stderr, "cicadactl: resize needs --memory SIZE (bytes, or with K, M, G, T; 'none': no quota)\n");
+		return 2;
+	}
+	snprintf(request, sizeof(request), "QUOTA %ld %llu", worker, (unsigned long long)bytes);
+	if (ctl_ask(o, request, answer, sizeof(answer), err, sizeof(err))) {
+		fprintf(stderr, "cicadactl: %s\n", err);
+		return 1;
+	}
+	if (strncmp(answer, "OK", 2)) {
+		answer[strcspn(answer, "\n")] = 0;
+		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
+		return 1;
+	}
+	if (bytes)
+		printf("session %ld: memory quota %llu MiB\n", worker, (unsigned long long)(bytes >> 20));
+	else
+		printf("session %ld: no memory quota\n", worker);
+	return 0;
+}
+
+/* Runs argv (argv[0] a path) and waits; its exit status (127: not run). */
+static int run(char **argv)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		execv(argv[0], argv);
+		fprintf(stderr, "cicadactl: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pid < 0)
+		return 127;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return 127;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The session's process, on this node; -1 with a line if it is not. */
+static long local_process(const struct ctl_opts *o, long worker)
+{
+	struct ctl_session s;
+	char err[512];
+
+	if (ctl_find(o, worker, &s, err, sizeof(err))) {
+		fprintf(stderr, "cicadactl: %s\n", err);
+		return -1;
+	}
+	if (s.uid < 0 || s.client <= 0 || kill((pid_t)s.client, 0) < 0) {
+		fprintf(stderr, "cicadactl: session %ld's process is not on this node (a remote tenant's): act where "
+			"it runs\n", worker);
+		return -1;
+	}
+	return s.client;
+}
+
+/* Whether pid leads its own session (else criu needs --shell-job). */
+static int session_leader(long pid)
+{
+	return getsid((pid_t)pid) == (pid_t)pid;
+}
+
+int ctl_checkpoint(const struct ctl_opts *o, long worker, const char *dir)
+{
+	char criu[512] = "", plugins[512] = "", pid[24];
+	long client = local_process(o, worker);
+	char *argv[] = { criu, "dump", "-t", pid, "-D", (char *)dir, "-L", plugins, "--leave-running", "-o", "dump.log",
+			 NULL, NULL };
+	int rc;
+
+	if (client < 0)
+		return 1;
+	criu_default_paths(criu, sizeof(criu), plugins, sizeof(plugins));
+	snprintf(pid, sizeof(pid), "%ld", client);
+	if (!session_leader(client))
+		argv[11] = "--shell-job";
+	if ((rc = run(argv))) {
+		fprintf(stderr, "cicadactl: criu dump of process %ld failed (exit %d; its log: %s/dump.log); it goes on\n",
+			client, rc, dir);
+		return 1;
+	}
+	printf("session %ld: process %ld checkpointed into %s; it goes on\n", worker, client, dir);
+	return 0;
+}
+
+/* gpu-migrate, beside this program. */
+static void migrate_path(char *out, size_t len)
+{
+	char self[512];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	self[n > 0 ? n : 0] = 0;
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = 0;
+	snprintf(out, len, "%s/gpu-migrate", n > 0 ? self : ".");
+}
+
+int ctl_migrate(const struct ctl_opts *o, long worker, char **extra)
+{
+	char path[600], pid[24], *argv[64] = { path, pid, "--to", (char *)o->to };
+	long client;
+	int n = 4;
+
+	if (!o->to[0]) {
+		fprintf(stderr, "cicadactl: migrate needs --to TARGET (as gpu-migrate takes it)\n");
+		return 2;
+	}
+	if ((client = local_process(o, worker)) < 0)
+		return 1;
+	migrate_path(path, sizeof(path));
+	snprintf(pid, sizeof(pid), "%ld", client);
+	while (extra && *extra && n < 62)
+		argv[n++] = *extra++;
+	argv[n] = NULL;
+	return run(argv) ? 1 : 0;
+}
+
+/* Whether list (the GPUs "0,2") holds gpu. */
+static int on_gpu(const char *list, int gpu)
+{
+	char copy[32], *save = NULL;
+
+	snprintf(copy, sizeof(copy), "%s", list);
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (atoi(t) == gpu && isdigit((unsigned char)*t))
+			return 1;
+	return 0;
+}
+
+int ctl_drain(const struct ctl_opts *o, char **extra)
+{
+	static struct ctl_session s[CTL_MAX_SESSIONS];
+	char err[512];
+	int n, moved = 0, tried = 0;
+
+	if (o->gpu < 0 || !o->to[0]) {
+		fprintf(stderr, "cicadactl: drain needs --gpu N and --to TARGET\n");
+		return 2;
+	}
+	if ((n = ctl_sessions(o, s, CTL_MAX_SESSIONS, err, sizeof(err))) < 0) {
+		fprintf(stderr, "cicadactl: %s\n", err);
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		if (!on_gpu(s[i].gpus, o->gpu))
+			continue;
+		tried++;
+		if (!ctl_migrate(o, s[i].worker, extra))
+			moved++;
+	}
+	printf("drained GPU %d: %d of %d sessions moved to %s\n", o->gpu, moved, tried, o->to);
+	return moved == tried ? 0 : 1;
+}

@@ -1,0 +1,115 @@
+/*
+ * admin.c: the operator's socket, <run-dir>/admin.sock (0600: root and
+ * the server's user; cicadactl speaks it). One thread answers one text
+ * line a connection, each within a deadline:
+ *
+ *   LIST                 -> a SESSION line a session, then END
+ *       SESSION <worker-pid> <client-pid> <uid|-> <gpus|-> <quota> <used> <calls> <tenant>
+ *   QUOTA <worker-pid> <bytes>   (0: no quota)
+ *                        -> OK | ERROR <reason>
+ *
+ * A quota is raised at once (the session's next allocation or memory
+ * query sees it); lowering it below what the session holds is refused.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "front.h"
+
+#define ADMIN_IO_MS 2000
+
+static int admin_fd = -1;
+
+/* One SESSION line; tenant and gpus are the worker's words, kept to
+ * printable characters without blanks. */
+static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
+{
+	FILE *f = ctx;
+	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)];
+
+	snprintf(tenant, sizeof(tenant), "%s", st->tenant);
+	snprintf(gpus, sizeof(gpus), "%s", st->gpus[0] ? st->gpus : "-");
+	for (char *p = tenant; *p; p++)
+		if (*p <= ' ' || *p > '~')
+			*p = '_';
+	for (char *p = gpus; *p; p++)
+		if ((*p < '0' || *p > '9') && *p != ',' && *p != '-')
+			*p = '_';
+	if (st->uid == (uint32_t)-1)
+		fprintf(f, "SESSION %d %llu - %s %llu %llu %llu %s\n", (int)pid, (unsigned long long)st->client_pid, gpus,
+			(unsigned long long)st->quota, (unsigned long long)st->charged,
+			(unsigned long long)st->calls, tenant);
+	else
+		fprintf(f, "SESSION %d %llu %u %s %llu %llu %llu %s\n", (int)pid, (unsigned long long)st->client_pid,
+			st->uid, gpus, (unsigned long long)st->quota, (unsigned long long)st->charged,
+			(unsigned long long)st->calls, tenant);
+}
+
+static void answer(int fd, const char *line)
+{
+	FILE *f = fdopen(dup(fd), "w");
+	char err[WIRE_ERRLEN];
+	unsigned long long bytes;
+	int pid;
+
+	if (!f)
+		return;
+	if (!strcmp(line, "LIST")) {
+		pool_each_session(session_line, f);
+		fprintf(f, "END\n");
+	} else if (sscanf(line, "QUOTA %d %llu", &pid, &bytes) == 2 && pid > 0) {
+		if (pool_ask_quota(pid, bytes, err))
+			fprintf(f, "ERROR %s\n", err);
+		else
+			fprintf(f, "OK\n");
+	} else {
+		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES)\n");
+	}
+	fclose(f);
+}
+
+static void *admin_loop(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		char line[128];
+		struct ucred c;
+		socklen_t len = sizeof(c);
+		int fd = accept4(admin_fd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno != EINTR && errno != ECONNABORTED)
+				usleep(100000);
+			continue;
+		}
+		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) && peer_is_server(c.uid) &&
+		    !wire_set_timeouts(fd, ADMIN_IO_MS) && !wire_read_line(fd, line, sizeof(line)))
+			answer(fd, line);
+		close(fd);
+	}
+	return NULL;
+}
+
+int admin_start(const char *run_dir, char *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	pthread_t t;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/admin.sock", run_dir) >= sizeof(sa.sun_path))
+		return wire_fail(err, "the run directory's name is too long for admin.sock");
+	unlink(sa.sun_path);
+	admin_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (admin_fd < 0 || bind(admin_fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0600) ||
+	    listen(admin_fd, 16))
+		return wire_fail(err, "cannot listen at %s: %s", sa.sun_path, strerror(errno));
+	if (pthread_create(&t, NULL, admin_loop, NULL) || pthread_detach(t))
+		return wire_fail(err, "cannot start the operator's thread");
+	log_info("operator's socket: %s (cicadactl)", sa.sun_path);
+	return 0;
+}
