@@ -201,6 +201,7 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'q': return size_option(arg, "--cache-quota", "CICADA_CACHE_QUOTA", err);
 	case 'Z': return size_option(arg, "--max-staged", "CICADA_STAGED_MAX", err);
 	case 'O': return quota_policy_check(arg, err) ? -1 : setenv("CICADA_MEMORY_QUOTA", arg, 1);
+	case 'X': return setenv("CICADA_STAT_FD", arg, 1);   /* (a worker's page: pool.c) */
 	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
@@ -238,7 +239,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "gpus-per-client", required_argument, 0, 'n' }, { "user", required_argument, 0, 'u' },
 		{ "worker-aslr", no_argument, 0, 'a' }, { "migration-token-file", required_argument, 0, 'k' },
 		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
-		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' }, { 0 } };
+		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' },
+		{ "stat-fd", required_argument, 0, 'X' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 

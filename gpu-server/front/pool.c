@@ -63,12 +63,14 @@ static void release(struct pool_worker *w)
 }
 
 /* (in the new child) this binary again, as a worker */
-static void exec_worker(const char *fdarg)
+static void exec_worker(const char *fdarg, const char *statarg)
 {
-	const char *argv[12] = { "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
+	const char *argv[16] = { "gpu-server", "--worker-fd", fdarg, "--cache-dir", pool.cache_dir,
 				 "--run-dir", pool.run_dir };
 	int n = 7;
 
+	if (statarg)
+		argv[n++] = "--stat-fd", argv[n++] = statarg;
 	if (pool.key_file)
 		argv[n++] = "--snapshot-key-file", argv[n++] = pool.key_file;
 	if (pool.user)
@@ -123,9 +125,7 @@ static int spawn_worker(int gated)
 			personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 		close(sv[0]);
 		fcntl(sv[1], F_SETFD, 0);
-		if (stat_fd >= 0 && !fcntl(stat_fd, F_SETFD, 0))
-			setenv("CICADA_STAT_FD", statarg, 1);
-		exec_worker(fdarg);
+		exec_worker(fdarg, stat_fd >= 0 && !fcntl(stat_fd, F_SETFD, 0) ? statarg : NULL);
 		_exit(127);
 	}
 	close(sv[1]);

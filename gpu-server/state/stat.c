@@ -1,6 +1,6 @@
 /*
  * stat.c: a worker's figures for the operator (cicadactl list), in one
- * page the server maps too (CICADA_STAT_FD, made by front/pool.c). The
+ * page the server maps too (--stat-fd, made by front/pool.c). The
  * worker writes who its session is and what it holds; the server writes
  * only quota_asked (cicadactl resize), which the worker takes at its
  * next allocation. The server trusts none of it beyond showing it.
