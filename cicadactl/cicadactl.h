@@ -6,7 +6,7 @@
  *
  *   ask.c    one request on the admin socket, its lines
  *   list.c   list: the sessions, their tenants, GPUs, memory, call rate
- *   verbs.c  resize, checkpoint, migrate, drain
+ *   verbs.c  resize, pause, resume, checkpoint, migrate, drain
  */
 #ifndef CICADA_CICADACTL_H
 #define CICADA_CICADACTL_H
@@ -29,6 +29,7 @@ struct ctl_session {
 	long uid;                            /* -1: a remote tenant */
 	char gpus[32];
 	uint64_t quota, used, calls;
+	char state[16];                      /* running, paused */
 	char tenant[48];
 };
 
@@ -43,6 +44,7 @@ int ctl_list(const struct ctl_opts *o);
 
 /* verbs.c */
 int ctl_resize(const struct ctl_opts *o, long worker);
+int ctl_pause(const struct ctl_opts *o, long worker, int on);
 int ctl_checkpoint(const struct ctl_opts *o, long worker, const char *dir);
 int ctl_migrate(const struct ctl_opts *o, long worker, char **extra);
 int ctl_drain(const struct ctl_opts *o, char **extra);

@@ -3,6 +3,7 @@
  *
  *   cicadactl [--run-dir DIR] list [--json]
  *   cicadactl [--run-dir DIR] resize SESSION --memory SIZE|none
+ *   cicadactl [--run-dir DIR] pause|resume SESSION
  *   cicadactl [--run-dir DIR] checkpoint SESSION DIR
  *   cicadactl [--run-dir DIR] migrate SESSION --to TARGET [-- GPU-MIGRATE-OPTIONS]
  *   cicadactl [--run-dir DIR] drain --gpu N --to TARGET [-- GPU-MIGRATE-OPTIONS]
@@ -21,13 +22,15 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: cicadactl [--run-dir DIR] list [--json]\n"
 		"       cicadactl [--run-dir DIR] resize SESSION --memory SIZE|none\n"
+		"       cicadactl [--run-dir DIR] pause|resume SESSION\n"
 		"       cicadactl [--run-dir DIR] checkpoint SESSION DIR\n"
 		"       cicadactl [--run-dir DIR] migrate SESSION --to TARGET [-- GPU-MIGRATE-OPTIONS]\n"
 		"       cicadactl [--run-dir DIR] drain --gpu N --to TARGET [-- GPU-MIGRATE-OPTIONS]\n"
 		"  The operator's view of a gpu-server (root or the server's user): its sessions\n"
 		"  with their tenant, GPUs, device memory used and quota, and calls a second;\n"
 		"  a session's memory quota changed while it runs (raised at once; lowered only\n"
-		"  to what it holds or more); its process checkpointed (it goes on) or moved\n"
+		"  to what it holds or more); its calls held and let go (pause, resume: work\n"
+		"  already on the GPU runs on); its process checkpointed (it goes on) or moved\n"
 		"  with gpu-migrate; every session on a GPU moved off it. --run-dir is the\n"
 		"  server's (default CICADA_RUN_DIR, else /run/cicada/sessions).\n");
 }
@@ -93,19 +96,24 @@ int main(int argc, char **argv)
 		return ctl_list(&o);
 	if (!strcmp(verb, "drain"))
 		return ctl_drain(&o, argc > 1 ? argv + 1 : NULL);
-	if ((!strcmp(verb, "resize") || !strcmp(verb, "checkpoint") || !strcmp(verb, "migrate")) && session < 0) {
+	if ((!strcmp(verb, "resize") || !strcmp(verb, "checkpoint") || !strcmp(verb, "migrate") ||
+	     !strcmp(verb, "pause") || !strcmp(verb, "resume")) && session < 0) {
 		fprintf(stderr, "cicadactl: %s needs a SESSION (a number cicadactl list shows)\n", verb);
 		return 2;
 	}
 	if (!strcmp(verb, "resize") && argc == 2)
 		return ctl_resize(&o, session);
+	if ((!strcmp(verb, "pause") || !strcmp(verb, "resume")) && argc == 2)
+		return ctl_pause(&o, session, verb[0] == 'p');
 	if (!strcmp(verb, "checkpoint") && argc == 3)
 		return ctl_checkpoint(&o, session, argv[2]);
 	if (!strcmp(verb, "migrate") && argc >= 2)
 		return ctl_migrate(&o, session, argc > 2 ? argv + 2 : NULL);
-	if (!strcmp(verb, "list") || !strcmp(verb, "resize") || !strcmp(verb, "checkpoint"))
+	if (!strcmp(verb, "list") || !strcmp(verb, "resize") || !strcmp(verb, "checkpoint") || !strcmp(verb, "pause") ||
+	    !strcmp(verb, "resume"))
 		fprintf(stderr, "cicadactl: %s: wrong arguments (cicadactl --help)\n", verb);
 	else
-		fprintf(stderr, "cicadactl: unknown verb '%.40s' (list, resize, checkpoint, migrate, drain; --help)\n", verb);
+		fprintf(stderr, "cicadactl: unknown verb '%.40s' (list, resize, pause, resume, checkpoint, migrate, "
+			"drain; --help)\n", verb);
 	return 2;
 }

@@ -4,8 +4,9 @@
  * holds or more); checkpoint runs criu with Cicada's plugin on the
  * session's process, which goes on (--leave-running); migrate runs
  * gpu-migrate on it; drain migrates every session on a GPU, one after
- * the other. checkpoint, migrate and drain need the process on this
- * node: a remote tenant's runs where its client does.
+ * the other; pause holds a session's calls until resume. checkpoint,
+ * migrate and drain need the process on this node: a remote tenant's
+ * runs where its client does.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -65,6 +66,26 @@ int ctl_resize(const struct ctl_opts *o, long worker)
 		printf("session %ld: memory quota %llu MiB\n", worker, (unsigned long long)(bytes >> 20));
 	else
 		printf("session %ld: no memory quota\n", worker);
+	return 0;
+}
+
+/* pause (on) or resume a session: its calls held by its worker, or let
+ * go; what already runs on the GPU goes on. */
+int ctl_pause(const struct ctl_opts *o, long worker, int on)
+{
+	char request[64], answer[512], err[512];
+
+	snprintf(request, sizeof(request), "%s %ld", on ? "PAUSE" : "RESUME", worker);
+	if (ctl_ask(o, request, answer, sizeof(answer), err, sizeof(err))) {
+		fprintf(stderr, "cicadactl: %s\n", err);
+		return 1;
+	}
+	answer[strcspn(answer, "\n")] = 0;
+	if (strcmp(answer, "OK")) {
+		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
+		return 1;
+	}
+	printf("session %ld: %s\n", worker, on ? "paused (its calls wait)" : "resumed");
 	return 0;
 }
 

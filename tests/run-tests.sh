@@ -693,7 +693,8 @@ test_quota() {
 # cicadactl against a server with --memory-quota default=256M: list
 # (table and JSON) shows cr_pattern's session with its process, memory
 # and quota; resize below what it holds is refused in one line, above
-# it shows at once; checkpoint leaves it running; migrate and drain move
+# it shows at once; pause holds its steps until resume; checkpoint
+# leaves it running; migrate and drain move
 # it to the node's GPU 0 again (a new worker each time); bad input and a
 # user who is not the server's get one-line errors; the program ends
 # with its undisturbed output.
@@ -720,6 +721,12 @@ test_cicadactl() {
 	grep -q "holds .* MiB, more than 16 MiB" <<<"$out" || fails="$fails resize below use ($out);"
 	$ctl resize "${s:-0}" --memory 1G >/dev/null && $ctl list | awk -v s="$s" '$1 == s && $6 == 1024' | grep -q . ||
 		fails="$fails resize to 1G;"
+	local before after
+	$ctl pause "${s:-0}" >/dev/null && sleep 0.5 && before=$(grep -c "^step" "$T/ctl.app") && sleep 1.5 &&
+		after=$(grep -c "^step" "$T/ctl.app") && $ctl list | awk -v s="$s" '$1 == s && $8 == "paused"' | grep -q . &&
+		[ "$after" = "$before" ] || fails="$fails pause (steps $before then $after);"
+	$ctl resume "${s:-0}" >/dev/null && sleep 1 && [ "$(grep -c "^step" "$T/ctl.app")" -gt "${after:-0}" ] ||
+		fails="$fails resume;"
 	mkdir -p "$T/ctl-ckpt"
 	$ctl checkpoint "${s:-0}" "$T/ctl-ckpt" >"$T/ctl.ckpt" 2>&1 && ls "$T/ctl-ckpt"/cicada-session-$app.txt >/dev/null 2>&1 ||
 		fails="$fails checkpoint ($(tail -1 "$T/ctl.ckpt"));"
@@ -741,7 +748,7 @@ test_cicadactl() {
 	kill $pid $t 2>/dev/null
 	wait $pid $t 2>/dev/null
 	pkill -9 -f "cache-dir $T/cache-ctl" 2>/dev/null
-	check "cicadactl: list (table, JSON), resize (below use refused, raised at once), checkpoint, migrate and drain of a running session; bad input and other users refused in one line; the program ends as undisturbed${fails:+ (failed:$fails)}" \
+	check "cicadactl: list (table, JSON), resize (below use refused, raised at once), pause and resume, checkpoint, migrate and drain of a running session; bad input and other users refused in one line; the program ends as undisturbed${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

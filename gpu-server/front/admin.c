@@ -4,8 +4,10 @@
  * line a connection, each within a deadline:
  *
  *   LIST                 -> a SESSION line a session, then END
- *       SESSION <worker-pid> <client-pid> <uid|-> <gpus|-> <quota> <used> <calls> <tenant>
+ *       SESSION <worker-pid> <client-pid> <uid|-> <gpus|-> <quota> <used> <calls>
+ *               <running|paused> <tenant>
  *   QUOTA <worker-pid> <bytes>   (0: no quota)
+ *   PAUSE <worker-pid>, RESUME <worker-pid>   (the session's calls held, let go)
  *                        -> OK | ERROR <reason>
  *
  * A quota is raised at once (the session's next allocation or memory
@@ -31,7 +33,7 @@ static int admin_fd = -1;
 static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
 {
 	FILE *f = ctx;
-	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)];
+	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)], uid[16] = "-";
 
 	snprintf(tenant, sizeof(tenant), "%s", st->tenant);
 	snprintf(gpus, sizeof(gpus), "%s", st->gpus[0] ? st->gpus : "-");
@@ -41,14 +43,19 @@ static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
 	for (char *p = gpus; *p; p++)
 		if ((*p < '0' || *p > '9') && *p != ',' && *p != '-')
 			*p = '_';
-	if (st->uid == (uint32_t)-1)
-		fprintf(f, "SESSION %d %llu - %s %llu %llu %llu %s\n", (int)pid, (unsigned long long)st->client_pid, gpus,
-			(unsigned long long)st->quota, (unsigned long long)st->charged,
-			(unsigned long long)st->calls, tenant);
+	if (st->uid != (uint32_t)-1)
+		snprintf(uid, sizeof(uid), "%u", st->uid);
+	fprintf(f, "SESSION %d %llu %s %s %llu %llu %llu %s %s\n", (int)pid, (unsigned long long)st->client_pid, uid,
+		gpus, (unsigned long long)st->quota, (unsigned long long)st->charged, (unsigned long long)st->calls,
+		st->paused ? "paused" : "running", tenant);
+}
+
+static void say(FILE *f, int rc, const char *err)
+{
+	if (rc)
+		fprintf(f, "ERROR %s\n", err);
 	else
-		fprintf(f, "SESSION %d %llu %u %s %llu %llu %llu %s\n", (int)pid, (unsigned long long)st->client_pid,
-			st->uid, gpus, (unsigned long long)st->quota, (unsigned long long)st->charged,
-			(unsigned long long)st->calls, tenant);
+		fprintf(f, "OK\n");
 }
 
 static void answer(int fd, const char *line)
@@ -64,12 +71,11 @@ static void answer(int fd, const char *line)
 		pool_each_session(session_line, f);
 		fprintf(f, "END\n");
 	} else if (sscanf(line, "QUOTA %d %llu", &pid, &bytes) == 2 && pid > 0) {
-		if (pool_ask_quota(pid, bytes, err))
-			fprintf(f, "ERROR %s\n", err);
-		else
-			fprintf(f, "OK\n");
+		say(f, pool_ask_quota(pid, bytes, err), err);
+	} else if ((sscanf(line, "PAUSE %d", &pid) == 1 || sscanf(line, "RESUME %d", &pid) == 1) && pid > 0) {
+		say(f, pool_set_paused(pid, line[0] == 'P', err), err);
 	} else {
-		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES)\n");
+		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES, PAUSE PID, RESUME PID)\n");
 	}
 	fclose(f);
 }

@@ -300,6 +300,25 @@ void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, vo
 	pthread_mutex_unlock(&pool.lock);
 }
 
+/* Holds (on) or lets go (off) worker pid's session's calls; -1 with err
+ * if there is no such session. */
+int pool_set_paused(pid_t pid, int on, char *err)
+{
+	int rc = wire_fail(err, "no session %d on this server", (int)pid);
+
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active; i++) {
+		struct session_stat *st = pool.taken[i].stat;
+		if (pool.taken[i].pid == pid && st && __atomic_load_n(&st->started, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&st->paused, (uint32_t)on, __ATOMIC_RELEASE);
+			rc = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return rc;
+}
+
 /* Asks worker pid's session to take quota bytes (0: none) at its next
  * allocation. -1 with err if there is no such session, or if it holds
  * more than bytes already (lowering below use is refused). */

@@ -3,7 +3,9 @@
  * page the server maps too (--stat-fd, made by front/pool.c). The
  * worker writes who its session is and what it holds; the server writes
  * only quota_asked (cicadactl resize), which the worker takes at its
- * next allocation. The server trusts none of it beyond showing it.
+ * next allocation, and paused (cicadactl pause), which holds the
+ * session's next call until it is cleared. The server trusts none of
+ * it beyond showing it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,4 +65,16 @@ int stat_quota_asked(struct worker *w, uint64_t *bytes)
 		return 0;
 	*bytes = asked == STAT_NO_QUOTA ? 0 : asked;
 	return 1;
+}
+
+/* Holds the session while the operator has paused it (its calls wait;
+ * work already on the GPU runs on). */
+void stat_wait_resumed(struct worker *w)
+{
+	if (!w->stat || !__atomic_load_n(&w->stat->paused, __ATOMIC_ACQUIRE))
+		return;
+	log_info("client %s: paused by the operator", w->peer);
+	while (__atomic_load_n(&w->stat->paused, __ATOMIC_ACQUIRE))
+		usleep(2000);
+	log_info("client %s: resumed by the operator", w->peer);
 }

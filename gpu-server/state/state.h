@@ -170,7 +170,7 @@ struct session_stat {
 	uint64_t started;                    /* a session runs: the rest is set */
 	uint64_t client_pid;
 	uint32_t uid;                        /* the tenant's unix user; (uint32_t)-1: remote */
-	uint32_t pad;
+	uint32_t paused;                     /* from the server: hold the session's calls */
 	uint64_t quota, charged, calls;
 	uint64_t quota_asked;                /* from the server: a new quota, or STAT_NO_QUOTA */
 	char tenant[48];
@@ -180,6 +180,7 @@ void stat_open(struct worker *w);
 void stat_session(struct worker *w, uint64_t client_pid, uint32_t uid, const char *tenant);
 void stat_memory(struct worker *w);
 int stat_quota_asked(struct worker *w, uint64_t *bytes);
+void stat_wait_resumed(struct worker *w);
 
 /* quota.c: the session's device memory quota (--memory-quota) */
 int quota_policy_check(const char *policy, char *err);
