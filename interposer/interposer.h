@@ -15,7 +15,8 @@
  *     launch.c, jit.c, lanes.c, transfer.c, hostfn.c;
  *  3. memory kept here: managed.c, mapped.c, hostmem.c, mempool.c, vmm.c;
  *  4. the rest of the driver API (copy.c, array.c, graph*.c, context.c,
- *     module.c, device.c, export_tables.c, proc_address.c, control.c...),
+ *     module.c, device.c, export_tables.c, proc_address.c, control.c,
+ *     limit.c...),
  *     where an entry point may call the entry points of a file below.
  * What must go up goes through a hook the upper file registers: client.c
  * calls its users through client_add_hooks and the device work hooks,

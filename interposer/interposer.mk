@@ -3,7 +3,7 @@
 
 INTERPOSER_SRCS := interposer/client.c interposer/current.c interposer/context.c interposer/hostmem.c interposer/devmem.c interposer/copy.c interposer/transfer.c interposer/copy_pool.c \
                    interposer/module.c interposer/launch.c interposer/device.c interposer/loader.c \
-                   interposer/control.c interposer/proc_address.c interposer/export_tables.c interposer/compute_cache.c interposer/attributes.c \
+                   interposer/control.c interposer/limit.c interposer/proc_address.c interposer/export_tables.c interposer/compute_cache.c interposer/attributes.c \
                    interposer/integrity.c interposer/ids.c interposer/stream.c \
                    interposer/unsupported.c interposer/graph.c interposer/mempool.c interposer/hostfn.c interposer/array.c \
                    interposer/nvml_bridge.c interposer/jit.c interposer/link.c interposer/managed.c interposer/mapped.c interposer/graph_node.c interposer/graph_stage.c \

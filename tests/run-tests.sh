@@ -651,7 +651,9 @@ test_allow_list() {
 }
 
 # --memory-quota: a server whose policy gives root 96 MiB, user nobody
-# 64 MiB and TCP tenants 48 MiB. quota_routes, as each, finds its own
+# 64 MiB and TCP tenants 48 MiB; root's program asking for 40 MiB
+# (CICADA_MEMORY_LIMIT) gets it, asking for 200 MiB keeps 96.
+# quota_routes, as each, finds its own
 # quota as cuMemGetInfo's total and refused past it (OUT_OF_MEMORY)
 # through cuMemAlloc, pitch, pool, VMM and array allocations, each freed and
 # given back; the server logs the refusals; bad policies are refused
@@ -675,12 +677,18 @@ test_quota() {
 	out=$(CICADA_SERVER=tcp:127.0.0.1:$((PORT + 90)) CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib \
 		timeout 60 "$PROGS/quota_routes" 48 2>&1)
 	grep -q "quota_routes: PASS" <<<"$out" || fails="$fails TCP's 48 MiB ($(tail -1 <<<"$out"));"
+	out=$(CICADA_SERVER=unix:$T/quota.sock LD_LIBRARY_PATH=$B/lib CICADA_MEMORY_LIMIT=40M \
+		timeout 60 "$PROGS/quota_routes" 40 2>&1)
+	grep -q "quota_routes: PASS" <<<"$out" || fails="$fails root asking for 40 MiB ($(tail -1 <<<"$out"));"
+	out=$(CICADA_SERVER=unix:$T/quota.sock LD_LIBRARY_PATH=$B/lib CICADA_MEMORY_LIMIT=200M \
+		timeout 60 "$PROGS/quota_routes" 96 2>&1)
+	grep -q "quota_routes: PASS" <<<"$out" || fails="$fails root asking for more than 96 MiB ($(tail -1 <<<"$out"));"
 	grep -q "refused: the quota is" "$T/quota.log" || fails="$fails no refusal logged;"
 	kill $pid 2>/dev/null
 	wait $pid 2>/dev/null
 	pkill -9 -f "cache-dir $T/cache-quota" 2>/dev/null
 	chmod 700 "$T"
-	check "memory quota by policy (root, user nobody, TCP): each session's total is its quota, allocations past it refused through cuMemAlloc, pitch, pools, VMM and arrays, and given back when freed${fails:+ (failed:$fails)}" \
+	check "memory quota by policy (root, user nobody, TCP; a program asking for less gets it, for more does not): each session's total is its quota, allocations past it refused through cuMemAlloc, pitch, pools, VMM and arrays, and given back when freed${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 	fails=""
 	for spec in "uid:x=1G" "gid:0=0" "user:no-such-user=1G" "nonsense=1G" "default=-1G" "default"; do

@@ -3,6 +3,7 @@
  * answered from the worker's arena (devmem.c) through the stream-ordered
  * allocator (ordered.c).
  */
+#include <stdlib.h>
 #include "calls.h"
 
 CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize)
@@ -13,6 +14,24 @@ CUresult wrap_cuMemAlloc_v2(struct worker *w, CUdeviceptr *dptr, size_t bytesize
 	if (!err)
 		*dptr = (CUdeviceptr)va;
 	return err;
+}
+
+/* A program's own cap (CICADA_MEMORY_LIMIT, interposer/limit.c): the
+ * lower of it and the server's quota, never more. Answers the quota
+ * the session has now. */
+CUresult hand_session_quota(struct worker *w, void *args, void *res)
+{
+	const scalars *a = args;
+	scalar_res *r = res;
+
+	if (a->v.v_len != 1)
+		return CUDA_ERROR_INVALID_VALUE;
+	quota_lower(w, a->v.v_val[0]);
+	if (!(r->v.v_val = malloc(sizeof(uint64_t))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = w->quota;
+	r->v.v_len = 1;
+	return CUDA_SUCCESS;
 }
 
 /* The GPU's figures, or the session's quota as the total (quota.c). */

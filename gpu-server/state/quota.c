@@ -10,7 +10,8 @@
  * CUDA_ERROR_OUT_OF_MEMORY, as on a full GPU, and the log one line (at
  * most one a second); cuMemGetInfo answers the quota as the total. A
  * restore is charged as it maps, so a snapshot larger than its owner's
- * quota is refused.
+ * quota is refused. A program may ask for less (CICADA_MEMORY_LIMIT,
+ * quota_lower), never more.
  *
  *   policy := rule[,rule...]
  *   rule   := uid:N=SIZE | user:NAME=SIZE | gid:N=SIZE | group:NAME=SIZE
@@ -177,6 +178,15 @@ static void take_asked(struct worker *w)
 	stat_memory(w);
 	log_info("client %s: the operator set the quota to %llu MiB (0: none)", w->peer,
 		 (unsigned long long)(asked >> 20));
+}
+
+void quota_lower(struct worker *w, uint64_t bytes)
+{
+	if (!bytes || (w->quota && bytes >= w->quota))
+		return;
+	w->quota = bytes;
+	stat_memory(w);
+	log_info("client %s: asked for a quota of %llu MiB", w->peer, (unsigned long long)(bytes >> 20));
 }
 
 CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what)

@@ -186,6 +186,7 @@ void stat_wait_resumed(struct worker *w);
 int quota_policy_check(const char *policy, char *err);
 uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid);
 void quota_set(struct worker *w, uint64_t bytes);
+void quota_lower(struct worker *w, uint64_t bytes);       /* a client's own cap: never more */
 CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what);
 void quota_release(struct worker *w, uint64_t bytes);
 void quota_mem_info(struct worker *w, size_t *free_b, size_t *total);
