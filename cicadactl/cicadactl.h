@@ -48,6 +48,5 @@ int ctl_pause(const struct ctl_opts *o, long worker, int on);
 int ctl_checkpoint(const struct ctl_opts *o, long worker, const char *dir);
 int ctl_migrate(const struct ctl_opts *o, long worker, char **extra);
 int ctl_drain(const struct ctl_opts *o, char **extra);
-int ctl_parse_size(const char *s, uint64_t *out);
 
 #endif

@@ -9,46 +9,23 @@
  * runs where its client does.
  */
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "cicadactl.h"
 #include "session.h"
 
-int ctl_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	int shift = 0;
-
-	if (!strcmp(s, "none")) {
-		*out = 0;
-		return 0;
-	}
-	if (end == s || *s == '-')
-		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (*end || !v || v > (~0ull >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
+#define RUN_DEADLINE_S 3600                   /* criu, gpu-migrate (which has its own --timeout) */
 
 int ctl_resize(const struct ctl_opts *o, long worker)
 {
 	char request[96], answer[512], err[512];
 	uint64_t bytes;
 
-	if (!o->memory[0] || ctl_parse_size(o->memory, &bytes)) {
+	if (!strcmp(o->memory, "none")) {
+		bytes = 0;
+	} else if (wire_parse_size(o->memory, &bytes)) {
 		fprintf(stderr, "cicadactl: resize needs --memory SIZE (bytes, or with K, M, G, T; 'none': no quota)\n");
 		return 2;
 	}
@@ -89,23 +66,18 @@ int ctl_pause(const struct ctl_opts *o, long worker, int on)
 	return 0;
 }
 
-/* Runs argv (argv[0] a path) and waits; its exit status (127: not run). */
+/* Runs argv (argv[0] a path) within RUN_DEADLINE_S; its exit status
+ * (127: not run, or killed at the deadline, said in one line). */
 static int run(char **argv)
 {
-	pid_t pid = fork();
-	int st;
+	char err[WIRE_ERRLEN];
+	int status;
 
-	if (pid == 0) {
-		execv(argv[0], argv);
-		fprintf(stderr, "cicadactl: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (pid < 0)
+	if (session_exec(argv, -1, RUN_DEADLINE_S, &status, err)) {
+		fprintf(stderr, "cicadactl: %s\n", err);
 		return 127;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return 127;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+	return status;
 }
 
 /* The session's process, on this node; -1 with a line if it is not. */
@@ -142,6 +114,7 @@ int ctl_checkpoint(const struct ctl_opts *o, long worker, const char *dir)
 
 	if (client < 0)
 		return 1;
+	session_ctl_wait((int)client, SESSION_CTL_WAIT_MS);  /* (one just checkpointed listens again a moment later) */
 	criu_default_paths(criu, sizeof(criu), plugins, sizeof(plugins));
 	snprintf(pid, sizeof(pid), "%ld", client);
 	if (!session_leader(client))

@@ -6,7 +6,6 @@
  * session starts and again when it reattaches after a move, where the
  * new worker starts from its owner's quota.
  */
-#include <ctype.h>
 #include <stdlib.h>
 #include "interposer.h"
 
@@ -14,25 +13,15 @@
 static uint64_t limit_bytes(void)
 {
 	const char *e = getenv("CICADA_MEMORY_LIMIT");
-	unsigned long long v;
-	char *end;
-	int shift = 0;
+	uint64_t v;
 
 	if (!e || !*e)
 		return 0;
-	v = strtoull(e, &end, 10);
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (end == e || *e == '-' || *end || !v || v > (~0ull >> shift)) {
+	if (wire_parse_size(e, &v)) {
 		log_warn("CICADA_MEMORY_LIMIT=%s is not a size (bytes, or with K, M, G, T): no limit asked for", e);
 		return 0;
 	}
-	return (uint64_t)v << shift;
+	return v;
 }
 
 /* Asks the worker (client lock held). */

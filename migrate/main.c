@@ -21,7 +21,6 @@
 #include "snapshot.h"
 
 #define HELP 3                                /* parse: --help was printed */
-#define CTL_WAIT_MS 2000
 
 static void usage(FILE *f)
 {
@@ -177,7 +176,7 @@ int main(int argc, char **argv)
 		rc = -1;
 	}
 	if (!rc)
-		session_ctl_wait(o.pid, CTL_WAIT_MS);   /* (one just checkpointed listens again a moment later) */
+		session_ctl_wait(o.pid, SESSION_CTL_WAIT_MS);   /* (one just checkpointed listens again a moment later) */
 	if (!rc)
 		rc = o.gpu_only ? migrate_gpu_only(&o, &r, err) : migrate_whole(&o, &r, err);
 	if (rc) {

@@ -12,7 +12,8 @@
  * backlog, and the connection has deadlines. A process closes its
  * socket while paused and listens again just after criu lets it run:
  * session_ctl_wait gives one that runs Cicada a moment for it. Also:
- * the pid a process has in its own pid namespace.
+ * a line of /proc/PID/status, and the pid a process has in its own pid
+ * namespace.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -182,27 +183,33 @@ int session_ctl_dial(int pid)
 	return stat(path, &st) ? -1 : dial_once(pid, st.st_uid);
 }
 
-int session_ns_pid(int pid)
+int session_proc_status(int pid, const char *key, char *value, size_t len)
 {
 	char path[64], line[512];
-	int ns = pid;
+	size_t n = strlen(key);
+	int found = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	if (!(f = fopen(path, "r")))
-		return pid;
-	while (fgets(line, sizeof(line), f)) {
-		char *last;
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		line[strcspn(line, "\n")] = 0;
-		last = strrchr(line, '\t');
-		if (!last)
-			last = strrchr(line, ' ');
-		if (last && atoi(last + 1) > 0)
-			ns = atoi(last + 1);
-		break;
-	}
+		return -1;
+	while (found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':') {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(value, len, "%s", line + n + 1 + strspn(line + n + 1, " \t"));
+			found = 0;
+		}
 	fclose(f);
-	return ns;
+	return found;
+}
+
+int session_ns_pid(int pid)
+{
+	char value[256], *last;
+
+	if (session_proc_status(pid, "NSpid", value, sizeof(value)))
+		return pid;
+	last = strrchr(value, '\t');
+	last = last ? last + 1 : value;
+	return atoi(last) > 0 ? atoi(last) : pid;
 }

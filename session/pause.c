@@ -16,17 +16,12 @@
 /* The real uid of pid (from /proc; the user whose files it may name). */
 static unsigned process_uid(int pid)
 {
-	char path[64], line[256];
+	char value[128];
 	unsigned uid = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (!(f = fopen(path, "r")))
+	if (session_proc_status(pid, "Uid", value, sizeof(value)))
 		return (unsigned)-1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "Uid:", 4) && sscanf(line + 4, "%u", &uid) == 1)
-			break;
-	fclose(f);
+	sscanf(value, "%u", &uid);
 	return uid;
 }
 

@@ -4,7 +4,7 @@
  * pause.c: pause, resume, pre-copy rounds), requests to a gpu-server to
  * checkpoint, restore or release it (request.c), the session files a
  * restore reads from CRIU's image directory (session_file.c), which
- * criu to run (criu_path.c); and
+ * criu to run (criu_path.c) and running it (exec.c); and
  * (criu_images.h) moving that image directory to another node and
  * reading why criu failed from its log. Built as libsession.a, over wire/
  * and the snapshot library.
@@ -37,7 +37,9 @@ struct gpu_session {
  * a process has in its own pid namespace. */
 int session_ctl_dial(int pid);
 int session_ctl_wait(int pid, int ms);       /* 0 once it listens (at most ms) */
+#define SESSION_CTL_WAIT_MS 2000             /* what the tools give one just checkpointed */
 int session_ns_pid(int pid);
+int session_proc_status(int pid, const char *key, char *value, size_t len);   /* -1: none */
 
 /* pause.c */
 int session_pause(struct gpu_session *s, char *err);
@@ -55,6 +57,11 @@ int session_file_pid(const char *name);
 void session_token_load(struct gpu_session *s, const char *path);
 int token_file_hex(const char *path, char *hex, size_t len, char *err);
 size_t token_from_hex(const char *hex, char *out, size_t len);
+
+/* exec.c: argv (argv[0] a path) run to its end within timeout_s, its
+ * fd 3 keep_fd if >= 0: 0 with its exit status (127: not run), or -1
+ * with err (it was killed at the deadline, or could not start). */
+int session_exec(char *const argv[], int keep_fd, int timeout_s, int *status, char *err);
 
 /* criu_path.c: fills whichever of the two is empty (""); NULL skips one. */
 void criu_default_paths(char *criu, size_t criu_len, char *plugins, size_t plugins_len);

@@ -4,7 +4,7 @@
 # (criu_images.h). Position independent: the plugin links it into
 # cicada.so. It uses libwire.a and libsnapshot.a: link it before them.
 
-SESSION_SRCS := session/ctl_find.c session/pause.c session/request.c session/session_file.c session/criu_path.c \
+SESSION_SRCS := session/ctl_find.c session/exec.c session/pause.c session/request.c session/session_file.c session/criu_path.c \
                 session/tree.c session/tree_pack.c session/criu_log.c
 SESSION_OBJS := $(SESSION_SRCS:%.c=$(BUILD)/%.o)
 SESSION_LIB  := $(BUILD)/session/libsession.a

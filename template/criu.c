@@ -1,38 +1,16 @@
 /*
- * criu.c: gpu-template's criu runs, each within a deadline, and the
+ * criu.c: gpu-template's criu runs, each within a deadline (session's
+ * exec.c), with why one failed from its log; and the
  * template's small file beside the images (template.txt: which file the
  * template's stdout and stderr were, as criu names it, so that each copy
  * can be given its own in its place).
  */
-#include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-#include "criu_images.h"
+#include "session.h"
 #include "template.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* The child: keep_fd as fd 3, then criu. */
-static void exec_criu(const struct template_opts *o, char **argv, int keep_fd)
-{
-	if (keep_fd >= 0 && (dup2(keep_fd, 3) < 0 || fcntl(3, F_SETFD, 0) < 0))
-		_exit(127);
-	argv[0] = (char *)o->criu;
-	execv(o->criu, argv);
-	fprintf(stderr, "gpu-template: cannot run %s: %s\n", o->criu, strerror(errno));
-	_exit(127);
-}
 
 /* Why criu failed, from its log (log: a path), into err. */
 static void criu_reason(const char *log, const char *what, char *err, size_t len)
@@ -52,35 +30,15 @@ static void criu_reason(const char *log, const char *what, char *err, size_t len
 
 int template_criu(const struct template_opts *o, char **argv, int keep_fd, const char *log, char *err, size_t len)
 {
-	double end = now_s() + o->timeout_s;
-	pid_t pid = fork();
-	int st = 0;
+	char why[WIRE_ERRLEN];
+	int status;
 
-	if (pid < 0) {
-		snprintf(err, len, "cannot fork: %s", strerror(errno));
+	argv[0] = (char *)o->criu;
+	if (session_exec(argv, keep_fd, o->timeout_s, &status, why)) {
+		snprintf(err, len, "%s (its log: %s)", why, log);
 		return -1;
 	}
-	if (pid == 0)
-		exec_criu(o, argv, keep_fd);
-	for (;;) {
-		pid_t got = waitpid(pid, &st, WNOHANG);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			snprintf(err, len, "cannot wait for criu: %s", strerror(errno));
-			return -1;
-		}
-		if (got == pid)
-			break;
-		if (now_s() > end) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &st, 0);
-			snprintf(err, len, "criu did not finish within %d s (its log: %s)", o->timeout_s, log);
-			return -1;
-		}
-		usleep(5000);
-	}
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+	if (!status)
 		return 0;
 	criu_reason(log, "criu failed", err, len);
 	return -1;

@@ -22,18 +22,9 @@
 /* pid's parent, or -1. */
 static int parent_of(int pid)
 {
-	char path[64], line[256];
-	int ppid = -1;
-	FILE *f;
+	char value[32];
 
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	if (!(f = fopen(path, "r")))
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "PPid: %d", &ppid) == 1)
-			break;
-	fclose(f);
-	return ppid;
+	return session_proc_status(pid, "PPid", value, sizeof(value)) ? -1 : atoi(value);
 }
 
 /* The first process of a pid namespace other than ours. */

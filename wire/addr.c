@@ -1,14 +1,16 @@
 /*
  * addr.c: parsing addresses ("unix:/path", "tcp:host:port", and
- * "tls:host:port", TCP with TLS: tls.c), listening, dialing, and passing
- * file descriptors over unix sockets.
+ * "tls:host:port", TCP with TLS: tls.c) and sizes ("8G"), listening,
+ * dialing, and passing file descriptors over unix sockets.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -139,6 +141,27 @@ static int listen_tcp(const struct wire_addr *addr, char *err)
 		wire_fail(err, "cannot listen on tcp:%s:%s: %s", addr->host, addr->port,
 			 strerror(saved ? saved : errno));
 	return fd;
+}
+
+int wire_parse_size(const char *text, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(text, &end, 10);
+	int shift = 0;
+
+	if (end == text || *text == '-')
+		return -1;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end || !v || v > (~0ull >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
 }
 
 int wire_listen(const struct wire_addr *addr, char *err)

@@ -33,6 +33,8 @@ struct wire_addr {
 };
 
 int wire_parse_addr(const char *text, struct wire_addr *addr, char *err);
+/* A size above 0: bytes, or a number with K, M, G or T (either case). */
+int wire_parse_size(const char *text, uint64_t *out);
 /* tls.c: TLS connections end in a relay; these return its inner end */
 int wire_tls_server_init(const char *cert, const char *key, char *err);
 int wire_tls_server_ready(void);

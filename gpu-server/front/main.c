@@ -157,21 +157,20 @@ static int migrate_setup(struct server *s, char *err)
 	return 0;
 }
 
-/* --cache-quota SIZE and --max-staged SIZE (bytes, or with K, M or G):
+/* --cache-quota SIZE and --max-staged SIZE (bytes, or with K, M, G or T):
  * for the workers, through the environment (CICADA_CACHE_QUOTA: module
  * images beyond it are evicted; CICADA_STAGED_MAX: the pinned memory a
  * worker holds to stage its client's pageable copies). */
 static int size_option(const char *text, const char *option, const char *var, char *err)
 {
-	char *end, buf[32];
-	unsigned long long v = strtoull(text, &end, 10);
-	int shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+	char buf[32];
+	uint64_t v;
 
-	if (end == text || (*end && (!shift || end[1])) || v > (1ull << 50) >> shift) {
-		wire_fail(err, "%s takes a size: bytes, or a number with K, M or G", option);
+	if (wire_parse_size(text, &v)) {
+		wire_fail(err, "%s takes a size above 0: bytes, or a number with K, M, G or T", option);
 		return -1;
 	}
-	snprintf(buf, sizeof(buf), "%llu", v << shift);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
 	return setenv(var, buf, 1);
 }
 

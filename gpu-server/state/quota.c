@@ -36,27 +36,6 @@ struct rule {
 	uint64_t bytes;
 };
 
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	int shift = 0;
-
-	if (end == s || *s == '-')
-		return -1;
-	switch (toupper((unsigned char)*end)) {
-	case 'K': shift = 10; end++; break;
-	case 'M': shift = 20; end++; break;
-	case 'G': shift = 30; end++; break;
-	case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (*end || v == 0 || v > (~0ull >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 /* A name or number of a user (group when gid) into its id. */
 static int id_of(const char *s, int by_name, int gid, unsigned *id)
 {
@@ -85,7 +64,7 @@ static int parse_rule(char *text, struct rule *r, char *err)
 		{ "uid:", R_UID, 0 }, { "user:", R_UID, 1 }, { "gid:", R_GID, 0 }, { "group:", R_GID, 1 },
 	};
 
-	if (!eq || parse_size(eq + 1, &r->bytes))
+	if (!eq || wire_parse_size(eq + 1, &r->bytes))
 		return wire_fail(err, "--memory-quota: '%.80s' is not KEY=SIZE with a size above 0", text);
 	*eq = 0;
 	if (!strcmp(key, "remote") || !strcmp(key, "default")) {
