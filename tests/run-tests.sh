@@ -707,7 +707,7 @@ test_quota() {
 # user who is not the server's get one-line errors; the program ends
 # with its undisturbed output.
 test_cicadactl() {
-	local pid t app out s s2 run=$T/run-ctl fails="" ctl="$B/bin/cicadactl --run-dir $T/run-ctl"
+	local pid t app out s s2 run=$T/run-ctl fails="" ctl="timeout -k 5 300 $B/bin/cicadactl --run-dir $T/run-ctl"
 	want cicadactl || return
 	env $DRIVER_ENV timeout -k 5 180 "$B/bin/gpu-server" --listen "unix:$T/ctl.sock" --run-dir "$run" \
 		--cache-dir "$T/cache-ctl" --workers 2 --memory-quota default=256M >"$T/ctl.log" 2>&1 &
