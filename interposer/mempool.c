@@ -209,9 +209,16 @@ static uintptr_t current_pool(void)
 	return token;
 }
 
+/* As natively, zero bytes succeed and leave *dptr as it was. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUstream hStream, uintptr_t pool)
 {
-	CUresult err = rpc_cuMemAllocAsync(dptr, bytesize, hStream);
+	CUresult err;
+
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!bytesize)
+		return CUDA_SUCCESS;
+	err = rpc_cuMemAllocAsync(dptr, bytesize, hStream);
 
 	if (!err) {
 		devmem_note_alloc(*dptr, bytesize);
@@ -226,9 +233,14 @@ CUresult mempool_alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream)
 	return alloc_async(dptr, size, stream, 0);
 }
 
+/* As natively, freeing 0 succeeds and does nothing. */
 CUresult mempool_free_async(CUdeviceptr dptr, CUstream stream)
 {
-	CUresult err = rpc_cuMemFreeAsync(dptr, stream);
+	CUresult err;
+
+	if (!dptr)
+		return CUDA_SUCCESS;
+	err = rpc_cuMemFreeAsync(dptr, stream);
 
 	if (!err) {
 		devmem_note_free(dptr);

@@ -126,6 +126,8 @@ CUresult ordered_free_async(struct worker *w, CUdeviceptr dptr, CUstream stream)
 	CUevent done;
 	CUresult err;
 
+	if (!dptr)
+		return CUDA_SUCCESS;
 	if (is_graph_mem(w, dptr) || capturing(stream))
 		return cuMemFreeAsync(dptr, stream);
 	if (devmem_range(w, dptr, &base, &size) || base != dptr || pending_free(w, dptr))

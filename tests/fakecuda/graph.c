@@ -1133,6 +1133,8 @@ CUresult cuMemAllocAsync(CUdeviceptr *d, size_t size, CUstream s)
 	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEM_ALLOC, .alloc.bytesize = size };
 
 	CHECK_ARG(d);
+	if (!size)
+		return CUDA_SUCCESS; /* the real driver: success, *d untouched */
 	if (!slot || !*slot) {
 		TRY(fc_check_stream(s));
 		return cuMemAlloc_v2(d, size);
@@ -1148,6 +1150,8 @@ CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s)
 	struct fc_graph **slot = fc_stream_capture(s);
 	CUgraphNodeParams p = { .type = CU_GRAPH_NODE_TYPE_MEM_FREE, .free.dptr = d };
 
+	if (!d)
+		return CUDA_SUCCESS; /* the real driver: freeing 0 succeeds */
 	if (!slot || !*slot) {
 		TRY(fc_check_stream(s));
 		return cuMemFree_v2(d);

@@ -117,6 +117,21 @@ static void device_queries(CUdevice dev)
 	printf("profiler start: %s, stop: %s\n", errname(cuProfilerStart()), errname(cuProfilerStop()));
 }
 
+/* Zero-byte stream-ordered allocations and frees of 0: the driver
+ * succeeds and leaves the pointer alone (cuSPARSE's cg sample relies on
+ * it; a refusal in the worker surfaced at the next synchronising call). */
+static void empty_async(void)
+{
+	CUdeviceptr d = 1;
+	CUstream s;
+
+	CHECK(cuStreamCreate(&s, 0));
+	printf("alloc of 0 bytes: %d, pointer %s\n", (int)cuMemAllocAsync(&d, 0, s), d == 1 ? "untouched" : "changed");
+	printf("free of 0: %d\n", (int)cuMemFreeAsync(0, s));
+	printf("the stream then: %d\n", (int)cuStreamSynchronize(s));
+	CHECK(cuStreamDestroy(s));
+}
+
 int main(void)
 {
 	CUdevice dev;
@@ -132,6 +147,7 @@ int main(void)
 	stream_attributes(window);
 	memsets_2d();
 	device_queries(dev);
+	empty_async();
 	CHECK(cuMemFree(window));
 	CHECK(cuDevicePrimaryCtxRelease(dev));
 	printf("done\n");
