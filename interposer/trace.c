@@ -6,7 +6,7 @@
  * failure is logged at info level the first time a function returns that
  * error, and every time at debug level; CUDA_ERROR_NOT_READY (a query's
  * ordinary answer) only at debug level. CICADA_TRACE=1 also logs every
- * call's result at info level; a sticky error also stops the client
+ * call's result at info level, never rate-limited; a sticky error also stops the client
  * keeping answers (answers.c). CICADA_STATS=1 counts and times every call (stats.c).
  * Successful calls cost one test.
  */
@@ -65,9 +65,9 @@ void trace_result(unsigned i, CUresult r, uint64_t t0)
 		stats_driver_call(i, name, stats_now() - t0);
 	if (trace_every & TRACE_LOG) {
 		if (r)
-			log_info("%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);
+			log_every(LOG_INFO, "%s failed: %s (%d)", name, err ? err : "unknown error", (int)r);
 		else
-			log_info("%s: CUDA_SUCCESS", name);
+			log_every(LOG_INFO, "%s: CUDA_SUCCESS", name);
 		return;
 	}
 	if (!r)

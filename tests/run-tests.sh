@@ -505,6 +505,9 @@ test_trace() {
 	check "CICADA_TRACE=1: each failure, linked or looked up, and the calls that succeed" \
 		test "$(count_in "$e.all" "cuMemFree_v2 failed: CUDA_ERROR_INVALID_VALUE")" = 3 -a \
 		"$(count_in "$e.all" "cuMemFree_v2: CUDA_SUCCESS")" -ge 1
+	env $(cicada_env shm) CICADA_LOG=info CICADA_TRACE=1 timeout 60 "$PROGS/launch_1000" >/dev/null 2>"$e.many"
+	check "CICADA_TRACE=1 at info level: every call of a thousand, none rate-limited" \
+		test "$(count_in "$e.many" "cuLaunchKernel: CUDA_SUCCESS")" -ge 1000
 	env $(cicada_env shm) timeout 60 "$PROGS/errors_app" >/dev/null 2>"$e.none"
 	check "by default no call is traced" test "$(count_in "$e.none" "failed: CUDA_ERROR")" = 0
 	env $(cicada_env shm) CICADA_STATS=1 timeout 60 "$PROGS/launch_1000" >/dev/null 2>"$e.stats"

@@ -117,19 +117,16 @@ static int log_admit(const char *fmt, unsigned long *dropped)
 	return ok;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+static void log_line(enum log_level level, int limited, const char *fmt, va_list ap)
 {
 	static const char *tags[] = { "error", "warning", "info", "debug" };
 	char text[1024], line[1200];
 	unsigned long dropped = 0;
-	va_list ap;
 	int n;
 
-	if (!log_enabled(level) || (level != LOG_DEBUG && !log_admit(fmt, &dropped)))
+	if (!log_enabled(level) || (limited && level != LOG_DEBUG && !log_admit(fmt, &dropped)))
 		return;
-	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
 	n = 0;
 	if (log_time) {
 		struct timespec ts;
@@ -145,6 +142,25 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		dprintf(log_fd, "%s\n", line);
 	else
 		fprintf(stderr, "%s\n", line);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, 1, fmt, ap);
+	va_end(ap);
+}
+
+/* A line the caller asked for by name (CICADA_TRACE): never rate-limited. */
+void log_every(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, 0, fmt, ap);
+	va_end(ap);
 }
 
 uint64_t wire_now_ns(void)

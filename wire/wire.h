@@ -275,6 +275,7 @@ void log_init(const char *prog);
 void log_set_fd(int fd);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_every(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void log_escape(const char *in, char *out, size_t len);
 /* err gets the message, one line (control characters become spaces); -1 */
 int wire_fail(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
