@@ -12,130 +12,30 @@
  * restore is charged as it maps, so a snapshot larger than its owner's
  * quota is refused. A program may ask for less (CICADA_MEMORY_LIMIT,
  * quota_lower), never more.
- *
- *   policy := rule[,rule...]
- *   rule   := uid:N=SIZE | user:NAME=SIZE | gid:N=SIZE | group:NAME=SIZE
- *           | remote=SIZE | default=SIZE        (SIZE: bytes, or K M G T)
+ * The policy's rules are tenant_policy.c's, with sizes (bytes, or K, M,
+ * G or T) for values.
  */
-#include <ctype.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "state.h"
 
-#define RULE_MAX 64
-
-enum rule_kind { R_UID, R_GID, R_REMOTE, R_DEFAULT };
-
-struct rule {
-	enum rule_kind kind;
-	unsigned id;
-	uint64_t bytes;
-};
-
-/* A name or number of a user (group when gid) into its id. */
-static int id_of(const char *s, int by_name, int gid, unsigned *id)
+static int parse_size(const char *text, uint64_t *v)
 {
-	char *end;
-
-	if (!by_name) {
-		unsigned long v = strtoul(s, &end, 10);
-		if (end == s || *end || *s == '-' || v > 0xfffffffful)
-			return -1;
-		*id = (unsigned)v;
-		return 0;
-	}
-	if (gid) {
-		struct group *g = getgrnam(s);
-		return g ? (*id = g->gr_gid, 0) : -1;
-	}
-	struct passwd *p = getpwnam(s);
-	return p ? (*id = p->pw_uid, 0) : -1;
-}
-
-/* One rule "KEY=SIZE" (its text in r, NUL-terminated). */
-static int parse_rule(char *text, struct rule *r, char *err)
-{
-	char *eq = strchr(text, '='), *key = text;
-	static const struct { const char *prefix; enum rule_kind kind; int by_name; } keys[] = {
-		{ "uid:", R_UID, 0 }, { "user:", R_UID, 1 }, { "gid:", R_GID, 0 }, { "group:", R_GID, 1 },
-	};
-
-	if (!eq || wire_parse_size(eq + 1, &r->bytes))
-		return wire_fail(err, "--memory-quota: '%.80s' is not KEY=SIZE with a size above 0", text);
-	*eq = 0;
-	if (!strcmp(key, "remote") || !strcmp(key, "default")) {
-		r->kind = key[0] == 'r' ? R_REMOTE : R_DEFAULT;
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		size_t n = strlen(keys[i].prefix);
-		if (strncmp(key, keys[i].prefix, n))
-			continue;
-		r->kind = keys[i].kind;
-		if (!id_of(key + n, keys[i].by_name, r->kind == R_GID, &r->id))
-			return 0;
-		if (!keys[i].by_name)
-			return wire_fail(err, "--memory-quota: '%.80s' is not a number", key + n);
-		return wire_fail(err, "--memory-quota: no %s '%.80s'", r->kind == R_GID ? "group" : "user", key + n);
-	}
-	return wire_fail(err, "--memory-quota: unknown key '%.80s' (uid:, user:, gid:, group:, remote, default)", key);
-}
-
-/* The rules of policy (at most RULE_MAX); their count, or -1 with err. */
-static int parse_policy(const char *policy, struct rule *rules, char *err)
-{
-	char copy[4096], *save = NULL, *tok;
-	int n = 0;
-
-	if (strlen(policy) >= sizeof(copy))
-		return wire_fail(err, "--memory-quota: the policy is too long");
-	snprintf(copy, sizeof(copy), "%s", policy);
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (n == RULE_MAX)
-			return wire_fail(err, "--memory-quota: more than %d rules", RULE_MAX);
-		if (parse_rule(tok, &rules[n], err))
-			return -1;
-		n++;
-	}
-	return n;
+	return wire_parse_size(text, v);
 }
 
 int quota_policy_check(const char *policy, char *err)
 {
-	struct rule rules[RULE_MAX];
-
-	return parse_policy(policy, rules, err) < 0 ? -1 : 0;
-}
-
-/* The first rule of kind (and id) in rules, else NULL. */
-static const struct rule *find(const struct rule *rules, int n, enum rule_kind kind, unsigned id)
-{
-	for (int i = 0; i < n; i++)
-		if (rules[i].kind == kind && (kind >= R_REMOTE || rules[i].id == id))
-			return &rules[i];
-	return NULL;
+	return tenant_policy_check(policy, "--memory-quota", parse_size, err);
 }
 
 uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid)
 {
-	struct rule rules[RULE_MAX];
-	const struct rule *r = NULL;
-	char err[WIRE_ERRLEN];
-	int n = policy && policy[0] ? parse_policy(policy, rules, err) : 0;
+	uint64_t bytes = 0;
 
-	if (n <= 0)
-		return 0;
-	if (!remote && !(r = find(rules, n, R_UID, uid)))
-		r = find(rules, n, R_GID, gid);
-	if (!r && remote)
-		r = find(rules, n, R_REMOTE, 0);
-	if (!r)
-		r = find(rules, n, R_DEFAULT, 0);
-	return r ? r->bytes : 0;
+	return tenant_policy_value(policy, parse_size, remote, uid, gid, &bytes) ? bytes : 0;
 }
 
 void quota_set(struct worker *w, uint64_t bytes)

@@ -89,7 +89,9 @@ void fc_ctx_place(struct fc_ctx *c)
 	mmap(NULL, CTX_WINDOW, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 }
 
-CUresult fc_current(struct fc_ctx **out)
+/* The current context as made current: a green context's view stays
+ * one (green.c). */
+CUresult fc_current_view(struct fc_ctx **out)
 {
 	TRY(fc_need_init());
 	CHECK(depth && stack[depth - 1]->live, CUDA_ERROR_INVALID_CONTEXT);
@@ -98,16 +100,37 @@ CUresult fc_current(struct fc_ctx **out)
 	return CUDA_SUCCESS;
 }
 
-/* ctx, or the current one when ctx is NULL. */
-static CUresult resolve(CUcontext ctx, struct fc_ctx **out)
+/* The current context; a green context's is its primary's. */
+CUresult fc_current(struct fc_ctx **out)
+{
+	struct fc_ctx *c;
+
+	TRY(fc_current_view(&c));
+	if (out)
+		*out = c->base ? c->base : c;
+	return CUDA_SUCCESS;
+}
+
+/* ctx as given (a view stays one), checked. */
+static CUresult given(CUcontext ctx, struct fc_ctx **out)
 {
 	struct fc_ctx *c = (struct fc_ctx *)ctx;
 
-	if (!c)
-		return fc_current(out);
 	TRY(fc_need_init());
 	CHECK(fc_obj_has(c, FC_CTX) && c->live, CUDA_ERROR_INVALID_CONTEXT);
 	*out = c;
+	return CUDA_SUCCESS;
+}
+
+/* ctx, or the current one when ctx is NULL; a view's primary. */
+static CUresult resolve(CUcontext ctx, struct fc_ctx **out)
+{
+	struct fc_ctx *c;
+
+	if (!ctx)
+		return fc_current(out);
+	TRY(given(ctx, &c));
+	*out = c->base ? c->base : c;
 	return CUDA_SUCCESS;
 }
 
@@ -119,6 +142,12 @@ static void unstack(struct fc_ctx *c)
 		if (stack[i] != c)
 			stack[j++] = stack[i];
 	depth = j;
+}
+
+/* A destroyed green context leaves the calling thread's stack. */
+void fc_ctx_forget(struct fc_ctx *c)
+{
+	unstack(c);
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
@@ -248,7 +277,7 @@ CUresult cuCtxDestroy(CUcontext ctx)
 	struct fc_ctx *c = (struct fc_ctx *)ctx;
 
 	TRY(fc_need_init());
-	CHECK(fc_obj_has(c, FC_CTX) && !c->primary && fc_obj_del(c, FC_CTX), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK(fc_obj_has(c, FC_CTX) && !c->primary && !c->base && fc_obj_del(c, FC_CTX), CUDA_ERROR_INVALID_CONTEXT);
 	c->live = 0;
 	fc_obj_drop_ctx(c);
 	unstack(c);
@@ -261,7 +290,7 @@ CUresult cuCtxPushCurrent(CUcontext ctx)
 
 	TRY(fc_need_init());
 	CHECK(ctx, CUDA_ERROR_INVALID_CONTEXT);
-	TRY(resolve(ctx, &c));
+	TRY(given(ctx, &c));
 	CHECK(depth < STACK_MAX, CUDA_ERROR_OUT_OF_MEMORY);
 	stack[depth++] = c;
 	return CUDA_SUCCESS;
@@ -292,7 +321,7 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
 
 	TRY(fc_need_init());
 	if (ctx)
-		TRY(resolve(ctx, &c));
+		TRY(given(ctx, &c));
 	if (!c)
 		depth -= depth > 0;
 	else

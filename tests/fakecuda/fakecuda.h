@@ -40,7 +40,15 @@ struct fc_ctx {
 	char *globals;                  /* its module variables' window (module.c) */
 	size_t globals_used, globals_room;
 	unsigned streams, streams_most;  /* alive now, most ever alive at once (stream.c) */
+	struct fc_ctx *base;            /* a green context's view: its primary (green.c) */
+	const uint64_t *sms;            /* a view's SMs (NULL: every SM) */
 };
+
+#define FC_SM_WORDS 3
+FC_HIDDEN unsigned fc_sm_of(const uint64_t *set, unsigned n, unsigned sms);
+FC_HIDDEN void fc_ctx_forget(struct fc_ctx *c);
+FC_HIDDEN CUresult fc_current_view(struct fc_ctx **out);
+FC_HIDDEN const uint64_t *fc_stream_sms(CUstream s);
 
 void fc_ctx_place(struct fc_ctx *c);
 FC_HIDDEN void fc_ctx_stack(struct fc_ctx *c, size_t bytes);
@@ -97,6 +105,7 @@ struct fc_launch {
 	struct fc_dim grid, block;
 	void **args;		/* args[i] points at the value of param i */
 	void *mod;		/* for fc_global() */
+	const uint64_t *sms;	/* the SMs it runs on (NULL: all; green.c) */
 };
 
 struct fc_kernel {

@@ -3,7 +3,7 @@
 
 FAKECUDA_DIR  := tests/fakecuda
 FAKECUDA_SRCS := $(addprefix $(FAKECUDA_DIR)/, context.c device.c errors.c kernels.c \
-                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c misc.c link.c tensormap.c userobj.c jit.c)
+                 launch.c memory.c module.c registry.c stream.c vmm.c graph.c texture.c absent.c misc.c link.c tensormap.c userobj.c jit.c green.c)
 FAKECUDA_OBJS := $(FAKECUDA_SRCS:%.c=$(BUILD)/%.o)
 FAKECUDA_LIB  := $(BUILD)/tests/fakecuda/libcuda.so.1
 # Driver entry points often ignore some of their arguments (flags, options).

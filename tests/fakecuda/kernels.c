@@ -419,7 +419,19 @@ static void cond_countdown(const struct fc_launch *l)
 	fc_cond_set(ARG(l, 1, CUgraphConditionalHandle), *counter != 0);
 }
 
+/* Which SM ran each block, as %smid tells (green.c gives the launch's SMs). */
+static void sm_ids(const struct fc_launch *l)
+{
+	unsigned *out = ARG(l, 0, unsigned *);
+	int n = ARG(l, 1, int), sms = 132;
+
+	cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+	for (unsigned b = 0; b < l->grid.x && (int)b < n; b++)
+		out[b] = fc_sm_of(l->sms, b, (unsigned)sms);
+}
+
 static const struct fc_kernel kernels[] = {
+	{ "sm_ids", 2, { PTR, sizeof(int) }, sm_ids },
 	{ "cond_set", 2, { 8, sizeof(unsigned) }, cond_set },
 	{ "cond_countdown", 2, { PTR, 8 }, cond_countdown },
 	{ "check_positive", 2, { PTR, sizeof(int) }, check_positive },

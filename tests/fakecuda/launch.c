@@ -88,7 +88,7 @@ static CUresult launch(CUfunction f, struct fc_dim grid, struct fc_dim block, un
 		TRY(fc_current(&c));
 		fc_ctx_stack(c, fc_kernel_stack(k));
 	}
-	l = (struct fc_launch){ grid, block, args, mod };
+	l = (struct fc_launch){ grid, block, args, mod, fc_stream_sms(s) };
 	k->fn(&l);
 	return CUDA_SUCCESS;
 }

@@ -19,6 +19,7 @@
 
 struct stream {
 	struct fc_ctx *ctx;
+	struct fc_ctx *view;		/* the green context current when made (green.c) */
 	unsigned flags;
 	int priority;
 	struct fc_graph *capture;	/* the graph a capture is recording */
@@ -36,7 +37,27 @@ CUresult fc_check_stream(CUstream s)
 		return fc_current(NULL);
 	TRY(fc_need_init());
 	CHECK(fc_obj_has(s, FC_STREAM), CUDA_ERROR_INVALID_HANDLE);
+	CHECK(!((struct stream *)s)->view || ((struct stream *)s)->view->live, CUDA_ERROR_CONTEXT_IS_DESTROYED);
 	return ((struct stream *)s)->capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* The green context s runs in (the current one for the special streams),
+ * or NULL. */
+static struct fc_ctx *stream_view(CUstream s)
+{
+	struct fc_ctx *v = NULL;
+
+	if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+		return fc_current_view(&v) || !v->base ? NULL : v;
+	return fc_obj_has(s, FC_STREAM) ? ((struct stream *)s)->view : NULL;
+}
+
+/* The SMs work on s runs on (NULL: all). */
+const uint64_t *fc_stream_sms(CUstream s)
+{
+	struct fc_ctx *v = stream_view(s);
+
+	return v ? v->sms : NULL;
 }
 
 /* A created stream's capture slot (NULL for the special streams). */
@@ -84,6 +105,7 @@ CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned int flags, int priori
 	s = remember(sizeof(*s), FC_STREAM, ctx);
 	CHECK(s, CUDA_ERROR_OUT_OF_MEMORY);
 	s->ctx = ctx;
+	s->view = stream_view(NULL);
 	s->flags = flags;
 	s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority;
 	stream_made(ctx);
@@ -344,6 +366,6 @@ CUresult cuStreamGetCtx_v2(CUstream s, CUcontext *pctx, CUgreenCtx *green)
 {
 	CHECK_ARG(pctx && green);
 	TRY(cuStreamGetCtx(s, pctx));
-	*green = NULL;
+	*green = (CUgreenCtx)stream_view(s);    /* a view is its green context's first field */
 	return CUDA_SUCCESS;
 }

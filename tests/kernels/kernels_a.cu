@@ -31,3 +31,18 @@ extern "C" __global__ void saxpy(float a, const float *x, float *y, int n)
 extern "C" __global__ void empty(void)
 {
 }
+
+/* Which SM ran each block (out[block]): a session held to a share of the
+ * GPU's SMs (gpu-server --sm-share) sees only those. Each block stays a
+ * few microseconds, so that the blocks spread over every SM there is. */
+extern "C" __global__ void sm_ids(unsigned *out, int n)
+{
+	long long t0 = clock64();
+	unsigned id;
+
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+	while (clock64() - t0 < 20000)
+		;
+	if (threadIdx.x == 0 && blockIdx.x < n)
+		out[blockIdx.x] = id;
+}

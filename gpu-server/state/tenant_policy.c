@@ -1,0 +1,133 @@
+/*
+ * tenant_policy.c: what a server option gives each tenant, by rules:
+ * by uid or user name, else by primary group, else "remote" for TCP
+ * tenants, else "default"; no rule: nothing. --memory-quota (quota.c)
+ * and --sm-share (front/placement.c) are such options; each has its own
+ * kind of value, parsed by the caller's function.
+ *
+ *   policy := rule[,rule...]
+ *   rule   := uid:N=V | user:NAME=V | gid:N=V | group:NAME=V | remote=V | default=V
+ */
+#include <grp.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "state.h"
+
+#define RULE_MAX 64
+
+enum rule_kind { R_UID, R_GID, R_REMOTE, R_DEFAULT };
+
+struct rule {
+	enum rule_kind kind;
+	unsigned id;
+	uint64_t value;
+};
+
+/* A name or number of a user (group when gid) into its id. */
+static int id_of(const char *s, int by_name, int gid, unsigned *id)
+{
+	char *end;
+
+	if (!by_name) {
+		unsigned long v = strtoul(s, &end, 10);
+		if (end == s || *end || *s == '-' || v > 0xfffffffful)
+			return -1;
+		*id = (unsigned)v;
+		return 0;
+	}
+	if (gid) {
+		struct group *g = getgrnam(s);
+		return g ? (*id = g->gr_gid, 0) : -1;
+	}
+	struct passwd *p = getpwnam(s);
+	return p ? (*id = p->pw_uid, 0) : -1;
+}
+
+/* One rule "KEY=VALUE" (its text in r, NUL-terminated). */
+static int parse_rule(char *text, const char *opt, policy_value_fn value, struct rule *r, char *err)
+{
+	char *eq = strchr(text, '='), *key = text;
+	static const struct { const char *prefix; enum rule_kind kind; int by_name; } keys[] = {
+		{ "uid:", R_UID, 0 }, { "user:", R_UID, 1 }, { "gid:", R_GID, 0 }, { "group:", R_GID, 1 },
+	};
+
+	if (!eq || value(eq + 1, &r->value))
+		return wire_fail(err, "%s: '%.80s' is not KEY=VALUE with a value it takes", opt, text);
+	*eq = 0;
+	if (!strcmp(key, "remote") || !strcmp(key, "default")) {
+		r->kind = key[0] == 'r' ? R_REMOTE : R_DEFAULT;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		size_t n = strlen(keys[i].prefix);
+		if (strncmp(key, keys[i].prefix, n))
+			continue;
+		r->kind = keys[i].kind;
+		if (!id_of(key + n, keys[i].by_name, r->kind == R_GID, &r->id))
+			return 0;
+		if (!keys[i].by_name)
+			return wire_fail(err, "%s: '%.80s' is not a number", opt, key + n);
+		return wire_fail(err, "%s: no %s '%.80s'", opt, r->kind == R_GID ? "group" : "user", key + n);
+	}
+	return wire_fail(err, "%s: unknown key '%.80s' (uid:, user:, gid:, group:, remote, default)", opt, key);
+}
+
+/* The rules of policy (at most RULE_MAX); their count, or -1 with err. */
+static int parse_policy(const char *policy, const char *opt, policy_value_fn value, struct rule *rules, char *err)
+{
+	char copy[4096], *save = NULL, *tok;
+	int n = 0;
+
+	if (strlen(policy) >= sizeof(copy))
+		return wire_fail(err, "%s: the policy is too long", opt);
+	snprintf(copy, sizeof(copy), "%s", policy);
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (n == RULE_MAX)
+			return wire_fail(err, "%s: more than %d rules", opt, RULE_MAX);
+		if (parse_rule(tok, opt, value, &rules[n], err))
+			return -1;
+		n++;
+	}
+	return n;
+}
+
+int tenant_policy_check(const char *policy, const char *opt, policy_value_fn value, char *err)
+{
+	struct rule rules[RULE_MAX];
+
+	return parse_policy(policy, opt, value, rules, err) < 0 ? -1 : 0;
+}
+
+/* The first rule of kind (and id) in rules, else NULL. */
+static const struct rule *find(const struct rule *rules, int n, enum rule_kind kind, unsigned id)
+{
+	for (int i = 0; i < n; i++)
+		if (rules[i].kind == kind && (kind >= R_REMOTE || rules[i].id == id))
+			return &rules[i];
+	return NULL;
+}
+
+/* The value policy gives a tenant: 1 with it in *out, or 0 (no rule). */
+int tenant_policy_value(const char *policy, policy_value_fn value, int remote, unsigned uid, unsigned gid,
+			uint64_t *out)
+{
+	struct rule rules[RULE_MAX];
+	const struct rule *r = NULL;
+	char err[WIRE_ERRLEN];
+	int n = policy && policy[0] ? parse_policy(policy, "policy", value, rules, err) : 0;
+
+	if (n <= 0)
+		return 0;
+	if (!remote && !(r = find(rules, n, R_UID, uid)))
+		r = find(rules, n, R_GID, gid);
+	if (!r && remote)
+		r = find(rules, n, R_REMOTE, 0);
+	if (!r)
+		r = find(rules, n, R_DEFAULT, 0);
+	if (!r)
+		return 0;
+	*out = r->value;
+	return 1;
+}
