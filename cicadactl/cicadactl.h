@@ -20,6 +20,7 @@ struct ctl_opts {
 	char run_dir[512];
 	int json;
 	char memory[64];                     /* resize --memory */
+	char sms[16];                        /* resize --sms */
 	char to[300];                        /* migrate, drain --to */
 	int gpu;                             /* drain --gpu (-1: none) */
 };
@@ -30,6 +31,7 @@ struct ctl_session {
 	char gpus[32];
 	uint64_t quota, used, calls;
 	char state[16];                      /* running, paused */
+	char sms[16];                        /* its SMs on a shared GPU, or "-" (the whole GPU) */
 	char tenant[48];
 };
 

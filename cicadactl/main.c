@@ -2,7 +2,7 @@
  * main.c: cicadactl's command line.
  *
  *   cicadactl [--run-dir DIR] list [--json]
- *   cicadactl [--run-dir DIR] resize SESSION --memory SIZE|none
+ *   cicadactl [--run-dir DIR] resize SESSION [--memory SIZE|none] [--sms N|all]
  *   cicadactl [--run-dir DIR] pause|resume SESSION
  *   cicadactl [--run-dir DIR] checkpoint SESSION DIR
  *   cicadactl [--run-dir DIR] migrate SESSION --to TARGET [-- GPU-MIGRATE-OPTIONS]
@@ -21,15 +21,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: cicadactl [--run-dir DIR] list [--json]\n"
-		"       cicadactl [--run-dir DIR] resize SESSION --memory SIZE|none\n"
+		"       cicadactl [--run-dir DIR] resize SESSION [--memory SIZE|none] [--sms N|all]\n"
 		"       cicadactl [--run-dir DIR] pause|resume SESSION\n"
 		"       cicadactl [--run-dir DIR] checkpoint SESSION DIR\n"
 		"       cicadactl [--run-dir DIR] migrate SESSION --to TARGET [-- GPU-MIGRATE-OPTIONS]\n"
 		"       cicadactl [--run-dir DIR] drain --gpu N --to TARGET [-- GPU-MIGRATE-OPTIONS]\n"
 		"  The operator's view of a gpu-server (root or the server's user): its sessions\n"
-		"  with their tenant, GPUs, device memory used and quota, and calls a second;\n"
+		"  with their tenant, GPUs, SMs, device memory used and quota, and calls a second;\n"
 		"  a session's memory quota changed while it runs (raised at once; lowered only\n"
-		"  to what it holds or more); its calls held and let go (pause, resume: work\n"
+		"  to what it holds or more), and its SMs (between two of its calls; 'all': the\n"
+		"  whole GPU, shared in time); its calls held and let go (pause, resume: work\n"
 		"  already on the GPU runs on); its process checkpointed (it goes on) or moved\n"
 		"  with gpu-migrate; every session on a GPU moved off it. --run-dir is the\n"
 		"  server's (default CICADA_RUN_DIR, else /run/cicada/sessions).\n");
@@ -50,6 +51,7 @@ static int parse(int argc, char **argv, struct ctl_opts *o)
 		{ "run-dir", required_argument, NULL, 'r' }, { "json", no_argument, NULL, 'j' },
 		{ "memory", required_argument, NULL, 'm' },  { "to", required_argument, NULL, 't' },
 		{ "gpu", required_argument, NULL, 'g' },     { "help", no_argument, NULL, 'h' },
+		{ "sms", required_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *env = getenv("CICADA_RUN_DIR");
@@ -64,6 +66,7 @@ static int parse(int argc, char **argv, struct ctl_opts *o)
 		case 'r': snprintf(o->run_dir, sizeof(o->run_dir), "%s", optarg); break;
 		case 'j': o->json = 1; break;
 		case 'm': snprintf(o->memory, sizeof(o->memory), "%s", optarg); break;
+		case 's': snprintf(o->sms, sizeof(o->sms), "%s", optarg); break;
 		case 't': snprintf(o->to, sizeof(o->to), "%s", optarg); break;
 		case 'g':
 			o->gpu = (int)strtol(optarg, &end, 10);

@@ -1,7 +1,7 @@
 /*
  * verbs.c: the verbs that change a session. resize sets its memory
  * quota through the server (raised at once; lowered only to what it
- * holds or more); checkpoint runs criu with Cicada's plugin on the
+ * holds or more) and its SMs (between two of its calls); checkpoint runs criu with Cicada's plugin on the
  * session's process, which goes on (--leave-running); migrate runs
  * gpu-migrate on it; drain migrates every session on a GPU, one after
  * the other; pause holds a session's calls until resume. checkpoint,
@@ -18,18 +18,11 @@
 
 #define RUN_DEADLINE_S 3600                   /* criu, gpu-migrate (which has its own --timeout) */
 
-int ctl_resize(const struct ctl_opts *o, long worker)
+/* One request to the server, its OK or its ERROR said; 0 or 1. */
+static int ask_ok(const struct ctl_opts *o, const char *request)
 {
-	char request[96], answer[512], err[512];
-	uint64_t bytes;
+	char answer[512], err[512];
 
-	if (!strcmp(o->memory, "none")) {
-		bytes = 0;
-	} else if (wire_parse_size(o->memory, &bytes)) {
-		fprintf(stderr, "cicadactl: resize needs --memory SIZE (bytes, or with K, M, G, T; 'none': no quota)\n");
-		return 2;
-	}
-	snprintf(request, sizeof(request), "QUOTA %ld %llu", worker, (unsigned long long)bytes);
 	if (ctl_ask(o, request, answer, sizeof(answer), err, sizeof(err))) {
 		fprintf(stderr, "cicadactl: %s\n", err);
 		return 1;
@@ -39,11 +32,54 @@ int ctl_resize(const struct ctl_opts *o, long worker)
 		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
 		return 1;
 	}
+	return 0;
+}
+
+/* resize --sms N|all: the session's SMs on each of its GPUs. */
+static int resize_sms(const struct ctl_opts *o, long worker)
+{
+	char request[96], *end;
+	unsigned long n = strcmp(o->sms, "all") ? strtoul(o->sms, &end, 10) : 0;
+
+	if (strcmp(o->sms, "all") && (end == o->sms || *end || !n || n > 65535 || o->sms[0] == '-')) {
+		fprintf(stderr, "cicadactl: --sms takes a number of SMs, or 'all'\n");
+		return 2;
+	}
+	snprintf(request, sizeof(request), "SMS %ld %lu", worker, n);
+	if (ask_ok(o, request))
+		return 1;
+	if (n)
+		printf("session %ld: %lu SMs (whole groups) from its next call\n", worker, n);
+	else
+		printf("session %ld: whole GPUs from its next call\n", worker);
+	return 0;
+}
+
+int ctl_resize(const struct ctl_opts *o, long worker)
+{
+	char request[96];
+	uint64_t bytes;
+
+	if (!o->memory[0] && !o->sms[0]) {
+		fprintf(stderr, "cicadactl: resize needs --memory SIZE|none or --sms N|all\n");
+		return 2;
+	}
+	if (!o->memory[0])
+		return resize_sms(o, worker);
+	if (!strcmp(o->memory, "none")) {
+		bytes = 0;
+	} else if (wire_parse_size(o->memory, &bytes)) {
+		fprintf(stderr, "cicadactl: resize needs --memory SIZE (bytes, or with K, M, G, T; 'none': no quota)\n");
+		return 2;
+	}
+	snprintf(request, sizeof(request), "QUOTA %ld %llu", worker, (unsigned long long)bytes);
+	if (ask_ok(o, request))
+		return 1;
 	if (bytes)
 		printf("session %ld: memory quota %llu MiB\n", worker, (unsigned long long)(bytes >> 20));
 	else
 		printf("session %ld: no memory quota\n", worker);
-	return 0;
+	return o->sms[0] ? resize_sms(o, worker) : 0;
 }
 
 /* pause (on) or resume a session: its calls held by its worker, or let

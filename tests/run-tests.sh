@@ -24,11 +24,11 @@
 set -u
 
 TESTS="snapshot snapshot-cli unit
-vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 misc_calls jit_link managed_mem graph_nodes graph_pageable graph_conditional vmm_app device_query features tensor_map stream_memops user_objects
+vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_events launch_1000 sm_share misc_calls jit_link managed_mem graph_nodes graph_pageable graph_conditional vmm_app device_query features tensor_map stream_memops user_objects
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace compute-cache handshake tls allow-list quota cicadactl session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls allow-list quota cicadactl sm-share session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -724,17 +724,17 @@ test_cicadactl() {
 	app=$(pgrep -P $t)
 	out=$($ctl list 2>&1)
 	s=$(awk -v a=$app '$2 == a { print $1 }' <<<"$out")
-	awk -v a=$app '$2 == a && $4 == "0" && $5 >= 64 && $6 == 256 && $3 == "uid_0"' <<<"$out" | grep -q . ||
+	awk -v a=$app '$2 == a && $4 == "0" && $5 == "all" && $6 >= 64 && $7 == 256 && $3 == "uid_0"' <<<"$out" | grep -q . ||
 		fails="$fails list ($out);"
 	$ctl list --json | python3 -c "import json,sys; d=json.load(sys.stdin); assert d[0]['client_pid'] == $app" 2>/dev/null ||
 		fails="$fails list --json;"
 	out=$($ctl resize "${s:-0}" --memory 16M 2>&1) && fails="$fails resize below use accepted;"
 	grep -q "holds .* MiB, more than 16 MiB" <<<"$out" || fails="$fails resize below use ($out);"
-	$ctl resize "${s:-0}" --memory 1G >/dev/null && $ctl list | awk -v s="$s" '$1 == s && $6 == 1024' | grep -q . ||
+	$ctl resize "${s:-0}" --memory 1G >/dev/null && $ctl list | awk -v s="$s" '$1 == s && $7 == 1024' | grep -q . ||
 		fails="$fails resize to 1G;"
 	local before after
 	$ctl pause "${s:-0}" >/dev/null && sleep 0.5 && before=$(grep -c "^step" "$T/ctl.app") && sleep 1.5 &&
-		after=$(grep -c "^step" "$T/ctl.app") && $ctl list | awk -v s="$s" '$1 == s && $8 == "paused"' | grep -q . &&
+		after=$(grep -c "^step" "$T/ctl.app") && $ctl list | awk -v s="$s" '$1 == s && $9 == "paused"' | grep -q . &&
 		[ "$after" = "$before" ] || fails="$fails pause (steps $before then $after);"
 	$ctl resume "${s:-0}" >/dev/null && sleep 1 && [ "$(grep -c "^step" "$T/ctl.app")" -gt "${after:-0}" ] ||
 		fails="$fails resume;"
@@ -760,6 +760,83 @@ test_cicadactl() {
 	wait $pid $t 2>/dev/null
 	pkill -9 -f "cache-dir $T/cache-ctl" 2>/dev/null
 	check "cicadactl: list (table, JSON), resize (below use refused, raised at once), pause and resume, checkpoint, migrate and drain of a running session; bad input and other users refused in one line; the program ends as undisturbed${fails:+ (failed:$fails)}" \
+		test -z "$fails"
+}
+
+# SM shares (--sm-share, gpu-server/state/green.c, front/sm_share.c):
+# sessions run in green contexts of whole groups of SMs, none another's;
+# the driver reports the share; a session past the GPU's free SMs is
+# refused unless --overcommit; cicadactl resize --sms moves a running
+# session (its stream with it) to more SMs and back to the whole GPU.
+sm_list() { grep -m1 "^sm_share: stream ran on" "$1" | sed 's/.*: //' | tr ',' '\n' | sort; }
+sm_server() {
+	env $DRIVER_ENV timeout -k 5 120 "$B/bin/gpu-server" --listen "unix:$T/sm.sock" --run-dir "$T/run-sm" \
+		--cache-dir "$T/cache-sm" --workers 3 "$@" >"$T/sm.log" 2>&1 &
+	SM_PID=$!
+	wait_for_server $SM_PID "$T/sm.sock" "$T/sm.log" run-tests
+}
+sm_stop() {
+	kill $SM_PID 2>/dev/null
+	wait $SM_PID 2>/dev/null
+	pkill -9 -f "cache-dir $T/cache-sm" 2>/dev/null
+}
+test_sm_share() {
+	local fails="" total out a b app s n both c="CICADA_SERVER=unix:$T/sm.sock LD_LIBRARY_PATH=$B/lib"
+	local ctl="timeout -k 5 60 $B/bin/cicadactl --run-dir $T/run-sm"
+	want sm-share || return
+	total=$(env $DRIVER_ENV timeout 60 "$PROGS/sm_share" 2>/dev/null | sed -n 's/.*reports \([0-9]*\) SMs/\1/p')
+	sm_server --sm-share default=32 || { bad "sm-share server"; return; }
+	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1)
+	grep -q "reports 32 SMs" <<<"$out" && grep -q "NULL stream ran on 32 SMs" <<<"$out" &&
+		grep -q "^sm_share: stream ran on 32 SMs" <<<"$out" || fails="$fails one session ($out);"
+	rm -f "$T/sm.stop"
+	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
+	a=$!
+	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.b" 2>&1 &
+	b=$!
+	wait_for "stream ran on" "$T/sm.a" 30 && wait_for "stream ran on" "$T/sm.b" 30 || fails="$fails two sessions;"
+	both=$(comm -12 <(sm_list "$T/sm.a") <(sm_list "$T/sm.b") | wc -l)
+	[ "$(sm_list "$T/sm.a" | wc -l)" = 32 ] && [ "$both" = 0 ] || fails="$fails two sessions share $both SMs;"
+	app=$(pgrep -P $a)
+	s=$($ctl list | awk -v a="$app" '$2 == a { print $1 }')
+	$ctl list | awk -v s="$s" '$1 == s && $5 == 32' | grep -q . || fails="$fails list (SMS);"
+	$ctl resize "${s:-0}" --sms 64 >/dev/null && wait_for "stream ran on 64 SMs" "$T/sm.a" 10 ||
+		fails="$fails resize to 64;"
+	$ctl resize "${s:-0}" --sms all >/dev/null && wait_for "stream ran on $total SMs" "$T/sm.a" 10 ||
+		fails="$fails resize to all ($total);"
+	out=$($ctl resize "${s:-0}" --sms 0 2>&1) && fails="$fails --sms 0 accepted;"
+	touch "$T/sm.stop"
+	wait $a $b
+	grep -q "done after" "$T/sm.a" && grep -q "done after" "$T/sm.b" && ! grep -qi "error\|fail" "$T/sm.a" "$T/sm.b" ||
+		fails="$fails the sessions saw an error;"
+	sm_stop
+	sm_server --sm-share default=66% || { bad "sm-share server"; return; }
+	rm -f "$T/sm.stop"
+	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
+	a=$!
+	wait_for "stream ran on" "$T/sm.a" 30
+	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1) && fails="$fails past capacity admitted;"
+	[ "$(grep -c "no room" <<<"$out")" -ge 1 ] || fails="$fails past capacity ($out);"
+	touch "$T/sm.stop"
+	wait $a
+	sm_stop
+	sm_server --sm-share default=66% --overcommit || { bad "sm-share server"; return; }
+	rm -f "$T/sm.stop"
+	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
+	a=$!
+	wait_for "stream ran on" "$T/sm.a" 30
+	# (an H200 gave such a mix of free and held groups 80 SMs, not 88)
+	env $c timeout 60 "$PROGS/sm_share" >"$T/sm.b" 2>&1 && n=$(sed -n 's/^sm_share: stream ran on \([0-9]*\) SMs.*/\1/p' "$T/sm.b") &&
+		[ "$n" -gt 0 ] && [ "$n" -le 88 ] || fails="$fails --overcommit ($(tail -1 "$T/sm.b"));"
+	touch "$T/sm.stop"
+	wait $a
+	sm_stop
+	for policy in default=0 default=101% uid:x=8 default=8,bogus=1; do
+		out=$(env $DRIVER_ENV timeout 10 "$B/bin/gpu-server" --listen "unix:$T/sm-bad.sock" --sm-share "$policy" 2>&1) &&
+			fails="$fails '$policy' accepted;"
+		[ "$(wc -l <<<"$out")" = 1 ] && grep -q -- "--sm-share" <<<"$out" || fails="$fails '$policy' ($out);"
+	done
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; bad policies refused${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 
@@ -943,6 +1020,7 @@ test_tls
 test_allow_list
 test_quota
 test_cicadactl
+test_sm_share
 test_session_owner
 test_server_dirs
 test_module_cache

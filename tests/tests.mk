@@ -12,7 +12,7 @@ TESTS_KERNELS := $(foreach k,$(TESTS_KERNEL_NAMES),\
 	$(TESTS_KDIR)/$(k).cubin $(TESTS_KDIR)/$(k).ptx $(TESTS_KDIR)/$(k).fatbin)
 
 TESTS_CUDA_PROGS := vecadd_cubin vecadd_ptx vecadd_library multi_module \
-	memcpy_all streams_events launch_1000 device_query context_ops errors_app \
+	memcpy_all streams_events launch_1000 sm_share device_query context_ops errors_app \
 	zero_copy cr_pattern cr_hold misc_calls jit_link managed_mem graph_nodes vmm_app device_assert multi_gpu \
 	ipc_pair vmm_share tensor_map stream_memops user_objects host_devptr stage_flood graph_pageable graph_conditional \
 	quota_routes

@@ -238,8 +238,20 @@ CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevi
 {
 	CUresult err = primary_ctx(w, dev) ? cuDevicePrimaryCtxRetain(pctx, dev) : CUDA_ERROR_INVALID_DEVICE;
 
+	if (!err && (err = green_context(w, dev, pctx)))    /* a share of its SMs: green.c */
+		cuDevicePrimaryCtxRelease(dev);
 	if (!err && primary_held(dev))
 		client_refs[dev]++;
+	return err;
+}
+
+/* A session with a share of a GPU's SMs counts only those. */
+CUresult wrap_cuDeviceGetAttribute(struct worker *w, int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	CUresult err = cuDeviceGetAttribute(pi, attrib, dev);
+
+	if (!err && attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT && green_sms(w, dev))
+		*pi = green_sms(w, dev);
 	return err;
 }
 
@@ -304,5 +316,7 @@ CUresult hand_primary_ctx_handle(struct worker *w, void *args, void *res)
 	if ((err = cuDevicePrimaryCtxRetain(&ctx, dev)))
 		return err;
 	cuDevicePrimaryCtxRelease(dev);
+	if ((err = green_context(w, dev, &ctx)))
+		return err;
 	return one_scalar(r, handle_put(w, H_CTX, ctx));
 }

@@ -146,6 +146,7 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	if (w->stat)
 		w->stat->calls++;            /* (cicadactl list: calls a second) */
 	stat_wait_resumed(w);                /* (cicadactl pause) */
+	green_take_asked(w);                 /* (cicadactl resize --sms) */
 	memset(&res, 0, d->res_size > sizeof(int) ? d->res_size : sizeof(int));
 	log_debug("%s", d->name);
 	rc = worker_execute(w, d, &args, &res, scalar_out);

@@ -5,8 +5,9 @@
  *
  *   LIST                 -> a SESSION line a session, then END
  *       SESSION <worker-pid> <client-pid> <uid|-> <gpus|-> <quota> <used> <calls>
- *               <running|paused> <tenant>
+ *               <running|paused> <sms|-> <tenant>      (sms: on its first shared GPU)
  *   QUOTA <worker-pid> <bytes>   (0: no quota)
+ *   SMS <worker-pid> <n>         (0: whole GPUs; sm_share.c)
  *   PAUSE <worker-pid>, RESUME <worker-pid>   (the session's calls held, let go)
  *                        -> OK | ERROR <reason>
  *
@@ -33,7 +34,7 @@ static int admin_fd = -1;
 static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
 {
 	FILE *f = ctx;
-	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)], uid[16] = "-";
+	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)], uid[16] = "-", sms[16] = "-";
 
 	snprintf(tenant, sizeof(tenant), "%s", st->tenant);
 	snprintf(gpus, sizeof(gpus), "%s", st->gpus[0] ? st->gpus : "-");
@@ -45,9 +46,12 @@ static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
 			*p = '_';
 	if (st->uid != (uint32_t)-1)
 		snprintf(uid, sizeof(uid), "%u", st->uid);
-	fprintf(f, "SESSION %d %llu %s %s %llu %llu %llu %s %s\n", (int)pid, (unsigned long long)st->client_pid, uid,
+	for (unsigned d = 0; d < CICADA_MAX_GPUS && !strcmp(sms, "-"); d++)
+		if (st->sm_mask[d])
+			snprintf(sms, sizeof(sms), "%u", sm_share_count(d, st->sm_mask[d]));
+	fprintf(f, "SESSION %d %llu %s %s %llu %llu %llu %s %s %s\n", (int)pid, (unsigned long long)st->client_pid, uid,
 		gpus, (unsigned long long)st->quota, (unsigned long long)st->charged, (unsigned long long)st->calls,
-		st->paused ? "paused" : "running", tenant);
+		st->paused ? "paused" : "running", sms, tenant);
 }
 
 static void say(FILE *f, int rc, const char *err)
@@ -63,6 +67,7 @@ static void answer(int fd, const char *line)
 	FILE *f = fdopen(dup(fd), "w");
 	char err[WIRE_ERRLEN];
 	unsigned long long bytes;
+	unsigned sms;
 	int pid;
 
 	if (!f)
@@ -72,10 +77,12 @@ static void answer(int fd, const char *line)
 		fprintf(f, "END\n");
 	} else if (sscanf(line, "QUOTA %d %llu", &pid, &bytes) == 2 && pid > 0) {
 		say(f, pool_ask_quota(pid, bytes, err), err);
+	} else if (sscanf(line, "SMS %d %u", &pid, &sms) == 2 && pid > 0) {
+		say(f, pool_ask_sms(pid, sms, err), err);
 	} else if ((sscanf(line, "PAUSE %d", &pid) == 1 || sscanf(line, "RESUME %d", &pid) == 1) && pid > 0) {
 		say(f, pool_set_paused(pid, line[0] == 'P', err), err);
 	} else {
-		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES, PAUSE PID, RESUME PID)\n");
+		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES, SMS PID N, PAUSE PID, RESUME PID)\n");
 	}
 	fclose(f);
 }

@@ -205,9 +205,17 @@ static void run_job(struct job *j)
 	}
 	if (j->op == OP_RESTORE && j->ticket[0] && restore_preloaded(j)) {
 		;                            /* into the worker that holds its memory */
-	} else if (pool_hand_over(j->fd, j->relayed ? j->ident : NULL, &j->b, j->gpus, session_bound, j) < 0) {
-		log_error("no worker available for %s", j->peer);
-		refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
+	} else {
+		char why[WIRE_ERRLEN] = "";
+		pid_t pid = pool_hand_over(j->fd, j->relayed ? j->ident : NULL, &j->b, j->gpus, session_bound, j,
+					   why, sizeof(why));
+		if (pid == -2) {
+			log_warn("refused %s: %s", j->peer, why);
+			refuse(j->fd, &j->b, CUDA_ERROR_OUT_OF_MEMORY, why);
+		} else if (pid < 0) {
+			log_error("no worker available for %s", j->peer);
+			refuse(j->fd, &j->b, CUDA_ERROR_NO_DEVICE, "no worker available");
+		}
 	}
 	/* A place nobody else will free: no worker was bound to it, or its
 	 * worker was reaped before it was bound (the reaper did not know the

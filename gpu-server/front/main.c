@@ -82,7 +82,7 @@ static void usage(FILE *f)
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
 		"                  [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
 		"                  [--migration-token-file FILE] [--max-requests N] [--max-requests-per-client N]\n"
-		"                  [--max-staged SIZE] [--memory-quota POLICY]\n"
+		"                  [--max-staged SIZE] [--memory-quota POLICY] [--sm-share POLICY [--overcommit]]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
 		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
@@ -101,6 +101,9 @@ static void usage(FILE *f)
 		"  --memory-quota: device memory per session, by tenant: rules uid:N=SIZE,\n"
 		"  user:NAME=SIZE, gid:N=SIZE, group:NAME=SIZE, remote=SIZE (TCP and TLS\n"
 		"  tenants), default=SIZE, comma-separated (SIZE: bytes, or with K, M, G, T).\n"
+		"  --sm-share: SMs of each GPU per session, by tenant, rules as --memory-quota's\n"
+		"  with N (SMs) or P%% for values: whole groups of SMs (8 on an H100), none of them\n"
+		"  another session's; past the GPU's, a session is refused, unless --overcommit.\n"
 		"  --max-requests(-per-client): requests for paused sessions handed on at once.\n"
 		"  --gpus: serve only these GPUs of the node (all by default). A client sees\n"
 		"  them all, or with --gpus-per-client N (or its own CICADA_GPUS=N) the N\n"
@@ -200,6 +203,8 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'q': return size_option(arg, "--cache-quota", "CICADA_CACHE_QUOTA", err);
 	case 'Z': return size_option(arg, "--max-staged", "CICADA_STAGED_MAX", err);
 	case 'O': return quota_policy_check(arg, err) ? -1 : setenv("CICADA_MEMORY_QUOTA", arg, 1);
+	case 'B': return sm_share_set_policy(arg, err);
+	case 'o': sm_share_set_overcommit(1); return 0;
 	case 'X': return setenv("CICADA_STAT_FD", arg, 1);   /* (a worker's page: pool.c) */
 	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
@@ -239,7 +244,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "worker-aslr", no_argument, 0, 'a' }, { "migration-token-file", required_argument, 0, 'k' },
 		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
 		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' },
-		{ "stat-fd", required_argument, 0, 'X' }, { 0 } };
+		{ "stat-fd", required_argument, 0, 'X' }, { "sm-share", required_argument, 0, 'B' },
+		{ "overcommit", no_argument, 0, 'o' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 

@@ -218,6 +218,7 @@ static void *reap_loop(void *arg)
 			}
 		pthread_mutex_unlock(&pool.lock);
 		placement_release(pid);
+		sm_share_release(pid);
 		privsep_worker_ended(pool.run_dir, pid);
 		if (was_idle)
 			log_warn("idle worker %d ended (status %d)", (int)pid, status);
@@ -293,6 +294,8 @@ void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, vo
 		memcpy(&copy, pool.taken[i].stat, sizeof(copy));
 		if (copy.quota_asked)            /* (the worker takes it at its next allocation) */
 			copy.quota = copy.quota_asked == STAT_NO_QUOTA ? 0 : copy.quota_asked;
+		if (copy.sm_ask)                 /* (and its new SMs between two calls) */
+			memcpy(copy.sm_mask, copy.sm_asked, sizeof(copy.sm_mask));
 		copy.tenant[sizeof(copy.tenant) - 1] = 0;
 		copy.gpus[sizeof(copy.gpus) - 1] = 0;
 		each(pool.taken[i].pid, &copy, ctx);
@@ -363,6 +366,7 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 		pool.last_take_ns = wire_now_ns();
 		pthread_mutex_unlock(&pool.lock);
 		if (wire_recv_all(out->control_fd, ready, 2) == 0 && ready[0] == 'R') {
+			sm_share_learn(out->stat, ready[1]);   /* (the first one's word serves) */
 			note_taken(out->pid, out->stat);
 			*ngpus = ready[1];
 			return 0;
@@ -375,12 +379,30 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 	return -1;
 }
 
+/* The SMs of the session's GPUs its tenant gets (sm_share.c): by the unix
+ * peer's user and group; a TCP or relayed peer is "remote". */
+static int take_sms(int fd, const char *remote, pid_t pid, struct handoff *h, unsigned nreal, char *why,
+		    size_t len)
+{
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof(sa);
+	uid_t uid = 0;
+	gid_t gid = 0;
+	char err[WIRE_ERRLEN];
+	int unix_peer = !remote && !getsockname(fd, (struct sockaddr *)&sa, &sl) && sa.ss_family == AF_UNIX;
+
+	if (unix_peer && privsep_peer_ids(fd, &uid, &gid, err))
+		unix_peer = 0;
+	return sm_share_take(pid, !unix_peer, uid, gid, h->gpus, h->ngpus, nreal, h->sm_mask, why, len);
+}
+
 /* Hands connection fd and its hello to a ready worker, with the GPUs
- * placement.c gives a session that asked for want of them. taken (if
- * set) is called with the worker's pid before the worker can see the
- * connection. Returns the pid, or -1. */
+ * placement.c gives a session that asked for want of them, and the SMs
+ * there sm_share.c gives. taken (if set) is called with the worker's pid
+ * before the worker can see the connection. Returns the pid, or -1 (-2:
+ * no room for its SMs, with why). */
 pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
-		     void (*taken)(pid_t pid, void *arg), void *arg)
+		     void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len)
 {
 	struct handoff h = { .remote = remote };
 	struct pool_worker w;
@@ -396,6 +418,11 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 		return -1;
 	}
 	h.ngpus = (unsigned)n;
+	if (take_sms(fd, remote, w.pid, &h, nreal, why, len)) {
+		kill(w.pid, SIGKILL);            /* (reaped: its GPUs are let go there) */
+		close(w.control_fd);
+		return -2;
+	}
 	if (taken)
 		taken(w.pid, arg);
 	if (!handoff_send(w.control_fd, fd, &h, hello))
@@ -409,4 +436,28 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 int pool_max(void)
 {
 	return MAX_POOL;
+}
+
+/* cicadactl resize --sms: worker pid's session moves to sms SMs of each
+ * of its GPUs (0: whole GPUs) between two of its calls. -1 with err if
+ * there is no such session, or no room. */
+int pool_ask_sms(pid_t pid, unsigned sms, char *err)
+{
+	int rc = wire_fail(err, "no session %d on this server", (int)pid);
+	uint64_t masks[CICADA_MAX_GPUS];
+
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active; i++) {
+		struct session_stat *st = pool.taken[i].stat;
+		if (pool.taken[i].pid != pid || !st || !__atomic_load_n(&st->started, __ATOMIC_ACQUIRE))
+			continue;
+		if (!(rc = sm_share_resize(pid, st, sms, masks, err))) {
+			for (unsigned d = 0; d < CICADA_MAX_GPUS; d++)
+				__atomic_store_n(&st->sm_asked[d], masks[d], __ATOMIC_RELEASE);
+			__atomic_store_n(&st->sm_ask, 1, __ATOMIC_RELEASE);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return rc;
 }

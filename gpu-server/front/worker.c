@@ -7,6 +7,7 @@
  */
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "front.h"
 
@@ -165,6 +166,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	if (worker_prepare(&w))
 		return 1;
 	ready[1] = (char)w.nreal;            /* for placement.c */
+	green_describe(&w);                  /* for sm_share.c */
 	if (write(control_fd, ready, 2) != 2)
 		return 1;
 	fd = handoff_receive(control_fd, &hello, &h);
@@ -172,6 +174,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	if (fd < 0)
 		return 1;
 	gpus_assign(&w, h.gpus, h.ngpus);
+	memcpy(w.sm_mask, h.sm_mask, sizeof(w.sm_mask));
 	session_run(&w, fd, &hello);
 	wire_buf_free(&hello);
 	return 0;

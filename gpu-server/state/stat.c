@@ -44,6 +44,7 @@ void stat_session(struct worker *w, uint64_t client_pid, uint32_t uid, const cha
 		n += snprintf(st->gpus + n, sizeof(st->gpus) - (size_t)n, "%s%d", i ? "," : "", (int)w->gpu[i]);
 	st->quota = w->quota;
 	st->charged = w->charged;
+	memcpy(st->sm_mask, w->sm_mask, sizeof(st->sm_mask));
 	__atomic_store_n(&st->started, 1, __ATOMIC_RELEASE);
 }
 

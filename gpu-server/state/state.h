@@ -71,6 +71,9 @@ struct worker {
 	CUdevice assigned[CICADA_MAX_GPUS];  /* the gpu-server's choice for it; none: all */
 	unsigned nassigned;
 	uint64_t quota, charged;             /* device memory: the quota (0: none), charged (quota.c) */
+	uint64_t sm_mask[CICADA_MAX_GPUS];   /* by real ordinal: the SM groups given (0: all; green.c) */
+	CUgreenCtx green[CICADA_MAX_GPUS];   /* the session's green context there, if made */
+	CUcontext green_view[CICADA_MAX_GPUS];
 	struct session_stat *stat;           /* shared with the server (stat.c), or NULL */
 	struct worker_calls *calls;          /* the calls' fields (calls.h) */
 	struct worker_ckpt *ckpt;            /* checkpoints' and restores' (checkpoint.h) */
@@ -175,6 +178,11 @@ struct session_stat {
 	uint64_t quota_asked;                /* from the server: a new quota, or STAT_NO_QUOTA */
 	char tenant[48];
 	char gpus[32];
+	uint16_t sm_total[CICADA_MAX_GPUS];  /* by real ordinal, before 'R': the GPU's SMs */
+	uint16_t sm_unit[CICADA_MAX_GPUS];   /* and the SMs of one group (green.c) */
+	uint64_t sm_mask[CICADA_MAX_GPUS];   /* the groups the session runs on (0: all) */
+	uint64_t sm_asked[CICADA_MAX_GPUS];  /* from the server: new groups, when sm_ask is 1 */
+	uint32_t sm_ask;
 };
 void stat_open(struct worker *w);
 void stat_session(struct worker *w, uint64_t client_pid, uint32_t uid, const char *tenant);
@@ -183,6 +191,18 @@ int stat_quota_asked(struct worker *w, uint64_t *bytes);
 void stat_wait_resumed(struct worker *w);
 
 /* quota.c: the session's device memory quota (--memory-quota) */
+/* green.c: a session's share of a GPU's SMs, in a green context */
+#define GREEN_GROUPS_MAX 64
+void green_describe(struct worker *w);
+CUresult green_context(struct worker *w, CUdevice dev, CUcontext *ctx);
+int green_sms(struct worker *w, CUdevice dev);
+void green_take_asked(struct worker *w);
+
+/* tenant_policy.c: a server option's value by tenant */
+typedef int (*policy_value_fn)(const char *text, uint64_t *value);   /* 0: taken */
+int tenant_policy_check(const char *policy, const char *opt, policy_value_fn value, char *err);
+int tenant_policy_value(const char *policy, policy_value_fn value, int remote, unsigned uid, unsigned gid,
+			uint64_t *out);
 int quota_policy_check(const char *policy, char *err);
 uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid);
 void quota_set(struct worker *w, uint64_t bytes);
