@@ -21,7 +21,7 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90
 # A rule that fails leaves no half-written output behind.
 .DELETE_ON_ERROR:
 
-.PHONY: default all bundle deps test test-gpu demo bench bench-cr bench-migrate bench-torch bench-coldstart fuzz clean conformance
+.PHONY: default all bundle deps test test-gpu demo bench bench-cr bench-migrate bench-torch bench-coldstart bench-tenancy fuzz clean conformance
 # `make` alone builds and bundles (what a GPU node needs); `make all` only
 # builds, from this tree, system headers and libraries, and $(CUDA).
 default: all bundle
@@ -72,6 +72,10 @@ demo:
 
 bench:
 	bash bench/run-bench.sh
+
+# On a GPU node: two tenants held to half the SMs each (--sm-share).
+bench-tenancy:
+	bash bench/run-bench-tenancy.sh
 
 # On a GPU node: public CUDA programs natively and through Cicada
 # (tests/conformance; CORPUS from tests/conformance/prepare.sh). With
