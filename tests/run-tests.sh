@@ -770,6 +770,7 @@ test_cicadactl() {
 # session (its stream with it) to more SMs and back to the whole GPU.
 sm_list() { grep -m1 "^sm_share: stream ran on" "$1" | sed 's/.*: //' | tr ',' '\n' | sort; }
 sm_server() {
+	rm -f "$T/sm.sock"                       # (a stopped server's would look ready)
 	env $DRIVER_ENV timeout -k 5 120 "$B/bin/gpu-server" --listen "unix:$T/sm.sock" --run-dir "$T/run-sm" \
 		--cache-dir "$T/cache-sm" --workers 3 "$@" >"$T/sm.log" 2>&1 &
 	SM_PID=$!
@@ -836,7 +837,17 @@ test_sm_share() {
 			fails="$fails '$policy' accepted;"
 		[ "$(wc -l <<<"$out")" = 1 ] && grep -q -- "--sm-share" <<<"$out" || fails="$fails '$policy' ($out);"
 	done
-	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; bad policies refused${fails:+ (failed:$fails)}" \
+	out=$(CUDA_MPS_PIPE_DIRECTORY=$T/no-mps env $DRIVER_ENV timeout 10 "$B/bin/gpu-server" --listen "unix:$T/sm-bad.sock" \
+		--mps 2>&1) && fails="$fails --mps without a daemon accepted;"
+	[ "$(wc -l <<<"$out")" = 1 ] && grep -q "no MPS control daemon at $T/no-mps/control" <<<"$out" ||
+		fails="$fails --mps without a daemon ($out);"
+	if [ "$MODE" = cpu ]; then               # (a socket that is no daemon: the stand-in never calls it)
+		mkdir -p "$T/mps" && python3 -c "import socket; socket.socket(socket.AF_UNIX).bind('$T/mps/control')"
+		CUDA_MPS_PIPE_DIRECTORY=$T/mps sm_server --mps && grep -q "clients of the MPS control daemon" "$T/sm.log" ||
+			fails="$fails --mps with a daemon;"
+		sm_stop
+	fi
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

@@ -28,6 +28,7 @@ struct server {
 	int pool_size;
 	int refill_delay_ms;
 	int accept_migrations;
+	int mps;                             /* --mps: workers are MPS clients */
 	struct migrate_config migrate;
 	struct allow_list allow;
 	const char *key_file;                /* keyed snapshots */
@@ -82,7 +83,7 @@ static void usage(FILE *f)
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
 		"                  [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
 		"                  [--migration-token-file FILE] [--max-requests N] [--max-requests-per-client N]\n"
-		"                  [--max-staged SIZE] [--memory-quota POLICY] [--sm-share POLICY [--overcommit]]\n"
+		"                  [--max-staged SIZE] [--memory-quota POLICY] [--sm-share POLICY [--overcommit] [--mps]]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
 		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
@@ -104,6 +105,8 @@ static void usage(FILE *f)
 		"  --sm-share: SMs of each GPU per session, by tenant, rules as --memory-quota's\n"
 		"  with N (SMs) or P%% for values: whole groups of SMs (8 on an H100), none of them\n"
 		"  another session's; past the GPU's, a session is refused, unless --overcommit.\n"
+		"  --mps: the node runs NVIDIA's MPS control daemon (CUDA_MPS_PIPE_DIRECTORY):\n"
+		"  the workers are its clients, so that sessions on their own SMs run at once.\n"
 		"  --max-requests(-per-client): requests for paused sessions handed on at once.\n"
 		"  --gpus: serve only these GPUs of the node (all by default). A client sees\n"
 		"  them all, or with --gpus-per-client N (or its own CICADA_GPUS=N) the N\n"
@@ -205,6 +208,7 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'O': return quota_policy_check(arg, err) ? -1 : setenv("CICADA_MEMORY_QUOTA", arg, 1);
 	case 'B': return sm_share_set_policy(arg, err);
 	case 'o': sm_share_set_overcommit(1); return 0;
+	case 'p': s->mps = 1; return 0;
 	case 'X': return setenv("CICADA_STAT_FD", arg, 1);   /* (a worker's page: pool.c) */
 	case 's': return setenv("CICADA_CACHE_SHARED", "1", 1);
 	case 'U': return allow_parse(&s->allow, arg, 0, err);
@@ -245,7 +249,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
 		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' },
 		{ "stat-fd", required_argument, 0, 'X' }, { "sm-share", required_argument, 0, 'B' },
-		{ "overcommit", no_argument, 0, 'o' }, { 0 } };
+		{ "overcommit", no_argument, 0, 'o' }, { "mps", no_argument, 0, 'p' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 
@@ -321,6 +325,24 @@ static int open_listeners(struct server *s)
 	return 0;
 }
 
+/* --mps: the MPS control daemon's socket is there, for the workers to
+ * become its clients when they start CUDA. Without MPS the GPU runs
+ * different processes' contexts in turns, so sessions on disjoint SMs
+ * (--sm-share) would not run side by side. */
+static int mps_check(char *err)
+{
+	const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+	char path[600];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/control", dir && *dir ? dir : "/tmp/nvidia-mps");
+	if (stat(path, &st) || !S_ISSOCK(st.st_mode))
+		return wire_fail(err, "--mps: no MPS control daemon at %s (start nvidia-cuda-mps-control -d, "
+				 "with CUDA_MPS_PIPE_DIRECTORY as the server has it)", path);
+	log_info("workers are clients of the MPS control daemon at %s", path);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	char err[WIRE_ERRLEN];
@@ -337,6 +359,10 @@ int main(int argc, char **argv)
 		signal(SIGCHLD, SIG_IGN);
 		log_init("gpu-worker");
 		return worker_main(worker_fd, srv.cache_dir, srv.run_dir);
+	}
+	if (srv.mps && mps_check(err)) {
+		fprintf(stderr, "gpu-server: %s\n", err);
+		return 1;
 	}
 	if (make_run_dir(&srv))
 		return 1;
