@@ -36,8 +36,10 @@ export CICADA_KERNELS=$B/tests/kernels
 PROG=$B/tests/programs/cr_pattern
 
 cleanup() {
-	[ -n "${MIGRATE_LOGS:-}" ] && mkdir -p "$MIGRATE_LOGS" && cp "$T"/*.log "$T"/m.* "$MIGRATE_LOGS/" 2>/dev/null &&
+	if [ -n "${MIGRATE_LOGS:-}" ] && mkdir -p "$MIGRATE_LOGS"; then
+		cp "$T"/*.log "$T"/m.* "$T"/torch.*.err "$MIGRATE_LOGS/" 2>/dev/null
 		find "$T" -name "*.log" -path "*/run-*" -exec cp --backup=numbered {} "$MIGRATE_LOGS/" \;
+	fi
 	for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
 	pkill -9 -f "^$PROG " 2>/dev/null
 	pkill -9 -f "cache-dir $T/" 2>/dev/null
