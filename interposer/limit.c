@@ -1,8 +1,9 @@
 /*
- * limit.c: a program's own cap on its device memory, CICADA_MEMORY_LIMIT
- * (bytes, or with K, M, G, T). A tenant may ask its session for less
- * than the server's --memory-quota gives it, never more: the worker
- * takes the lower of the two (session_quota). Asked for when the
+ * limit.c: a program's own caps: on its device memory, CICADA_MEMORY_LIMIT
+ * (bytes, or with K, M, G, T), and on its SMs, CICADA_SM_LIMIT (a number
+ * of SMs of each GPU). A tenant may ask its session for less than the
+ * server's --memory-quota and --sm-share give it, never more: the worker
+ * takes the lower (session_quota, session_sms). Asked for when the
  * session starts and again when it reattaches after a move, where the
  * new worker starts from its owner's quota.
  */
@@ -24,6 +25,36 @@ static uint64_t limit_bytes(void)
 	return v;
 }
 
+/* CICADA_SM_LIMIT: SMs asked for, or 0 (none, or not a number: said once). */
+static uint64_t limit_sms(void)
+{
+	const char *e = getenv("CICADA_SM_LIMIT");
+	char *end;
+	unsigned long v;
+
+	if (!e || !*e)
+		return 0;
+	v = strtoul(e, &end, 10);
+	if (end == e || *end || *e == '-' || !v || v > 65535) {
+		log_warn("CICADA_SM_LIMIT=%s is not a number of SMs: no limit asked for", e);
+		return 0;
+	}
+	return v;
+}
+
+static void ask_sms(void)
+{
+	uint64_t sms = limit_sms();
+	scalars a = { { 1, &sms } };
+	scalar_res r = { 0 };
+
+	if (!sms)
+		return;
+	if (rpc_session_sms_locked(&a, &r))
+		log_warn("the worker did not take CICADA_SM_LIMIT");
+	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+}
+
 /* Asks the worker (client lock held). */
 static void ask(void)
 {
@@ -31,6 +62,7 @@ static void ask(void)
 	scalars a = { { 1, &bytes } };
 	scalar_res r = { 0 };
 
+	ask_sms();
 	if (!bytes)
 		return;
 	if (rpc_session_quota_locked(&a, &r))

@@ -790,6 +790,11 @@ test_sm_share() {
 	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1)
 	grep -q "reports 32 SMs" <<<"$out" && grep -q "NULL stream ran on 32 SMs" <<<"$out" &&
 		grep -q "^sm_share: stream ran on 32 SMs" <<<"$out" || fails="$fails one session ($out);"
+	out=$(env $c CICADA_SM_LIMIT=12 timeout 60 "$PROGS/sm_share" 2>&1)
+	grep -q "reports 16 SMs" <<<"$out" && grep -q "^sm_share: stream ran on 16 SMs" <<<"$out" ||
+		fails="$fails CICADA_SM_LIMIT=12 ($out);"
+	out=$(env $c CICADA_SM_LIMIT=100 timeout 60 "$PROGS/sm_share" 2>&1)
+	grep -q "^sm_share: stream ran on 32 SMs" <<<"$out" || fails="$fails CICADA_SM_LIMIT=100 got more ($out);"
 	rm -f "$T/sm.stop"
 	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
 	a=$!
@@ -847,7 +852,7 @@ test_sm_share() {
 			fails="$fails --mps with a daemon;"
 		sm_stop
 	fi
-	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; CICADA_SM_LIMIT asks for fewer, never more; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

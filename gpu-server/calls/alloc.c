@@ -34,6 +34,22 @@ CUresult hand_session_quota(struct worker *w, void *args, void *res)
 	return CUDA_SUCCESS;
 }
 
+/* A program's own cap on its SMs (CICADA_SM_LIMIT, interposer/limit.c):
+ * fewer than its share, never more (green.c). Answers the SMs it has. */
+CUresult hand_session_sms(struct worker *w, void *args, void *res)
+{
+	const scalars *a = args;
+	scalar_res *r = res;
+
+	if (a->v.v_len != 1 || a->v.v_val[0] > 65535)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(r->v.v_val = malloc(sizeof(uint64_t))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r->v.v_val[0] = (uint64_t)green_lower(w, (unsigned)a->v.v_val[0]);
+	r->v.v_len = 1;
+	return CUDA_SUCCESS;
+}
+
 /* The GPU's figures, or the session's quota as the total (quota.c). */
 CUresult wrap_cuMemGetInfo_v2(struct worker *w, size_t *free_b, size_t *total)
 {

@@ -16,7 +16,9 @@
  * again there with its flags and priority under the same handle, and
  * the client's context handle names the new context. The old green
  * context stays until the worker ends: graphs instantiated there keep
- * working.
+ * working. A program may ask for fewer SMs (CICADA_SM_LIMIT,
+ * green_lower): it keeps that many of its groups, or, on a whole GPU,
+ * takes the first groups (which then are not its alone).
  */
 #include <string.h>
 #include "state.h"
@@ -222,4 +224,44 @@ void green_take_asked(struct worker *w)
 		st->sm_mask[d] = w->sm_mask[d];
 	}
 	__atomic_store_n(&st->sm_ask, 0, __ATOMIC_RELEASE);
+}
+
+/* The first k groups of mask, or of a whole GPU of n groups (mask 0). */
+static uint64_t first_groups(uint64_t mask, unsigned k, unsigned n)
+{
+	uint64_t out = 0;
+
+	if (!mask)
+		mask = n >= 64 ? ~0ull : (1ull << n) - 1;
+	for (unsigned g = 0; g < 64 && k; g++)
+		if (mask >> g & 1) {
+			out |= 1ull << g;
+			k--;
+		}
+	return out;
+}
+
+/* A program's own cap of sms SMs on each of its GPUs, never more than
+ * its share (CICADA_SM_LIMIT). Answers the SMs it has on its first
+ * GPU (0: the whole GPU). */
+int green_lower(struct worker *w, unsigned sms)
+{
+	for (int d = 0; d < w->nreal && d < CICADA_MAX_GPUS; d++) {
+		unsigned total, unit, k, have;
+		uint64_t mask;
+
+		sm_layout(d, &total, &unit);
+		if (!unit || !sms)
+			continue;
+		k = (sms + unit - 1) / unit;
+		have = w->sm_mask[d] ? (unsigned)__builtin_popcountll(w->sm_mask[d]) : total / unit;
+		if (k >= have)
+			continue;
+		mask = first_groups(w->sm_mask[d], k, total / unit);
+		if (resize(w, d, mask))
+			continue;
+		if (w->stat)
+			w->stat->sm_mask[d] = mask;
+	}
+	return w->ngpus ? green_sms(w, w->gpu[0]) : green_sms(w, 0);
 }

@@ -197,6 +197,7 @@ void green_describe(struct worker *w);
 CUresult green_context(struct worker *w, CUdevice dev, CUcontext *ctx);
 int green_sms(struct worker *w, CUdevice dev);
 void green_take_asked(struct worker *w);
+int green_lower(struct worker *w, unsigned sms);
 
 /* tenant_policy.c: a server option's value by tenant */
 typedef int (*policy_value_fn)(const char *text, uint64_t *value);   /* 0: taken */
