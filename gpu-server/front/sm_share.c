@@ -182,6 +182,18 @@ void sm_share_release(pid_t pid)
 	pthread_mutex_unlock(&sm.lock);
 }
 
+/* Whether the worker's list of its GPUs ("0,2") names GPU d. */
+static int lists(const char *gpus, unsigned d)
+{
+	char buf[sizeof(((struct session_stat *)0)->gpus)], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", gpus);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		if (strtoul(t, NULL, 10) == d)
+			return 1;
+	return 0;
+}
+
 /* cicadactl resize --sms: session pid's GPUs get sms SMs each (0: the
  * whole GPU, shared in time), into masks. 0, or -1 with err. */
 int sm_share_resize(pid_t pid, const struct session_stat *st, unsigned sms, uint64_t *masks, char *err)
@@ -205,7 +217,7 @@ int sm_share_resize(pid_t pid, const struct session_stat *st, unsigned sms, uint
 		hold(d, h->mask[d], -1);
 	for (unsigned d = 0; d < CICADA_MAX_GPUS && !rc; d++) {
 		unsigned k = sms ? groups_for(sms, d) : 0;
-		int used = h->mask[d] || st->sm_mask[d] || (st->gpus[0] && strchr(st->gpus, '0' + (int)d));
+		int used = h->mask[d] || lists(st->gpus, d);
 
 		mask[d] = 0;
 		if (!k || !used)
