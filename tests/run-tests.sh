@@ -790,6 +790,8 @@ test_sm_share() {
 	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1)
 	grep -q "reports 32 SMs" <<<"$out" && grep -q "NULL stream ran on 32 SMs" <<<"$out" &&
 		grep -q "^sm_share: stream ran on 32 SMs" <<<"$out" || fails="$fails one session ($out);"
+	out=$(env $c timeout 60 "$PROGS/sm_share" ctx 2>&1)
+	grep -q "cuCtxCreate: CUDA_ERROR_NOT_SUPPORTED" <<<"$out" || fails="$fails cuCtxCreate under a share ($out);"
 	out=$(env $c CICADA_SM_LIMIT=12 timeout 60 "$PROGS/sm_share" 2>&1)
 	grep -q "reports 16 SMs" <<<"$out" && grep -q "^sm_share: stream ran on 16 SMs" <<<"$out" ||
 		fails="$fails CICADA_SM_LIMIT=12 ($out);"
@@ -815,7 +817,47 @@ test_sm_share() {
 	wait $a $b
 	grep -q "done after" "$T/sm.a" && grep -q "done after" "$T/sm.b" && ! grep -qi "error\|fail" "$T/sm.a" "$T/sm.b" ||
 		fails="$fails the sessions saw an error;"
+	# A resize not taken yet (the session is paused) holds its old and new
+	# groups: 4 + 8 of 16, and B's 4, leave none for C; once A takes it,
+	# its old 4 are free.
+	rm -f "$T/sm.stop"
+	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
+	a=$!
+	wait_for "stream ran on" "$T/sm.a" 30
+	s=$($ctl list | awk -v a="$(pgrep -P $a)" '$2 == a { print $1 }')
+	$ctl pause "${s:-0}" >/dev/null && $ctl resize "${s:-0}" --sms 64 >/dev/null || fails="$fails pause and resize;"
+	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.b" 2>&1 &
+	b=$!
+	wait_for "stream ran on" "$T/sm.b" 30
+	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1) && fails="$fails groups of a resize not yet taken were given out;"
+	$ctl resume "${s:-0}" >/dev/null
+	wait_for "stream ran on 64 SMs" "$T/sm.a" 10 || fails="$fails the paused session's resize;"
+	sleep 0.2
+	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1) || fails="$fails groups let go after the resize ($out);"
+	touch "$T/sm.stop"
+	wait $a $b
 	sm_stop
+	# A session moved (cicadactl migrate: a restore the operator connects)
+	# takes its owner's share, not the operator's.
+	if command -v criu >/dev/null && id nobody >/dev/null 2>&1; then
+		sm_server --sm-share uid:65534=32 || { bad "sm-share server"; return; }
+		rm -f "$T/sm.stop"
+		chmod 711 "$T"
+		chmod 666 "$T/sm.sock"
+		env $c timeout 90 setpriv --reuid=nobody --regid=nogroup --clear-groups "$PROGS/sm_share" hold "$T/sm.stop" \
+			>"$T/sm.a" 2>&1 &
+		a=$!
+		wait_for "stream ran on" "$T/sm.a" 30
+		s=$($ctl list | awk -v a="$(pgrep -P $a)" '$2 == a && $5 == 32 { print $1 }')
+		$ctl migrate "${s:-0}" --to local -- --gpu 0 >"$T/sm.mig" 2>&1 || fails="$fails migrate ($(tail -1 "$T/sm.mig"));"
+		sleep 1
+		[ "$(grep "stream ran on" "$T/sm.a" | tail -1 | sed 's/.* on \([0-9]*\) SMs.*/\1/')" = 32 ] &&
+			$ctl list | awk '$5 == 32' | grep -q . || fails="$fails after a move, not its owner's share ($(tail -1 "$T/sm.a" | cut -c1-60));"
+		touch "$T/sm.stop"
+		wait $a
+		chmod 700 "$T"
+		sm_stop
+	fi
 	sm_server --sm-share default=66% || { bad "sm-share server"; return; }
 	rm -f "$T/sm.stop"
 	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
@@ -852,7 +894,7 @@ test_sm_share() {
 			fails="$fails --mps with a daemon;"
 		sm_stop
 	fi
-	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; CICADA_SM_LIMIT asks for fewer, never more; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

@@ -118,6 +118,11 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 		return err;
 	if (!primary_ctx(w, dev))            /* held: see wrap_cuDevicePrimaryCtxRetain */
 		return CUDA_ERROR_INVALID_DEVICE;
+	if (green_sms(w, dev)) {             /* it would run on every SM: see green.c */
+		log_info("client %s: cuCtxCreate refused: the session is held to %d SMs of GPU %d",
+			 w->peer, green_sms(w, dev), (int)dev);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
 	err = cuCtxCreate(&ctx, NULL, (unsigned)a->v.v_val[0], dev);
 	if (err)
 		return err;
@@ -160,7 +165,7 @@ CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
 	if (err)
 		return err;
 	if (a->attr == CU_POINTER_ATTRIBUTE_CONTEXT)
-		value = handle_put(w, H_CTX, (void *)(uintptr_t)value);
+		value = handle_put(w, H_CTX, green_view_of(w, (CUcontext)(uintptr_t)value));
 	if (a->attr == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
 		value = (uint32_t)device_out(w, (CUdevice)(int)value);
 	r->data.data_val = malloc(size);

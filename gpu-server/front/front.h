@@ -59,24 +59,27 @@ struct listener {
 /* The pool of pre-initialised workers (pool.c). */
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
 	       void (*exit_hook)(pid_t pid));
-pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want, int by_owner,
 		     void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len);
 /* placement.c: the GPUs a new session gets */
 int placement_set_gpus(const char *list, char *err);
 void placement_set_per_client(unsigned n);
 int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out);
 void placement_release(pid_t pid);
+unsigned placement_gpus(pid_t pid, uint32_t *gpus);
 int pool_max(void);
 /* sm_share.c: the SMs a session gets (--sm-share) */
 int sm_share_set_policy(const char *policy, char *err);
 void sm_share_set_overcommit(int on);
 void sm_share_learn(const struct session_stat *st, unsigned nreal);
-int sm_share_take(pid_t pid, int remote, unsigned uid, unsigned gid, const uint32_t *gpus, unsigned n,
-		  unsigned nreal, uint64_t *masks, char *why, size_t len);
-int sm_share_resize(pid_t pid, const struct session_stat *st, unsigned sms, uint64_t *masks, char *err);
+int sm_share_take(pid_t pid, int remote, unsigned uid, unsigned gid, int privileged, const uint32_t *gpus,
+		  unsigned n, unsigned nreal, uint64_t *masks, char *why, size_t len);
+int sm_share_resize(pid_t pid, struct session_stat *st, unsigned sms, unsigned nreal, char *err);
+void sm_share_settle(pid_t pid, struct session_stat *st, unsigned nreal);
 void sm_share_release(pid_t pid);
 unsigned sm_share_count(unsigned d, uint64_t mask);
 int pool_ask_sms(pid_t pid, unsigned sms, char *err);
+void pool_settle(void);
 /* admin.c: the operator's socket (cicadactl) */
 int admin_start(const char *run_dir, char *err);
 void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, void *ctx), void *ctx);

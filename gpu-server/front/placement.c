@@ -19,6 +19,7 @@ struct held {
 	pid_t pid;
 	uint32_t gpus[CICADA_MAX_GPUS];
 	unsigned n;
+	int all;                             /* it sees them all (its load is on the first) */
 };
 
 static struct {
@@ -76,13 +77,13 @@ static unsigned server_gpus(unsigned nreal, uint32_t *out)
 }
 
 /* Worker pid's session loads gpus (lock held); placement_release ends it. */
-static void note_held(pid_t pid, const uint32_t *gpus, unsigned n)
+static void note_held(pid_t pid, const uint32_t *gpus, unsigned n, int all)
 {
 	if (pl.nheld == MAX_HELD)
 		return;                      /* not counted: it could never be taken back */
 	for (unsigned i = 0; i < n; i++)
 		pl.load[gpus[i]]++;
-	pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n };
+	pl.held[pl.nheld] = (struct held){ .pid = pid, .n = n, .all = all };
 	memcpy(pl.held[pl.nheld++].gpus, gpus, n * sizeof(*gpus));
 }
 
@@ -107,7 +108,7 @@ int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
 		want = pl.per_client;
 	if (!want) {
 		/* all of them: its load is on its GPU 0, where it works unless it chooses */
-		note_held(pid, all, nall ? 1 : 0);
+		note_held(pid, all, nall ? 1 : 0, 1);
 		pthread_mutex_unlock(&pl.lock);
 		if (!pl.nlist)
 			return 0;            /* every GPU of the node */
@@ -129,7 +130,7 @@ int placement_choose(pid_t pid, unsigned want, unsigned nreal, uint32_t *out)
 	for (unsigned i = 0; i < nall; i++)
 		if (picked[i])
 			out[n++] = all[i];
-	note_held(pid, out, n);
+	note_held(pid, out, n, 0);
 	pthread_mutex_unlock(&pl.lock);
 	return (int)n;
 }
@@ -147,4 +148,21 @@ void placement_release(pid_t pid)
 		break;
 	}
 	pthread_mutex_unlock(&pl.lock);
+}
+
+/* The GPUs worker pid's session was given, into gpus; their count (0:
+ * every GPU of the node, or a session not known here). */
+unsigned placement_gpus(pid_t pid, uint32_t *gpus)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&pl.lock);
+	for (unsigned i = 0; i < pl.nheld; i++)
+		if (pl.held[i].pid == pid && !pl.held[i].all) {
+			n = pl.held[i].n;
+			memcpy(gpus, pl.held[i].gpus, n * sizeof(*gpus));
+			break;
+		}
+	pthread_mutex_unlock(&pl.lock);
+	return n;
 }

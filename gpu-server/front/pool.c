@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include "front.h"
 
+#define SETTLE_MS 50                    /* how often the SMs' pages are read (sm_share.c) */
 #define MAX_POOL 64
 
 struct pool_worker {
@@ -43,6 +44,7 @@ static struct {
 	int randomize;                       /* --worker-aslr */
 	int size;
 	int refill_delay_ms;                 /* after a worker is taken */
+	unsigned nreal;                      /* the node's GPUs, as the workers see them */
 	uint64_t last_take_ns;
 	struct pool_worker idle[MAX_POOL];
 	int nidle;
@@ -246,6 +248,8 @@ void pool_randomize(int on)
 	pool.randomize = on;
 }
 
+static void *settle_loop(void *arg);
+
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
 	       void (*exit_hook)(pid_t pid))
 {
@@ -260,6 +264,8 @@ int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_
 	if (pthread_create(&t, NULL, reap_loop, NULL) || pthread_detach(t))
 		return -1;
 	if (pthread_create(&t, NULL, refill_loop, NULL) || pthread_detach(t))
+		return -1;
+	if (pthread_create(&t, NULL, settle_loop, NULL) || pthread_detach(t))
 		return -1;
 	return 0;
 }
@@ -294,7 +300,7 @@ void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, vo
 		memcpy(&copy, pool.taken[i].stat, sizeof(copy));
 		if (copy.quota_asked)            /* (the worker takes it at its next allocation) */
 			copy.quota = copy.quota_asked == STAT_NO_QUOTA ? 0 : copy.quota_asked;
-		if (copy.sm_ask)                 /* (and its new SMs between two calls) */
+		if (copy.sm_ask_seq != copy.sm_ack)   /* (and its new SMs between two calls) */
 			memcpy(copy.sm_mask, copy.sm_asked, sizeof(copy.sm_mask));
 		copy.tenant[sizeof(copy.tenant) - 1] = 0;
 		copy.gpus[sizeof(copy.gpus) - 1] = 0;
@@ -367,6 +373,7 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 		pthread_mutex_unlock(&pool.lock);
 		if (wire_recv_all(out->control_fd, ready, 2) == 0 && ready[0] == 'R') {
 			sm_share_learn(out->stat, ready[1]);   /* (the first one's word serves) */
+			pool.nreal = ready[1];
 			note_taken(out->pid, out->stat);
 			*ngpus = ready[1];
 			return 0;
@@ -380,9 +387,10 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 }
 
 /* The SMs of the session's GPUs its tenant gets (sm_share.c): by the unix
- * peer's user and group; a TCP or relayed peer is "remote". */
-static int take_sms(int fd, const char *remote, pid_t pid, struct handoff *h, unsigned nreal, char *why,
-		    size_t len)
+ * peer's user and group; a TCP or relayed peer is "remote"; a restore's or
+ * an incoming migration's, by its owner, later (by_owner). */
+static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct handoff *h, unsigned nreal,
+		    char *why, size_t len)
 {
 	struct sockaddr_storage sa;
 	socklen_t sl = sizeof(sa);
@@ -393,7 +401,7 @@ static int take_sms(int fd, const char *remote, pid_t pid, struct handoff *h, un
 
 	if (unix_peer && privsep_peer_ids(fd, &uid, &gid, err))
 		unix_peer = 0;
-	return sm_share_take(pid, !unix_peer, uid, gid, h->gpus, h->ngpus, nreal, h->sm_mask, why, len);
+	return sm_share_take(pid, !unix_peer, uid, gid, by_owner, h->gpus, h->ngpus, nreal, h->sm_mask, why, len);
 }
 
 /* Hands connection fd and its hello to a ready worker, with the GPUs
@@ -401,7 +409,7 @@ static int take_sms(int fd, const char *remote, pid_t pid, struct handoff *h, un
  * there sm_share.c gives. taken (if set) is called with the worker's pid
  * before the worker can see the connection. Returns the pid, or -1 (-2:
  * no room for its SMs, with why). */
-pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want,
+pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want, int by_owner,
 		     void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len)
 {
 	struct handoff h = { .remote = remote };
@@ -418,7 +426,8 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 		return -1;
 	}
 	h.ngpus = (unsigned)n;
-	if (take_sms(fd, remote, w.pid, &h, nreal, why, len)) {
+	pool_settle();                       /* (groups given back are free now) */
+	if (take_sms(fd, remote, w.pid, by_owner, &h, nreal, why, len)) {
 		kill(w.pid, SIGKILL);            /* (reaped: its GPUs are let go there) */
 		close(w.control_fd);
 		return -2;
@@ -444,20 +453,37 @@ int pool_max(void)
 int pool_ask_sms(pid_t pid, unsigned sms, char *err)
 {
 	int rc = wire_fail(err, "no session %d on this server", (int)pid);
-	uint64_t masks[CICADA_MAX_GPUS];
 
+	pool_settle();
 	pthread_mutex_lock(&pool.lock);
 	for (unsigned i = 0; i < pool.active; i++) {
 		struct session_stat *st = pool.taken[i].stat;
 		if (pool.taken[i].pid != pid || !st || !__atomic_load_n(&st->started, __ATOMIC_ACQUIRE))
 			continue;
-		if (!(rc = sm_share_resize(pid, st, sms, masks, err))) {
-			for (unsigned d = 0; d < CICADA_MAX_GPUS; d++)
-				__atomic_store_n(&st->sm_asked[d], masks[d], __ATOMIC_RELEASE);
-			__atomic_store_n(&st->sm_ask, 1, __ATOMIC_RELEASE);
-		}
+		rc = sm_share_resize(pid, st, sms, pool.nreal, err);
 		break;
 	}
 	pthread_mutex_unlock(&pool.lock);
 	return rc;
+}
+
+/* What the workers' pages say of their SMs now (sm_share.c): at every
+ * admission and resize, and every SETTLE_MS. */
+void pool_settle(void)
+{
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active; i++)
+		if (pool.taken[i].stat)
+			sm_share_settle(pool.taken[i].pid, pool.taken[i].stat, pool.nreal);
+	pthread_mutex_unlock(&pool.lock);
+}
+
+static void *settle_loop(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		usleep(SETTLE_MS * 1000);
+		pool_settle();
+	}
+	return NULL;
 }

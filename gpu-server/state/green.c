@@ -20,6 +20,7 @@
  * green_lower): it keeps that many of its groups, or, on a whole GPU,
  * takes the first groups (which then are not its alone).
  */
+#include <stdlib.h>
 #include <string.h>
 #include "state.h"
 
@@ -130,29 +131,47 @@ static int capturing(struct worker *w, CUgreenCtx green, CUcontext primary)
 	return 0;
 }
 
-/* Every stream of that context made again in now, under its handle. */
+/* Every stream of that context made again in now, under its handle: all
+ * made first, then swapped, so a failure leaves every stream where it was. */
 static CUresult move_streams(struct worker *w, CUgreenCtx green, CUcontext primary, CUcontext now)
 {
 	CUresult err = CUDA_SUCCESS;
+	unsigned n = 0, k = 0;
+	CUstream *fresh;
 
-	for (unsigned i = 0; i < w->nhandles && !err; i++) {
-		struct handle_entry *e = &w->handles[i];
-		CUstream s = e->real, fresh;
+	for (unsigned i = 0; i < w->nhandles; i++)
+		n += w->handles[i].kind == H_STREAM && stream_in(w->handles[i].real, green, primary);
+	if (!n)
+		return CUDA_SUCCESS;
+	if (!(fresh = calloc(n, sizeof(*fresh))))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (unsigned i = 0; i < w->nhandles && !err && k < n; i++) {
+		CUstream s = w->handles[i].real;
 		unsigned flags;
 		int prio;
 
-		if (e->kind != H_STREAM || !stream_in(s, green, primary))
+		if (w->handles[i].kind != H_STREAM || !stream_in(s, green, primary))
 			continue;
 		if ((err = cuStreamGetFlags(s, &flags)) || (err = cuStreamGetPriority(s, &prio)) ||
 		    (err = cuCtxPushCurrent(now)))
 			break;
-		err = cuStreamCreateWithPriority(&fresh, flags, prio);
+		err = cuStreamCreateWithPriority(&fresh[k], flags, prio);
 		cuCtxPopCurrent(NULL);
-		if (!err) {
-			e->real = fresh;
-			cuStreamDestroy(s);
-		}
+		k += !err;
 	}
+	for (unsigned i = 0, m = 0; i < w->nhandles && m < k; i++) {
+		CUstream s = w->handles[i].real;
+
+		if (w->handles[i].kind != H_STREAM || !stream_in(s, green, primary))
+			continue;
+		if (err) {
+			cuStreamDestroy(fresh[m++]);      /* (undone: each stays where it was) */
+			continue;
+		}
+		w->handles[i].real = fresh[m++];
+		cuStreamDestroy(s);
+	}
+	free(fresh);
 	return err;
 }
 
@@ -190,8 +209,11 @@ static CUresult resize(struct worker *w, CUdevice dev, uint64_t mask)
 	cuCtxPopCurrent(NULL);
 	if (err || (mask && (err = make(dev, mask, &green, &now))))
 		return err;
-	if ((err = move_streams(w, w->green[dev], primary, now)))
+	if ((err = move_streams(w, w->green[dev], primary, now))) {
+		if (green)
+			cuGreenCtxDestroy(green);    /* (nothing of the session is in it) */
 		return err;
+	}
 	rename_ctx(w, old, now);
 	w->sm_mask[dev] = mask;
 	w->green[dev] = green;               /* (the old one stays: see above) */
@@ -199,12 +221,15 @@ static CUresult resize(struct worker *w, CUdevice dev, uint64_t mask)
 	return CUDA_SUCCESS;
 }
 
-/* Between two calls: a new share the operator gave (cicadactl resize). */
+/* Between two calls: a new share the operator gave (cicadactl resize),
+ * taken once: the worker answers the request's number with the groups it
+ * then has (the server holds old and new until then). */
 void green_take_asked(struct worker *w)
 {
 	struct session_stat *st = w->stat;
+	uint32_t seq;
 
-	if (!st || !__atomic_load_n(&st->sm_ask, __ATOMIC_ACQUIRE))
+	if (!st || (seq = __atomic_load_n(&st->sm_ask_seq, __ATOMIC_ACQUIRE)) == st->sm_ack)
 		return;
 	for (int d = 0; d < w->nreal && d < CICADA_MAX_GPUS; d++) {
 		uint64_t mask = __atomic_load_n(&st->sm_asked[d], __ATOMIC_ACQUIRE);
@@ -221,9 +246,19 @@ void green_take_asked(struct worker *w)
 		} else {
 			log_info("client %s: now on %d SMs of GPU %d", w->peer, green_sms(w, d), d);
 		}
-		st->sm_mask[d] = w->sm_mask[d];
 	}
-	__atomic_store_n(&st->sm_ask, 0, __ATOMIC_RELEASE);
+	memcpy(st->sm_mask, w->sm_mask, sizeof(st->sm_mask));
+	__atomic_store_n(&st->sm_ack, seq, __ATOMIC_RELEASE);
+}
+
+/* What the client is told a context is: a GPU's primary context is the
+ * session's green context there, if it has one. */
+CUcontext green_view_of(struct worker *w, CUcontext ctx)
+{
+	for (int d = 0; d < w->nreal && d < CICADA_MAX_GPUS; d++)
+		if (w->green_view[d] && primary_held(d) && ctx == primary_ctx(w, d))
+			return w->green_view[d];
+	return ctx;
 }
 
 /* The first k groups of mask, or of a whole GPU of n groups (mask 0). */
@@ -260,7 +295,7 @@ int green_lower(struct worker *w, unsigned sms)
 		mask = first_groups(w->sm_mask[d], k, total / unit);
 		if (resize(w, d, mask))
 			continue;
-		if (w->stat)
+		if (w->stat)                 /* (the server lets the others go: sm_share.c) */
 			w->stat->sm_mask[d] = mask;
 	}
 	return w->ngpus ? green_sms(w, w->gpu[0]) : green_sms(w, 0);

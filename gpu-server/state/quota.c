@@ -34,8 +34,9 @@ int quota_policy_check(const char *policy, char *err)
 uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid)
 {
 	uint64_t bytes = 0;
+	int rc = tenant_policy_value(policy, parse_size, remote, uid, gid, &bytes);
 
-	return tenant_policy_value(policy, parse_size, remote, uid, gid, &bytes) ? bytes : 0;
+	return rc < 0 ? 1 : rc ? bytes : 0;   /* (a policy that no longer reads: nothing fits) */
 }
 
 void quota_set(struct worker *w, uint64_t bytes)

@@ -181,8 +181,9 @@ struct session_stat {
 	uint16_t sm_total[CICADA_MAX_GPUS];  /* by real ordinal, before 'R': the GPU's SMs */
 	uint16_t sm_unit[CICADA_MAX_GPUS];   /* and the SMs of one group (green.c) */
 	uint64_t sm_mask[CICADA_MAX_GPUS];   /* the groups the session runs on (0: all) */
-	uint64_t sm_asked[CICADA_MAX_GPUS];  /* from the server: new groups, when sm_ask is 1 */
-	uint32_t sm_ask;
+	uint64_t sm_asked[CICADA_MAX_GPUS];  /* from the server: new groups, asked as sm_ask_seq */
+	uint32_t sm_ask_seq;                 /* from the server: the last request's number */
+	uint32_t sm_ack;                     /* the worker: the last request it took (sm_mask: what it has) */
 };
 void stat_open(struct worker *w);
 void stat_session(struct worker *w, uint64_t client_pid, uint32_t uid, const char *tenant);
@@ -197,10 +198,24 @@ void green_describe(struct worker *w);
 CUresult green_context(struct worker *w, CUdevice dev, CUcontext *ctx);
 int green_sms(struct worker *w, CUdevice dev);
 void green_take_asked(struct worker *w);
+CUcontext green_view_of(struct worker *w, CUcontext ctx);
 int green_lower(struct worker *w, unsigned sms);
 
 /* tenant_policy.c: a server option's value by tenant */
 typedef int (*policy_value_fn)(const char *text, uint64_t *value);   /* 0: taken */
+#define TENANT_RULES_MAX 64
+struct tenant_rule {
+	int kind;
+	unsigned id;
+	uint64_t value;
+};
+struct tenant_rules {
+	int n;
+	struct tenant_rule rule[TENANT_RULES_MAX];
+};
+int tenant_rules_parse(const char *policy, const char *opt, policy_value_fn value, struct tenant_rules *rs,
+		       char *err);
+int tenant_rules_find(const struct tenant_rules *rs, int remote, unsigned uid, unsigned gid, uint64_t *out);
 int tenant_policy_check(const char *policy, const char *opt, policy_value_fn value, char *err);
 int tenant_policy_value(const char *policy, policy_value_fn value, int remote, unsigned uid, unsigned gid,
 			uint64_t *out);

@@ -15,15 +15,10 @@
 #include <string.h>
 #include "state.h"
 
-#define RULE_MAX 64
+#define RULE_MAX TENANT_RULES_MAX
 
-enum rule_kind { R_UID, R_GID, R_REMOTE, R_DEFAULT };
+enum rule_kind { R_UID, R_GID, R_REMOTE, R_DEFAULT };   /* (struct tenant_rule's kind) */
 
-struct rule {
-	enum rule_kind kind;
-	unsigned id;
-	uint64_t value;
-};
 
 /* A name or number of a user (group when gid) into its id. */
 static int id_of(const char *s, int by_name, int gid, unsigned *id)
@@ -46,7 +41,7 @@ static int id_of(const char *s, int by_name, int gid, unsigned *id)
 }
 
 /* One rule "KEY=VALUE" (its text in r, NUL-terminated). */
-static int parse_rule(char *text, const char *opt, policy_value_fn value, struct rule *r, char *err)
+static int parse_rule(char *text, const char *opt, policy_value_fn value, struct tenant_rule *r, char *err)
 {
 	char *eq = strchr(text, '='), *key = text;
 	static const struct { const char *prefix; enum rule_kind kind; int by_name; } keys[] = {
@@ -75,7 +70,7 @@ static int parse_rule(char *text, const char *opt, policy_value_fn value, struct
 }
 
 /* The rules of policy (at most RULE_MAX); their count, or -1 with err. */
-static int parse_policy(const char *policy, const char *opt, policy_value_fn value, struct rule *rules, char *err)
+static int parse_policy(const char *policy, const char *opt, policy_value_fn value, struct tenant_rule *rules, char *err)
 {
 	char copy[4096], *save = NULL, *tok;
 	int n = 0;
@@ -95,39 +90,59 @@ static int parse_policy(const char *policy, const char *opt, policy_value_fn val
 
 int tenant_policy_check(const char *policy, const char *opt, policy_value_fn value, char *err)
 {
-	struct rule rules[RULE_MAX];
+	struct tenant_rule rules[RULE_MAX];
 
 	return parse_policy(policy, opt, value, rules, err) < 0 ? -1 : 0;
 }
 
 /* The first rule of kind (and id) in rules, else NULL. */
-static const struct rule *find(const struct rule *rules, int n, enum rule_kind kind, unsigned id)
+static const struct tenant_rule *find(const struct tenant_rule *rules, int n, enum rule_kind kind, unsigned id)
 {
 	for (int i = 0; i < n; i++)
-		if (rules[i].kind == kind && (kind >= R_REMOTE || rules[i].id == id))
+		if (rules[i].kind == (int)kind && (kind >= R_REMOTE || rules[i].id == id))
 			return &rules[i];
 	return NULL;
 }
 
-/* The value policy gives a tenant: 1 with it in *out, or 0 (no rule). */
-int tenant_policy_value(const char *policy, policy_value_fn value, int remote, unsigned uid, unsigned gid,
-			uint64_t *out)
+/* policy's rules into rs, names looked up once: 0, or -1 with err. */
+int tenant_rules_parse(const char *policy, const char *opt, policy_value_fn value, struct tenant_rules *rs,
+		       char *err)
 {
-	struct rule rules[RULE_MAX];
-	const struct rule *r = NULL;
-	char err[WIRE_ERRLEN];
-	int n = policy && policy[0] ? parse_policy(policy, "policy", value, rules, err) : 0;
+	int n = policy && policy[0] ? parse_policy(policy, opt, value, rs->rule, err) : 0;
 
-	if (n <= 0)
-		return 0;
-	if (!remote && !(r = find(rules, n, R_UID, uid)))
-		r = find(rules, n, R_GID, gid);
+	rs->n = n < 0 ? 0 : n;
+	return n < 0 ? -1 : 0;
+}
+
+/* The value rs gives a tenant: 1 with it in *out, or 0 (no rule). */
+int tenant_rules_find(const struct tenant_rules *rs, int remote, unsigned uid, unsigned gid, uint64_t *out)
+{
+	const struct tenant_rule *r = NULL;
+
+	if (!remote && !(r = find(rs->rule, rs->n, R_UID, uid)))
+		r = find(rs->rule, rs->n, R_GID, gid);
 	if (!r && remote)
-		r = find(rules, n, R_REMOTE, 0);
+		r = find(rs->rule, rs->n, R_REMOTE, 0);
 	if (!r)
-		r = find(rules, n, R_DEFAULT, 0);
+		r = find(rs->rule, rs->n, R_DEFAULT, 0);
 	if (!r)
 		return 0;
 	*out = r->value;
 	return 1;
+}
+
+/* The value policy gives a tenant: 1 with it in *out, 0 (no rule), or -1
+ * when the policy no longer reads (a user or group it names is gone): the
+ * caller refuses rather than give everything. */
+int tenant_policy_value(const char *policy, policy_value_fn value, int remote, unsigned uid, unsigned gid,
+			uint64_t *out)
+{
+	struct tenant_rules rs;
+	char err[WIRE_ERRLEN];
+
+	if (tenant_rules_parse(policy, "policy", value, &rs, err)) {
+		log_error("%s", err);
+		return -1;
+	}
+	return tenant_rules_find(&rs, remote, uid, gid, out);
 }

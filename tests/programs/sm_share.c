@@ -7,6 +7,8 @@
  *   sm_share               once
  *   sm_share hold FILE     again every 20 ms on the same stream, a line
  *                          each time the SMs change, until FILE exists
+ *   sm_share ctx           and what cuCtxCreate answers (a context of its
+ *                          own would run on every SM: refused under a share)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,16 @@ int main(int argc, char **argv)
 	printf("sm_share: stream ran on %d SMs: %s\n", launch_on(s, list, sizeof(list)), list);
 	if (argc == 3 && !strcmp(argv[1], "hold"))
 		hold(s, argv[2]);
+	if (argc == 2 && !strcmp(argv[1], "ctx")) {
+		CUcontext own;
+		CUresult r = cuCtxCreate(&own, NULL, 0, dev);
+
+		printf("sm_share: cuCtxCreate: %s\n", errname(r));
+		if (!r) {
+			CHECK(cuCtxDestroy(own));
+			CHECK(cuCtxSetCurrent(ctx));
+		}
+	}
 	CHECK(cuStreamDestroy(s));
 	CHECK(cuMemFree(out));
 	CHECK(cuDevicePrimaryCtxRelease(dev));
