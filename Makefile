@@ -45,6 +45,7 @@ include bench/bench.mk
 include tests/snapshot/snapshot-tests.mk
 include packaging/packaging.mk
 include tests/unit/unit.mk
+include clients/rust/rust.mk
 
 # The header dependencies the compiler wrote at the last build (-MMD).
 # They are only read: the empty rule keeps make from looking for a way

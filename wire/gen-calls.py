@@ -5,6 +5,7 @@
   gen-calls.py client TABLE            -> interposer stubs (C)
   gen-calls.py server TABLE            -> server handlers and dispatch table (C)
   gen-calls.py server-h TABLE          -> the prototypes of the server's wrap_ and hand_ calls
+  gen-calls.py rust   TABLE CICADA_X   -> the Rust client's types and stubs (rust_gen.py)
 
 Only calls whose parameters are all scalars, handles, a launch
 configuration ("const CUlaunchConfig *", sent as CONFIG_WIDTH scalars) or
@@ -356,9 +357,10 @@ def gen_server(calls):
 
 
 def main():
-    args, protos = sys.argv[1:], None
+    args, protos, cc, include = sys.argv[1:], None, None, None
     if args[:1] == ["--cc"]:
-        protos, _ = cuda_h.read_prototypes(args[1], args[3])
+        cc, include = args[1], args[3]
+        protos, _ = cuda_h.read_prototypes(cc, include)
         args = args[4:]
     mode, table = args[0], args[1]
     calls = read_table(table, protos)
@@ -372,6 +374,11 @@ def main():
         sys.stdout.write(gen_server(calls))
     elif mode == "server-h":
         sys.stdout.write(gen_server_header(calls))
+    elif mode == "rust":
+        if not cc:
+            sys.exit("gen-calls.py: rust needs --cc and --include (C type sizes, CUresult names)")
+        import rust_gen
+        sys.stdout.write(rust_gen.generate(calls, args[2], cc, include))
     else:
         sys.exit("gen-calls.py: unknown mode " + mode)
 

@@ -72,6 +72,25 @@ static void empty(const struct fc_launch *l)
 {
 }
 
+/* C = A * B, n x n row-major (clients/rust/kernels: matmul_f32). */
+static void matmul_f32(const struct fc_launch *l)
+{
+	const float *a = ARG(l, 0, const float *), *b = ARG(l, 1, const float *);
+	float *c = ARG(l, 2, float *);
+	int n = ARG(l, 3, int);
+
+	FOR_EACH_THREAD(l, blockIdx, threadIdx) {
+		long row = (long)blockIdx.y * l->block.y + threadIdx.y, col = INDEX(l, blockIdx, threadIdx);
+		float sum = 0;
+
+		if (row >= n || col >= n)
+			continue;
+		for (long k = 0; k < n; k++)
+			sum += a[row * n + k] * b[k * n + col];
+		c[row * n + col] = sum;
+	}
+}
+
 static void fill_u32(const struct fc_launch *l)
 {
 	unsigned *p = ARG(l, 0, unsigned *), v = ARG(l, 1, unsigned);
@@ -452,6 +471,7 @@ static const struct fc_kernel kernels[] = {
 	{ "scale", 3, { PTR, sizeof(float), sizeof(int) }, scale },
 	{ "saxpy", 4, { sizeof(float), PTR, PTR, sizeof(int) }, saxpy },
 	{ "empty", 0, { 0 }, empty },
+	{ "matmul_f32", 4, { PTR, PTR, PTR, sizeof(int) }, matmul_f32 },
 	{ "fill_u32", 3, { PTR, sizeof(unsigned), sizeof(int) }, fill_u32 },
 	{ "inc_u32", 2, { PTR, sizeof(int) }, inc_u32 },
 	{ "read_global", 1, { PTR }, read_global },
