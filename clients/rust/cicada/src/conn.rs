@@ -46,7 +46,7 @@ impl Conn {
         let addr = Addr::parse(addr_text)?;
         let mut s = link::dial(&addr, info.connect_timeout)?;
         let nonce = link::recv_challenge(&mut *s, info.connect_timeout)
-            .map_err(|e| Error::Connect(format!("gpu-server at {}: {}", addr_text, e)))?;
+            .map_err(|e| Error::Connect(format!("gpu-server at {}: {}", addr_text, e.detail())))?;
         let h = HelloArgs {
             proto_version: proto::CICADA_PROTO_VERSION,
             token: link::token_proof(&info.token, &nonce),
@@ -73,7 +73,7 @@ impl Conn {
                     info.connect_timeout.as_secs()
                 )))
             }
-            Err(e) => return Err(Error::Connect(format!("gpu-server at {}: {}", addr_text, e))),
+            Err(e) => return Err(Error::Connect(format!("gpu-server at {}: {}", addr_text, e.detail()))),
         };
         if r.err != 0 {
             return Err(Error::Refused(r.err, r.message));

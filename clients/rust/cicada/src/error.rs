@@ -35,6 +35,15 @@ impl Error {
         }
     }
 
+    /// What happened, without the CUresult's name.
+    pub fn detail(&self) -> String {
+        match self {
+            Error::Cuda(_) => self.name().to_string(),
+            Error::Build(_, s) | Error::Refused(_, s) | Error::Connect(s) | Error::Lost(s) => s.clone(),
+            Error::Protocol(s) | Error::Invalid(s) => s.clone(),
+        }
+    }
+
     /// The CUresult's name (cuda.h), e.g. "CUDA_ERROR_INVALID_VALUE".
     pub fn name(&self) -> &'static str {
         proto::error_name(self.code()).unwrap_or("CUDA_ERROR_UNKNOWN")
