@@ -33,6 +33,7 @@ criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse inst
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
 cr-hostfn cr-managed cr-mapped cr-graph cr-objects cr-refused cr-tcp-held cr-uring cr-vmm-taken cr-globals-moved cr-small-target cr-cufft cr-sizes cr-carry cr-carry-out cr-carry-in
+rust
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-tenant torch-quota torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
 migrate-whole migrate-gpu-only migrate-pinned migrate-chain migrate-link-cut migrate-gpu-faults migrate-target-oom migrate-other-model migrate-tls migrate-refused migrate-killed migrate-ipc migrate-big"
@@ -84,6 +85,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/torch/torch-tests.sh
 . tests/multigpu/multigpu-tests.sh
 . tests/packaging/install-tests.sh
+. tests/rust/rust-tests.sh
 T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
@@ -1095,6 +1097,7 @@ run_install_tests
 run_security_tests
 run_cr_tests
 run_carry_tests
+run_rust_tests
 run_multigpu_tests
 run_torch_tests
 run_migrate_tests

@@ -156,7 +156,8 @@ impl Server {
     /// Kills the server and every process of it (its workers): the
     /// session's process group, and any process naming its folder.
     pub fn kill(&self) {
-        let _ = Command::new("kill").args(["-9", &format!("-{}", self.pid)]).stderr(Stdio::null()).status();
+        // (procps's kill takes "-9 -PID" as group 9: the group goes after --)
+        let _ = Command::new("kill").args(["-s", "KILL", "--", &format!("-{}", self.pid)]).stderr(Stdio::null()).status();
         let mark = self.dir.display().to_string();
         if let Ok(d) = std::fs::read_dir("/proc") {
             for e in d.flatten() {
@@ -166,7 +167,7 @@ impl Server {
                 }
                 let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
                 if String::from_utf8_lossy(&cmdline).contains(&mark) {
-                    let _ = Command::new("kill").args(["-9", &pid]).stderr(Stdio::null()).status();
+                    let _ = Command::new("kill").args(["-s", "KILL", "--", &pid]).stderr(Stdio::null()).status();
                 }
             }
         }
