@@ -13,8 +13,8 @@
  *                                end the paused session (the process dies)
  *   restore  init                every snapshot is restored into a new
  *                                worker before any process is created
- *            RESTORE_UNIX_SK     a new control connection, to us
- *            RESUME_DEVICES_LATE tell the process where its session is now
+ *            RESTORE_UNIX_SK     a new control connection, which already
+ *                                says where the session is now
  *            exit                on failure, end the restored sessions
  *
  * Restores go to CICADA_RESTORE_SERVER if set (another node, say), else to
@@ -25,7 +25,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,16 +34,13 @@
 #include "cicada-criu.h"
 
 #define MAX_SESSIONS 256
-#define RESUME_WAIT_MS 10000
 
 static struct {
 	int off;                             /* pre-dump: nothing to do */
 	int leave_running;
 	struct gpu_session s[MAX_SESSIONS];
 	int n;
-	int listen_fd;                       /* restore: control connections */
-	int main_pid;
-} plugin = { .listen_fd = -1 };
+} plugin;
 
 static struct gpu_session *find(int pid)
 {
@@ -188,23 +184,6 @@ static void release_all(void)
 			plugin_error("ending session of process %d: %s", plugin.s[i].pid, err);
 }
 
-static int listen_for_children(void)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int n;
-
-	plugin.main_pid = getpid();
-	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-criu.%d", plugin.main_pid);
-	plugin.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (plugin.listen_fd < 0 ||
-	    bind(plugin.listen_fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
-	    listen(plugin.listen_fd, MAX_SESSIONS)) {
-		fail_line("cannot create the plugin's control socket");
-		return -1;
-	}
-	return 0;
-}
-
 /* For a gpu-server restoring a migrating process (CICADA_NOTE_RESTORED):
  * the new session's ticket, in its own private directory, so that it can
  * end the session should the process not be let run. */
@@ -291,7 +270,7 @@ static int cicada_init(int stage)
 		plugin.leave_running = leaving_running();
 		return 0;
 	}
-	return listen_for_children() || restore_all() ? -1 : 0;
+	return restore_all();
 }
 
 static void cicada_exit(int stage, int ret)
@@ -310,8 +289,6 @@ static void cicada_exit(int stage, int ret)
 			close(s->ctl);       /* a paused process resumes where it was */
 		s->ctl = -1;
 	}
-	if (plugin.listen_fd >= 0)
-		close(plugin.listen_fd);
 	plugin.n = 0;
 }
 
@@ -375,78 +352,42 @@ static int cicada_dump_unix_sk(int fd, int id)
 	return 0;
 }
 
-/* Runs in the process being restored: a new connection to criu, which
- * learns from the first line whose it is (the pid in its namespace). */
+/* Runs in the process being restored, which criu forked: the plugin's
+ * memory is criu's, with every session restore_all brought back. Its
+ * control connection is one end of a socket pair whose other end has
+ * already said where its session is now (the line waits until the
+ * process runs) and is closed. Nothing has to reach criu: a container's
+ * own network namespace has no way back to criu's. */
 static int cicada_restore_unix_sk(int id)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1, "cicada-criu.%d", plugin.main_pid);
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	char line[32];
-	int len = snprintf(line, sizeof(line), "%d\n", (int)getpid());
+	struct gpu_session *s = find_vpid((int)getpid());
+	char err[WIRE_ERRLEN];
+	int sv[2], rc;
 
-	if (fd < 0)
+	if (!s) {
+		fail_line("a restored control connection belongs to no GPU session in the images");
+		return -ENOTSUP;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
-	    write(fd, line, (size_t)len) != len) {
-		close(fd);
+	s->ctl = sv[1];
+	rc = session_send_resume(s, err);
+	close(sv[1]);
+	s->ctl = -1;
+	if (rc) {
+		fail_line(err);
+		close(sv[0]);
 		return -ECONNREFUSED;
 	}
-	return fd;
-}
-
-/* Whose session a restored process's connection fd is: only criu's own
- * children (our user) connect here, each saying its pid in its pid
- * namespace, which must be the one it has; anyone else, or silence
- * past a second, is no one's. */
-static struct gpu_session *connection_owner(int fd)
-{
-	struct ucred c;
-	socklen_t len = sizeof(c);
-	char line[32];
-	int n = 0;
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) || c.uid != geteuid() || wire_set_timeouts(fd, 1000))
-		return NULL;
-	while (n < (int)sizeof(line) - 1 && read(fd, line + n, 1) == 1 && line[n] != '\n')
-		n++;
-	line[n] = 0;
-	return session_ns_pid((int)c.pid) == atoi(line) ? find_vpid(atoi(line)) : NULL;
-}
-
-/* Accepts restored processes' connections until s's arrives. */
-static int connection_of(struct gpu_session *s)
-{
-	struct pollfd p = { .fd = plugin.listen_fd, .events = POLLIN };
-
-	while (s && s->ctl < 0 && poll(&p, 1, RESUME_WAIT_MS) == 1) {
-		int fd = accept4(plugin.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		struct gpu_session *owner = fd >= 0 ? connection_owner(fd) : NULL;
-
-		if (owner && owner->ctl < 0)
-			owner->ctl = fd;
-		else if (fd >= 0)
-			close(fd);
-	}
-	return s ? s->ctl : -1;
+	return sv[0];
 }
 
 static int cicada_resume_devices_late(int pid)
 {
 	struct gpu_session *s = find_restored(pid);
-	char err[WIRE_ERRLEN];
 
-	if (!s)
-		return 0;
-	if (connection_of(s) < 0) {
-		fail_line("a restored process never connected to the plugin");
-		return -1;
-	}
-	if (session_send_resume(s, err)) {
-		fail_line(err);
-		return -1;
-	}
-	plugin_info("process %d resumes on %s", pid, s->server);
+	if (s)
+		plugin_info("process %d resumes on %s", pid, s->server);
 	return 0;
 }
 

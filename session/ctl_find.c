@@ -11,12 +11,15 @@
  * named "cicada-ctl.<its pid>[.tag]". A connect never waits on a full
  * backlog, and the connection has deadlines. A process closes its
  * socket while paused and listens again just after criu lets it run:
- * session_ctl_wait gives one that runs Cicada a moment for it. Also:
- * a line of /proc/PID/status, and the pid a process has in its own pid
+ * session_ctl_wait gives one that runs Cicada a moment for it. Abstract
+ * names belong to a network namespace: a process in a namespace of its
+ * own (a container) is dialled from a socket made in there. Also: a line
+ * of /proc/PID/status, and the pid a process has in its own pid
  * namespace.
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +43,46 @@ static int listener_is(int fd, int pid, uid_t uid)
 	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c, &len) && (int)c.pid == pid && c.uid == uid;
 }
 
-/* Connects to abstract name (without its '@'), never waiting for a
- * full backlog; the socket, with deadlines, if pid listens there as
- * uid, else -1. */
+static int unix_socket(void)
+{
+	return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+}
+
+/* A unix socket made in pid's network namespace, where it looks up
+ * abstract names: made in ours when that is pid's, or when we may not
+ * enter pid's (a user's own tools; the name is then not found). Only
+ * this thread enters, and it comes back before the socket is used. */
+static int socket_in_netns(int pid)
+{
+	char path[64];
+	struct stat mine, theirs;
+	int ns, back, fd = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+	if (stat(path, &theirs) || stat("/proc/thread-self/ns/net", &mine) ||
+	    (theirs.st_dev == mine.st_dev && theirs.st_ino == mine.st_ino))
+		return unix_socket();
+	ns = open(path, O_RDONLY | O_CLOEXEC);
+	back = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (ns >= 0 && back >= 0 && !setns(ns, CLONE_NEWNET)) {
+		fd = unix_socket();
+		if (setns(back, CLONE_NEWNET) && fd >= 0) {
+			close(fd);           /* never talk from the wrong namespace */
+			fd = -1;
+		}
+	} else {
+		fd = unix_socket();
+	}
+	if (ns >= 0)
+		close(ns);
+	if (back >= 0)
+		close(back);
+	return fd;
+}
+
+/* Connects to abstract name (without its '@') in pid's network
+ * namespace, never waiting for a full backlog; the socket, with
+ * deadlines, if pid listens there as uid, else -1. */
 static int dial_checked(const char *name, int pid, uid_t uid)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -52,7 +92,7 @@ static int dial_checked(const char *name, int pid, uid_t uid)
 	if (n + 1 >= sizeof(sa.sun_path))
 		return -1;
 	memcpy(sa.sun_path + 1, name, n);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket_in_netns(pid);
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) ||
