@@ -2,7 +2,7 @@
 # directory ($(BUILD)/lib/criu) for criu's -L. It exports only the plugin
 # descriptor, so its code never binds to criu's same-named symbols.
 
-PLUGIN_SRCS := criu-plugin/plugin.c criu-plugin/preflight.c
+PLUGIN_SRCS := criu-plugin/plugin.c criu-plugin/preflight.c criu-plugin/watch.c
 PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/%.o)
 PLUGIN_SO   := $(BUILD)/lib/criu/cicada.so
 CRIU_INCLUDE ?= /usr/local/include

@@ -10,7 +10,8 @@
  *                                CRIU's image directory
  *            DUMP_UNIX_SK        the control connection is ours to redo
  *            exit                resume (failure or --leave-running), or
- *                                end the paused session (the process dies)
+ *                                end the paused session (the process dies;
+ *                                over RPC, watch.c: once it does)
  *   restore  init                every snapshot is restored into a new
  *                                worker before any process is created
  *            RESTORE_UNIX_SK     a new control connection, which already
@@ -38,6 +39,7 @@
 static struct {
 	int off;                             /* pre-dump: nothing to do */
 	int leave_running;
+	int over_rpc;                        /* swrk: --leave-running unknown */
 	struct gpu_session s[MAX_SESSIONS];
 	int n;
 } plugin;
@@ -268,6 +270,7 @@ static int cicada_init(int stage)
 	}
 	if (stage == CR_PLUGIN_STAGE__DUMP) {
 		plugin.leave_running = leaving_running();
+		plugin.over_rpc = criu_over_rpc();
 		return 0;
 	}
 	return restore_all();
@@ -276,10 +279,14 @@ static int cicada_init(int stage)
 static void cicada_exit(int stage, int ret)
 {
 	char err[WIRE_ERRLEN];
+	int watched = stage == CR_PLUGIN_STAGE__DUMP && ret == 0 && !plugin.leave_running && plugin.over_rpc &&
+		      plugin.n && !watch_sessions(plugin.s, plugin.n);
 
+	if (watched)
+		plugin_info("the sessions of the dumped processes end if they do (criu over RPC: --leave-running unseen)");
 	for (int i = 0; i < plugin.n; i++) {
 		struct gpu_session *s = &plugin.s[i];
-		if (stage == CR_PLUGIN_STAGE__DUMP && ret == 0 && !plugin.leave_running &&
+		if (stage == CR_PLUGIN_STAGE__DUMP && ret == 0 && !plugin.leave_running && !watched &&
 		    server_request(s, OP_RELEASE, -1, NULL, err))
 			plugin_error("ending session of process %d: %s", s->pid, err);
 		if (stage == CR_PLUGIN_STAGE__RESTORE && ret != 0 &&
