@@ -103,3 +103,8 @@ all: $(BUILD)/lib/deps/.stamp
 $(BUILD)/bin/criu: scripts/bundle-criu.sh scripts/criu-wrapper.in $(wildcard scripts/criu-patches/*.patch)
 	bash scripts/bundle-criu.sh $(BUILD)
 bundle: $(BUILD)/bin/criu
+# and runc, where this machine has one, for the container test on GPU
+# nodes without it (tests/containers/run.sh)
+$(BUILD)/bin/runc: scripts/bundle-runc.sh
+	bash scripts/bundle-runc.sh $(BUILD)
+bundle: $(BUILD)/bin/runc

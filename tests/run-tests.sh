@@ -36,7 +36,8 @@ cr-hostfn cr-managed cr-mapped cr-graph cr-objects cr-refused cr-tcp-held cr-uri
 rust
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-tenant torch-quota torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
-migrate-whole migrate-gpu-only migrate-pinned migrate-chain migrate-link-cut migrate-gpu-faults migrate-target-oom migrate-other-model migrate-tls migrate-refused migrate-killed migrate-ipc migrate-big"
+migrate-whole migrate-gpu-only migrate-pinned migrate-chain migrate-link-cut migrate-gpu-faults migrate-target-oom migrate-other-model migrate-tls migrate-refused migrate-killed migrate-ipc migrate-big
+containers containers-runc"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in
@@ -86,6 +87,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/multigpu/multigpu-tests.sh
 . tests/packaging/install-tests.sh
 . tests/rust/rust-tests.sh
+. tests/containers/run.sh
 T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
@@ -125,6 +127,7 @@ cleanup() {
 	ip netns del "cicada-node-$$" 2>/dev/null
 	ip netns del "cicada-torchnode-$$" 2>/dev/null
 	mig_nodes_down
+	ct_down
 	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -1101,6 +1104,7 @@ run_rust_tests
 run_multigpu_tests
 run_torch_tests
 run_migrate_tests
+run_container_tests
 echo "suite: $(($(date +%s) - SUITE_START)) s"
 echo "$PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]
