@@ -124,14 +124,20 @@ ct_runc_bundle() {
 # ct_sessions_end NODE: NODE's server holds no session within 15 s
 # (the dumped container's ended with it).
 ct_sessions_end() {
-	for _ in $(seq 75); do
-		[ "$(timeout 10 "$B/bin/cicadactl" --run-dir "$CT/$1/sessions" list --json 2>/dev/null |
-			grep -c '"ticket"')" = 0 ] && return 0
+	for _ in $(seq 20); do
+		[ "$(timeout 10 "$B/bin/cicadactl" --run-dir "$CT/$1/sessions" list --json 2>&1)" = "[]" ] && return 0
 		sleep 0.2
 	done
 	echo "     node $1 still holds a session after the container's checkpoint:"
 	timeout 10 "$B/bin/cicadactl" --run-dir "$CT/$1/sessions" list | sed 's/^/     | /'
 	return 1
+}
+
+# ct_criu_errors NODE: what criu said went wrong on NODE (podman keeps
+# the log of a failed dump or restore in the container's folder).
+ct_criu_errors() {
+	find "$CT/$1" -name 'dump.log' -o -name 'restore.log' 2>/dev/null | xargs -r grep -h "Error\|cicada:" |
+		grep -v "RLIMIT_NOFILE" | tail -5 | sed 's/^/     criu | /'
 }
 
 # ct_same OUT: OUT is the undisturbed run's output, and node B restored
@@ -159,12 +165,12 @@ ct_podman_case() {
 	ct_podman A container checkpoint --leave-running "$id" >/dev/null 2>"$err" &&
 		wait_for " step 5 " "$log" 60 &&
 		ct_podman A container checkpoint --export "$CT/ckpt.tar" "$id" >/dev/null 2>>"$err" ||
-		{ sed 's/^/     | /' "$err"; tail -3 "$log"; return 1; }
+		{ sed 's/^/     | /' "$err"; tail -3 "$log"; ct_criu_errors A; return 1; }
 	ct_sessions_end A || return 1
 	mkdir -p "$CT/B/in" && cp "$CT/ckpt.tar" "$CT/B/in/" &&
 		ct_podman B container restore --import "$CT/B/in/ckpt.tar" >/dev/null 2>"$err" &&
 		ct_podman B wait "$id" >/dev/null 2>>"$err" &&
-		ct_podman B logs "$id" >"$CT/podman.out" 2>>"$err" || { sed 's/^/     | /' "$err"; return 1; }
+		ct_podman B logs "$id" >"$CT/podman.out" 2>>"$err" || { sed 's/^/     | /' "$err"; ct_criu_errors B; return 1; }
 	ct_same "$CT/podman.out"
 }
 
@@ -179,14 +185,14 @@ ct_runc_case() {
 	ct_runc A checkpoint --leave-running --image-path "$CT/A/lr" --work-path "$CT/A/lr" "$id" 2>>"$err" &&
 		wait_for "^step 5 " "$out" 60 &&
 		ct_runc A checkpoint --image-path "$CT/A/ckpt" --work-path "$CT/A/ckpt" "$id" 2>>"$err" ||
-		{ sed 's/^/     | /' "$err"; grep -h "Error\|cicada:" "$CT"/A/lr/dump.log "$CT"/A/ckpt/dump.log 2>/dev/null | tail -5; return 1; }
+		{ sed 's/^/     | /' "$err"; ct_criu_errors A; return 1; }
 	ct_sessions_end A || return 1
 	cp -a "$CT/A/ckpt" "$CT/B/ckpt" || return 1
 	{ ct_runc B restore -d --image-path "$CT/B/ckpt" --work-path "$CT/B/ckpt" --bundle "$CT/B/bundle" "$id" \
 		</dev/null 2> >(cat >>"$err") | cat >"$CT/B/runc.out"; } &
 	disown $!
 	wait_for "^done" "$CT/B/runc.out" 60 ||
-		{ sed 's/^/     | /' "$err"; grep -h "Error\|cicada:" "$CT/B/ckpt/restore.log" | tail -5; return 1; }
+		{ sed 's/^/     | /' "$err"; ct_criu_errors B; return 1; }
 	cat "$out" "$CT/B/runc.out" >"$CT/runc.all"
 	ct_same "$CT/runc.all"
 }
