@@ -90,8 +90,13 @@ ct_node() {
 
 # ct_runc_bundle NODE: NODE's bundle: config.json over the shared rootfs.
 ct_runc_bundle() {
-	local n=$1 args a
+	local n=$1 args a netns='{ "type": "network" }, '
 	args=""
+	# criu locks a container's own network namespace with iptables-restore
+	# (this criu knows no other way): on a node without it, as a GPU node
+	# may be, the container shares its node's network namespace.
+	command -v iptables-restore >/dev/null ||
+		{ netns=""; echo "     (no iptables-restore here: the runc container shares the node's network namespace)"; }
 	for a in /opt/cicada/bin/cr_pattern /opt/cicada/kernels $CT_ARGS; do args="$args\"$a\", "; done
 	mkdir -p "$CT/$n/bundle" && cat >"$CT/$n/bundle/config.json" <<-EOF
 	{
@@ -113,7 +118,7 @@ ct_runc_bundle() {
 	    { "destination": "$CT/node", "type": "bind", "source": "$CT/node", "options": [ "rbind", "rw" ] }
 	  ],
 	  "linux": {
-	    "namespaces": [ { "type": "pid" }, { "type": "network" }, { "type": "ipc" }, { "type": "uts" }, { "type": "mount" } ],
+	    "namespaces": [ { "type": "pid" }, $netns{ "type": "ipc" }, { "type": "uts" }, { "type": "mount" } ],
 	    "maskedPaths": [ "/proc/kcore", "/proc/keys", "/proc/timer_list" ],
 	    "readonlyPaths": [ "/proc/sys", "/proc/sysrq-trigger" ]
 	  }
