@@ -13,7 +13,7 @@ CARGO ?= $(firstword $(wildcard /usr/bin/cargo) $(shell command -v cargo 2>/dev/
 RUST_RUSTC := $(firstword $(wildcard /usr/bin/rustc) $(shell command -v rustc 2>/dev/null))
 RUST_ENV = CARGO_TARGET_DIR=$(abspath $(RUST_DIR))/target CARGO_NET_OFFLINE=true RUSTC=$(RUST_RUSTC) \
 	CUDA=$(CUDA) CC=$(CC)
-RUST_SRCS := $(wildcard clients/rust/cicada/src/*.rs clients/rust/cicada/examples/*.rs) \
+RUST_SRCS := $(wildcard clients/rust/cicada/src/*.rs clients/rust/cicada/examples/*.rs clients/rust/cicada/examples/common/*.rs) \
 	clients/rust/cicada/Cargo.toml clients/rust/cicada/build.rs \
 	wire/calls.tbl wire/cicada.x wire/gen-calls.py wire/rust_gen.py wire/cuda_h.py
 

@@ -9,14 +9,8 @@
 //! the same line the native C program of clients/rust/gpu-check prints.
 use cicada::{Context, Device, DeviceBuffer, Event, LaunchConfig, Module, Session};
 
-fn kernels(ext: &str) -> Vec<u8> {
-    let dir = std::env::var("CICADA_RUST_KERNELS").unwrap_or_else(|_| {
-        let exe = std::env::current_exe().unwrap();
-        format!("{}/../kernels", exe.parent().unwrap().display())
-    });
-    let path = format!("{}/rust_kernels.{}", dir, ext);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path, e))
-}
+mod common;
+use common::kernels;
 
 /// FNV-1a over the result's bits: equal only if every element is.
 fn hash(v: &[f32]) -> u64 {

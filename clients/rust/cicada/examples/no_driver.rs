@@ -5,14 +5,8 @@
 //! namespace with an empty /dev (tests/run-tests.sh's rust test does).
 use cicada::{Context, Device, DeviceBuffer, LaunchConfig, Module, Session};
 
-fn kernels(ext: &str) -> Vec<u8> {
-    let dir = std::env::var("CICADA_RUST_KERNELS").unwrap_or_else(|_| {
-        let exe = std::env::current_exe().unwrap();
-        format!("{}/../kernels", exe.parent().unwrap().display())
-    });
-    let path = format!("{}/rust_kernels.{}", dir, ext);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path, e))
-}
+mod common;
+use common::kernels;
 
 /// What of the driver this process can see: device files, mapped libraries.
 fn driver_traces() -> Vec<String> {

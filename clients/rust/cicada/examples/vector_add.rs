@@ -8,14 +8,8 @@
 use cicada::{Context, Device, DeviceBuffer, Event, LaunchConfig, Module, Session};
 use std::time::Instant;
 
-fn kernels(ext: &str) -> Vec<u8> {
-    let dir = std::env::var("CICADA_RUST_KERNELS").unwrap_or_else(|_| {
-        let exe = std::env::current_exe().unwrap();
-        format!("{}/../kernels", exe.parent().unwrap().display())
-    });
-    let path = format!("{}/rust_kernels.{}", dir, ext);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {}", path, e))
-}
+mod common;
+use common::kernels;
 
 fn run(n: usize) -> cicada::Result<bool> {
     let t0 = Instant::now();
