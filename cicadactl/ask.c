@@ -68,9 +68,10 @@ int ctl_sessions(const struct ctl_opts *o, struct ctl_session *s, int max, char 
 		return -1;
 	for (line = strtok_r(buf, "\n", &save); line && n < max; line = strtok_r(NULL, "\n", &save)) {
 		struct ctl_session *x = &s[n];
-		if (sscanf(line, "SESSION %ld %ld %15s %31s %llu %llu %llu %15s %15s %47s", &x->worker, &x->client, uid,
+		snprintf(x->token, sizeof(x->token), "-");
+		if (sscanf(line, "SESSION %ld %ld %15s %31s %llu %llu %llu %15s %15s %47s %63s", &x->worker, &x->client, uid,
 			   x->gpus, (unsigned long long *)&x->quota, (unsigned long long *)&x->used,
-			   (unsigned long long *)&x->calls, x->state, x->sms, x->tenant) != 10)
+			   (unsigned long long *)&x->calls, x->state, x->sms, x->tenant, x->token) < 10)
 			continue;
 		x->uid = strcmp(uid, "-") ? atol(uid) : -1;
 		n++;

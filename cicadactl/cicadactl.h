@@ -6,7 +6,7 @@
  *
  *   ask.c    one request on the admin socket, its lines
  *   list.c   list: the sessions, their tenants, GPUs, memory, call rate
- *   verbs.c  resize, pause, resume, checkpoint, migrate, drain
+ *   verbs.c  resize, pause, resume, checkpoint, migrate, drain, revoke
  */
 #ifndef CICADA_CICADACTL_H
 #define CICADA_CICADACTL_H
@@ -33,6 +33,7 @@ struct ctl_session {
 	char state[16];                      /* running, paused */
 	char sms[16];                        /* its SMs on a shared GPU, or "-" (the whole GPU) */
 	char tenant[48];
+	char token[64];                      /* the --token-dir token it proved, or "-" */
 };
 
 /* ask.c: the request's answer lines into buf (NUL-separated lines are
@@ -50,5 +51,6 @@ int ctl_pause(const struct ctl_opts *o, long worker, int on);
 int ctl_checkpoint(const struct ctl_opts *o, long worker, const char *dir);
 int ctl_migrate(const struct ctl_opts *o, long worker, char **extra);
 int ctl_drain(const struct ctl_opts *o, char **extra);
+int ctl_revoke(const struct ctl_opts *o, const char *token);
 
 #endif

@@ -20,14 +20,15 @@ static uint64_t calls_before(const struct ctl_session *before, int n, long worke
 
 static void print_table(const struct ctl_session *s, int n, const struct ctl_session *b, int nb)
 {
-	printf("%-8s %-8s %-12s %-8s %5s %10s %10s %10s %s\n", "SESSION", "CLIENT", "TENANT", "GPUS", "SMS", "USED_MiB",
-	       "QUOTA_MiB", "CALLS/S", "STATE");
+	printf("%-8s %-8s %-12s %-8s %5s %10s %10s %10s %-8s %s\n", "SESSION", "CLIENT", "TENANT", "GPUS", "SMS",
+	       "USED_MiB", "QUOTA_MiB", "CALLS/S", "STATE", "TOKEN");
 	for (int i = 0; i < n; i++) {
 		char quota[24];
 		snprintf(quota, sizeof(quota), s[i].quota ? "%llu" : "-", (unsigned long long)(s[i].quota >> 20));
-		printf("%-8ld %-8ld %-12s %-8s %5s %10llu %10s %10llu %s\n", s[i].worker, s[i].client, s[i].tenant,
+		printf("%-8ld %-8ld %-12s %-8s %5s %10llu %10s %10llu %-8s %s\n", s[i].worker, s[i].client, s[i].tenant,
 		       s[i].gpus, strcmp(s[i].sms, "-") ? s[i].sms : "all", (unsigned long long)(s[i].used >> 20), quota,
-		       (unsigned long long)((s[i].calls - calls_before(b, nb, s[i].worker, s[i].calls)) * 2), s[i].state);
+		       (unsigned long long)((s[i].calls - calls_before(b, nb, s[i].worker, s[i].calls)) * 2), s[i].state,
+		       s[i].token);
 	}
 }
 
@@ -36,10 +37,12 @@ static void print_json(const struct ctl_session *s, int n, const struct ctl_sess
 	printf("[");
 	for (int i = 0; i < n; i++)
 		printf("%s{\"session\":%ld,\"client_pid\":%ld,\"uid\":%ld,\"tenant\":\"%s\",\"gpus\":\"%s\","
-		       "\"sms\":%s,\"used_bytes\":%llu,\"quota_bytes\":%llu,\"calls_per_s\":%llu,\"state\":\"%s\"}",
+		       "\"sms\":%s,\"used_bytes\":%llu,\"quota_bytes\":%llu,\"calls_per_s\":%llu,\"state\":\"%s\","
+		       "\"token\":\"%s\"}",
 		       i ? "," : "", s[i].worker, s[i].client, s[i].uid, s[i].tenant, s[i].gpus,
 		       strcmp(s[i].sms, "-") ? s[i].sms : "null", (unsigned long long)s[i].used, (unsigned long long)s[i].quota,
-		       (unsigned long long)((s[i].calls - calls_before(b, nb, s[i].worker, s[i].calls)) * 2), s[i].state);
+		       (unsigned long long)((s[i].calls - calls_before(b, nb, s[i].worker, s[i].calls)) * 2), s[i].state,
+		       s[i].token);
 	printf("]\n");
 }
 

@@ -7,6 +7,7 @@
  *   cicadactl [--run-dir DIR] checkpoint SESSION DIR
  *   cicadactl [--run-dir DIR] migrate SESSION --to TARGET [-- GPU-MIGRATE-OPTIONS]
  *   cicadactl [--run-dir DIR] drain --gpu N --to TARGET [-- GPU-MIGRATE-OPTIONS]
+ *   cicadactl [--run-dir DIR] revoke TOKEN-NAME
  *
  * SESSION is the number list shows (its worker's pid). Exit status 0 on
  * success, 1 with one line on failure, 2 for a bad command line.
@@ -26,13 +27,15 @@ static void usage(FILE *f)
 		"       cicadactl [--run-dir DIR] checkpoint SESSION DIR\n"
 		"       cicadactl [--run-dir DIR] migrate SESSION --to TARGET [-- GPU-MIGRATE-OPTIONS]\n"
 		"       cicadactl [--run-dir DIR] drain --gpu N --to TARGET [-- GPU-MIGRATE-OPTIONS]\n"
+		"       cicadactl [--run-dir DIR] revoke TOKEN-NAME\n"
 		"  The operator's view of a gpu-server (root or the server's user): its sessions\n"
 		"  with their tenant, GPUs, SMs, device memory used and quota, and calls a second;\n"
 		"  a session's memory quota changed while it runs (raised at once; lowered only\n"
 		"  to what it holds or more), and its SMs (between two of its calls; 'all': the\n"
 		"  whole GPU, shared in time); its calls held and let go (pause, resume: work\n"
 		"  already on the GPU runs on); its process checkpointed (it goes on) or moved\n"
-		"  with gpu-migrate; every session on a GPU moved off it. --run-dir is the\n"
+		"  with gpu-migrate; every session on a GPU moved off it; the sessions that\n"
+		"  proved a token of the server's --token-dir ended. --run-dir is the\n"
 		"  server's (default CICADA_RUN_DIR, else /run/cicada/sessions).\n");
 }
 
@@ -99,6 +102,8 @@ int main(int argc, char **argv)
 		return ctl_list(&o);
 	if (!strcmp(verb, "drain"))
 		return ctl_drain(&o, argc > 1 ? argv + 1 : NULL);
+	if (!strcmp(verb, "revoke") && argc == 2)
+		return ctl_revoke(&o, argv[1]);
 	if ((!strcmp(verb, "resize") || !strcmp(verb, "checkpoint") || !strcmp(verb, "migrate") ||
 	     !strcmp(verb, "pause") || !strcmp(verb, "resume")) && session < 0) {
 		fprintf(stderr, "cicadactl: %s needs a SESSION (a number cicadactl list shows)\n", verb);
@@ -113,10 +118,10 @@ int main(int argc, char **argv)
 	if (!strcmp(verb, "migrate") && argc >= 2)
 		return ctl_migrate(&o, session, argc > 2 ? argv + 2 : NULL);
 	if (!strcmp(verb, "list") || !strcmp(verb, "resize") || !strcmp(verb, "checkpoint") || !strcmp(verb, "pause") ||
-	    !strcmp(verb, "resume"))
+	    !strcmp(verb, "resume") || !strcmp(verb, "revoke"))
 		fprintf(stderr, "cicadactl: %s: wrong arguments (cicadactl --help)\n", verb);
 	else
 		fprintf(stderr, "cicadactl: unknown verb '%.40s' (list, resize, pause, resume, checkpoint, migrate, "
-			"drain; --help)\n", verb);
+			"drain, revoke; --help)\n", verb);
 	return 2;
 }

@@ -4,7 +4,8 @@
  * holds or more) and its SMs (between two of its calls); checkpoint runs criu with Cicada's plugin on the
  * session's process, which goes on (--leave-running); migrate runs
  * gpu-migrate on it; drain migrates every session on a GPU, one after
- * the other; pause holds a session's calls until resume. checkpoint,
+ * the other; pause holds a session's calls until resume; revoke ends
+ * every session that proved a --token-dir token. checkpoint,
  * migrate and drain need the process on this node: a remote tenant's
  * runs where its client does.
  */
@@ -233,4 +234,29 @@ int ctl_drain(const struct ctl_opts *o, char **extra)
 	}
 	printf("drained GPU %d: %d of %d sessions moved to %s\n", o->gpu, moved, tried, o->to);
 	return moved == tried ? 0 : 1;
+}
+
+/* Ends now every session that proved the --token-dir token named token
+ * (the file itself is the operator's, or the batch system's, to remove). */
+int ctl_revoke(const struct ctl_opts *o, const char *token)
+{
+	char request[96], answer[64], err[512];
+	int n;
+
+	if (!token || !*token || strlen(token) > 63 || strchr(token, ' ')) {
+		fprintf(stderr, "cicadactl: revoke needs a token's name (a file of the server's --token-dir)\n");
+		return 2;
+	}
+	snprintf(request, sizeof(request), "REVOKE %s", token);
+	if (ctl_ask(o, request, answer, sizeof(answer), err, sizeof(err))) {
+		fprintf(stderr, "cicadactl: %s\n", err);
+		return 1;
+	}
+	if (sscanf(answer, "OK %d", &n) != 1) {
+		answer[strcspn(answer, "\n")] = 0;
+		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
+		return 1;
+	}
+	printf("token %s: %d session%s ended\n", token, n, n == 1 ? "" : "s");
+	return 0;
 }

@@ -3,7 +3,7 @@
 # Four parts, each a folder with one header, each calling only the parts
 # below it (gpu-server.h says what each holds): front -> checkpoint ->
 # calls -> state.
-SERVER_FRONT      := main pool admin admit hello placement sm_share auth handoff session privsep worker migrate_in criu_run
+SERVER_FRONT      := main pool admin admit hello placement sm_share auth tokens handoff session privsep worker migrate_in criu_run
 SERVER_CHECKPOINT := checkpoint restore snapio objects_save objects_restore ipc_save devhash precopy preload
 SERVER_CALLS      := dispatch device alloc memory module array graph graph_node graph_stage graph_copy hostfn \
                      lanes output vmm ipc tensormap jit link nvml nvml_real nvml_cuda nvml_put

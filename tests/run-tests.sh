@@ -28,7 +28,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace compute-cache handshake tls allow-list quota cicadactl sm-share session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls allow-list quota cicadactl sm-share token-dir session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -88,6 +88,7 @@ export CICADA_KERNELS=$B/tests/kernels
 . tests/packaging/install-tests.sh
 . tests/rust/rust-tests.sh
 . tests/containers/run.sh
+. tests/slurm/slurm-tests.sh
 T=$(mktemp -d "${TMPDIR:-/tmp}/cicada-test.XXXXXX")
 # A GPU node may lack iproute2: the build's copy stands in (tests/tools/ip).
 if ! command -v ip >/dev/null && [ -x "$TOOLS/iproute/ip.bin" ]; then
@@ -1084,6 +1085,7 @@ test_allow_list
 test_quota
 test_cicadactl
 test_sm_share
+test_token_dir
 test_session_owner
 test_server_dirs
 test_module_cache

@@ -5,11 +5,13 @@
  *
  *   LIST                 -> a SESSION line a session, then END
  *       SESSION <worker-pid> <client-pid> <uid|-> <gpus|-> <quota> <used> <calls>
- *               <running|paused> <sms|-> <tenant>      (sms: on its first shared GPU)
+ *               <running|paused> <sms|-> <tenant> <token|->   (sms: on its first shared GPU)
  *   QUOTA <worker-pid> <bytes>   (0: no quota)
  *   SMS <worker-pid> <n>         (0: whole GPUs; sm_share.c)
  *   PAUSE <worker-pid>, RESUME <worker-pid>   (the session's calls held, let go)
  *                        -> OK | ERROR <reason>
+ *   REVOKE <token-name>  -> OK <n>: the sessions that proved that --token-dir
+ *                           token end now (n of them)
  *
  * A quota is raised at once (the session's next allocation or memory
  * query sees it); lowering it below what the session holds is refused.
@@ -34,7 +36,7 @@ static int admin_fd = -1;
 static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
 {
 	FILE *f = ctx;
-	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)], uid[16] = "-", sms[16] = "-";
+	char tenant[sizeof(st->tenant)], gpus[sizeof(st->gpus)], uid[16] = "-", sms[16] = "-", token[TOKEN_NAME_MAX] = "-";
 
 	snprintf(tenant, sizeof(tenant), "%s", st->tenant);
 	snprintf(gpus, sizeof(gpus), "%s", st->gpus[0] ? st->gpus : "-");
@@ -49,9 +51,10 @@ static void session_line(pid_t pid, const struct session_stat *st, void *ctx)
 	for (unsigned d = 0; d < CICADA_MAX_GPUS && !strcmp(sms, "-"); d++)
 		if (st->sm_mask[d])
 			snprintf(sms, sizeof(sms), "%u", sm_share_count(d, st->sm_mask[d]));
-	fprintf(f, "SESSION %d %llu %s %s %llu %llu %llu %s %s %s\n", (int)pid, (unsigned long long)st->client_pid, uid,
-		gpus, (unsigned long long)st->quota, (unsigned long long)st->charged, (unsigned long long)st->calls,
-		st->paused ? "paused" : "running", sms, tenant);
+	tokens_tag_of(pid, token);       /* (a file name of --token-dir: no blanks) */
+	fprintf(f, "SESSION %d %llu %s %s %llu %llu %llu %s %s %s %s\n", (int)pid, (unsigned long long)st->client_pid,
+		uid, gpus, (unsigned long long)st->quota, (unsigned long long)st->charged, (unsigned long long)st->calls,
+		st->paused ? "paused" : "running", sms, tenant, token);
 }
 
 static void say(FILE *f, int rc, const char *err)
@@ -65,7 +68,7 @@ static void say(FILE *f, int rc, const char *err)
 static void answer(int fd, const char *line)
 {
 	FILE *f = fdopen(dup(fd), "w");
-	char err[WIRE_ERRLEN];
+	char err[WIRE_ERRLEN], name[TOKEN_NAME_MAX];
 	unsigned long long bytes;
 	unsigned sms;
 	int pid;
@@ -81,8 +84,10 @@ static void answer(int fd, const char *line)
 		say(f, pool_ask_sms(pid, sms, err), err);
 	} else if ((sscanf(line, "PAUSE %d", &pid) == 1 || sscanf(line, "RESUME %d", &pid) == 1) && pid > 0) {
 		say(f, pool_set_paused(pid, line[0] == 'P', err), err);
+	} else if (sscanf(line, "REVOKE %63s", name) == 1) {
+		fprintf(f, "OK %d\n", tokens_revoke(name));
 	} else {
-		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES, SMS PID N, PAUSE PID, RESUME PID)\n");
+		fprintf(f, "ERROR unknown request (LIST, QUOTA PID BYTES, SMS PID N, PAUSE PID, RESUME PID, REVOKE NAME)\n");
 	}
 	fclose(f);
 }

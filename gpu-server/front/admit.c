@@ -56,6 +56,8 @@ struct conn {
 	char peer[80], ident[IDENT_LEN];
 	unsigned char mark[4];               /* record marking: this fragment's header */
 	uint8_t nonce[WIRE_NONCE_LEN];       /* the challenge it was sent */
+	char tag[TOKEN_NAME_MAX];            /* the --token-dir token it proved, or "" */
+	uint64_t tag_print;
 	size_t mark_got, frag_len, frag_got;
 	int last_frag;
 	struct wire_buf b;
@@ -76,6 +78,8 @@ struct job {
 	unsigned gpus;                       /* GPUs the client asked for (0: default) */
 	pid_t bound;                         /* the worker bound to the slot */
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
+	char tag[TOKEN_NAME_MAX];            /* as the conn's */
+	uint64_t tag_print;
 	struct wire_buf b;
 };
 
@@ -146,6 +150,7 @@ static void session_free(int slot)
 /* The pool's reaper: a worker ended, and with it its session. */
 void admit_worker_ended(pid_t pid)
 {
+	tokens_untag(pid);
 	pthread_mutex_lock(&adm.lock);
 	for (int i = 0; adm.sessions && i < adm.cfg->max_sessions; i++)
 		if (adm.sessions[i].ident[0] && adm.sessions[i].pid == pid) {
@@ -161,6 +166,7 @@ static void session_bound(pid_t pid, void *arg)
 {
 	struct job *j = arg;
 
+	tokens_tag(pid, j->tag, j->tag_print);
 	pthread_mutex_lock(&adm.lock);
 	adm.sessions[j->slot].pid = j->bound = pid;
 	pthread_mutex_unlock(&adm.lock);
@@ -184,7 +190,7 @@ static int restore_preloaded(struct job *j)
 	if (pid <= 0)
 		return 0;
 	session_bound(pid, j);
-	if (!handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b))
+	if (!handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b, NULL))
 		return 1;
 	log_warn("the worker that preloaded session %.8s is gone; restoring into a fresh one", j->ticket);
 	pthread_mutex_lock(&adm.lock);
@@ -196,10 +202,14 @@ static int restore_preloaded(struct job *j)
 static void run_job(struct job *j)
 {
 	if (j->slot < 0) {
-		if (handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b)) {
+		pid_t worker = 0;
+
+		if (handoff_pass(adm.cfg->run_dir, j->ticket, j->fd, j->relayed ? j->ident : NULL, &j->b, &worker)) {
 			log_warn("refused connection from %s: no session %.8s here, or it is busy", j->peer, j->ticket);
 			refuse(j->fd, &j->b, CUDA_ERROR_NOT_PERMITTED,
 			       "no session with that ticket on this server, or it is busy with another request");
+		} else {
+			tokens_tag(worker, j->tag, j->tag_print);   /* (a reattach with a job's token) */
 		}
 		return;
 	}
@@ -322,6 +332,8 @@ static void queue_job(struct conn *c, int slot)
 	j->op = c->h.op;
 	j->gpus = c->h.gpus;
 	j->b = c->b;
+	memcpy(j->tag, c->tag, sizeof(j->tag));
+	j->tag_print = c->tag_print;
 	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
 	if (c->h.ticket)
 		snprintf(j->ticket, sizeof(j->ticket), "%s", c->h.ticket);
@@ -682,6 +694,18 @@ static int unix_peer_allowed(struct conn *c)
 	return !peer_cred(c->fd, &cred) && allow_peer(adm.cfg->allow, cred.uid, cred.gid);
 }
 
+/* Whether a TCP client proved the server's token or one of --token-dir's
+ * (which then names its session); a unix client's proof of one of those
+ * names its session too. */
+static int tenant_proved(struct conn *c)
+{
+	const char *t = adm.cfg->token;
+
+	if (c->is_tcp && wire_proof_ok(t, strlen(t), c->nonce, c->h.token.token_val, c->h.token.token_len))
+		return 1;
+	return tokens_match(c->nonce, c->h.token.token_val, c->h.token.token_len, c->tag, &c->tag_print);
+}
+
 /* A whole hello on conn i: checked here, before any worker is taken. */
 static void on_hello(int i)
 {
@@ -693,6 +717,8 @@ static void on_hello(int i)
 		conn_drop(i);
 		return;
 	}
+	if (!c->is_tcp && c->h.op != OP_MIGRATE)
+		tenant_proved(c);                /* (a unix client needs no token; a job's names its session) */
 	if (c->h.proto_version != CICADA_PROTO_VERSION) {
 		snprintf(why, sizeof(why), "protocol version %u is not supported (server speaks %u)",
 			 c->h.proto_version, CICADA_PROTO_VERSION);
@@ -700,8 +726,7 @@ static void on_hello(int i)
 		conn_refuse(i, CUDA_ERROR_NOT_SUPPORTED, why);
 	} else if (c->is_tcp && c->h.op == OP_MIGRATE) {
 		migrate_accept(i);               /* its own token */
-	} else if (c->is_tcp && !wire_proof_ok(adm.cfg->token, strlen(adm.cfg->token), c->nonce, c->h.token.token_val,
-						c->h.token.token_len)) {
+	} else if (c->is_tcp && !tenant_proved(c)) {
 		log_warn("refused connection from %s (pid %llu on %s): %s", c->peer, (unsigned long long)c->h.pid,
 			 c->h.host ? c->h.host : "?", c->h.token.token_len ? "wrong token" : "no token");
 		conn_refuse(i, CUDA_ERROR_NOT_PERMITTED,

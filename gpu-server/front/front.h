@@ -34,7 +34,8 @@ void session_run(struct worker *w, int fd, struct wire_buf *hello);
 /* handoff.c: handed connections (below session.c, preload.c, pool.c) */
 int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello);
 int handoff_receive(int from, struct wire_buf *hello, struct handoff *h);
-int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello);
+int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello,
+		 pid_t *worker);
 int ticket_valid(const char *ticket);
 struct sockaddr_un;
 /* A session socket's address (abstract: no file), and its length. */
@@ -127,6 +128,18 @@ void admit_worker_ended(pid_t pid);
 void hello_reply(int fd, uint32_t xid, int err, uint64_t pid, const char *msg);
 
 int token_load(const char *path, char *token, size_t len, char *err);
+
+/* tokens.c: tokens of their own for jobs (--token-dir), each named by its
+ * file; sessions tagged by the token they proved end when it goes. */
+#define TOKEN_NAME_MAX 64
+int tokens_start(const char *dir, char *err);
+int tokens_enabled(void);
+int tokens_match(const uint8_t nonce[WIRE_NONCE_LEN], const void *proof, size_t len, char name[TOKEN_NAME_MAX],
+		 uint64_t *print);
+void tokens_tag(pid_t worker, const char *name, uint64_t print);
+void tokens_untag(pid_t worker);
+int tokens_tag_of(pid_t worker, char name[TOKEN_NAME_MAX]);
+int tokens_revoke(const char *name);
 
 #define ALLOW_MAX 64
 struct allow_list {

@@ -128,14 +128,19 @@ int handoff_accept(int lfd, struct wire_buf *hello)
 	return fd;
 }
 
-/* The gpu-server's side: passes a connection to the detached worker. */
-int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello)
+/* The gpu-server's side: passes a connection to the detached worker,
+ * whose pid goes into *worker (if set). */
+int handoff_pass(const char *run_dir, const char *ticket, int fd, const char *remote, const struct wire_buf *hello,
+		 pid_t *worker)
 {
 	struct handoff h = { .remote = remote };
 	int s = dial_session(run_dir, ticket), rc;
+	struct ucred cred;
 
 	if (s < 0)
 		return -1;
+	if (worker)
+		*worker = peer_cred(s, &cred) ? 0 : cred.pid;
 	rc = handoff_send(s, fd, &h, hello);
 	close(s);
 	return rc;

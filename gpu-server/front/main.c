@@ -34,6 +34,7 @@ struct server {
 	const char *key_file;                /* keyed snapshots */
 	const char *user;                    /* --user: remote tenants' workers run as it */
 	const char *tls_cert, *tls_key;      /* for tls: listeners */
+	const char *token_dir;               /* --token-dir */
 	int gpus_per_client;
 	struct admit_config admit;
 };
@@ -74,7 +75,7 @@ static int make_run_dir(struct server *s)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: gpu-server --listen ADDR [--listen ADDR]... [--token-file FILE]\n"
+		"usage: gpu-server --listen ADDR [--listen ADDR]... [--token-file FILE] [--token-dir DIR]\n"
 		"                  [--workers N] [--refill-delay MS] [--cache-dir DIR] [--run-dir DIR]\n"
 		"                  [--max-sessions N] [--max-sessions-per-client N] [--queue N]\n"
 		"                  [--queue-timeout MS] [--max-pending N] [--hello-timeout MS]\n"
@@ -86,7 +87,9 @@ static void usage(FILE *f)
 		"                  [--max-staged SIZE] [--memory-quota POLICY] [--sm-share POLICY [--overcommit] [--mps]]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
-		"  TCP and TLS listeners require --token-file. CICADA_LOG=debug|info|warn|error.\n"
+		"  TCP and TLS listeners require --token-file or --token-dir. CICADA_LOG=debug|info|warn|error.\n"
+		"  --token-dir: each file holds a token of its own (a job's); a session that\n"
+		"  proved one ends once its file is removed or rewritten.\n"
 		"  Unix clients: the server's own user, and with --allow-users/--allow-groups\n"
 		"  only those users and members of those groups (names or numbers).\n"
 		"  --snapshot-key-file: snapshots are signed with this secret, and only signed\n"
@@ -187,6 +190,7 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	switch (c) {
 	case 'l': return add_listener(s, arg, err);
 	case 't': return token_load(arg, s->token, sizeof(s->token), err);
+	case 'J': s->token_dir = arg; return 0;
 	case 'w': return number(arg, "--workers", 1, pool_max(), &s->pool_size, err);
 	case 'D': return number(arg, "--refill-delay", 0, 3600000, &s->refill_delay_ms, err);
 	case 'c': snprintf(s->cache_dir, sizeof(s->cache_dir), "%s", arg); return 0;
@@ -249,7 +253,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "max-requests", required_argument, 0, 'e' }, { "max-requests-per-client", required_argument, 0, 'E' },
 		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' },
 		{ "stat-fd", required_argument, 0, 'X' }, { "sm-share", required_argument, 0, 'B' },
-		{ "overcommit", no_argument, 0, 'o' }, { "mps", no_argument, 0, 'p' }, { 0 } };
+		{ "overcommit", no_argument, 0, 'o' }, { "mps", no_argument, 0, 'p' },
+		{ "token-dir", required_argument, 0, 'J' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 
@@ -270,8 +275,8 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		usage(stderr);
 		return -1;
 	}
-	if (has_tcp && !s->token[0]) {
-		snprintf(err, sizeof(err), "a TCP listener requires --token-file");
+	if (has_tcp && !s->token[0] && !s->token_dir) {
+		snprintf(err, sizeof(err), "a TCP listener requires --token-file or --token-dir");
 		rc = -1;
 		goto bad;
 	}
@@ -370,6 +375,10 @@ int main(int argc, char **argv)
 		log_warn("cannot create module cache %s: %s", srv.cache_dir, strerror(errno));
 	else if (dir_check(srv.cache_dir, "--cache-dir", err)) {
 		fprintf(stderr, "gpu-server: %s; use a directory of this user's that only it may write\n", err);
+		return 1;
+	}
+	if (srv.token_dir && tokens_start(srv.token_dir, err)) {
+		fprintf(stderr, "gpu-server: %s\n", err);
 		return 1;
 	}
 	if (open_listeners(&srv))
