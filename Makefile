@@ -37,6 +37,7 @@ include criu-plugin/criu-plugin.mk
 include migrate/migrate.mk
 include template/template.mk
 include cicadactl/cicadactl.mk
+include slurm/slurm.mk
 include tests/fakecuda/fakecuda.mk
 include tests/tests.mk
 include tests/fuzz/fuzz.mk

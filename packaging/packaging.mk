@@ -1,7 +1,7 @@
 # packaging.mk: `make install`, `make uninstall` and `make deb`.
 #
 # make install [PREFIX=/usr/local] [DESTDIR=]   (after `make all`)
-#   $(SBINDIR)   gpu-server, gpu-migrate, gpu-template, cicadactl   $(BINDIR)  gpu-snapshot
+#   $(SBINDIR)   gpu-server, gpu-migrate, gpu-template, cicadactl, cicada-slurm   $(BINDIR)  gpu-snapshot
 #   $(CICADA_LIBDIR)  libcicada.so, its libcuda.so.1 name and
 #                libnvidia-ml.so.1: a folder of their own, never on the
 #                system's library path, so they never shadow the driver
@@ -75,7 +75,7 @@ install: $(INSTALL_BUILT) $(BUILD)/packaging/gpu-server.service
 	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/bench
 	$(INSTALL) -m 644 bench/RESULTS.md $(DESTDIR)$(DOCDIR)/bench/
 	$(INSTALL) -m 644 packaging/accept-migrations.conf $(DESTDIR)$(DOCDIR)/examples/
-	$(MAKE) --no-print-directory install-criu
+	$(MAKE) --no-print-directory install-criu install-slurm
 
 # The CRIU that `make deps` built with the project's patches, as `make
 # bundle` gathered it; its wrapper names the installed paths. Without a
@@ -108,6 +108,7 @@ uninstall:
 		$(DESTDIR)$(MANDIR)/man8/gpu-template.8 $(DESTDIR)$(MANDIR)/man8/cicadactl.8 \
 		$(DESTDIR)$(MANDIR)/man1/gpu-snapshot.1 $(DESTDIR)$(MANDIR)/man7/cicada.7
 	rm -rf $(DESTDIR)$(DOCDIR)
+	$(MAKE) --no-print-directory uninstall-slurm
 	-rmdir $(DESTDIR)$(CICADA_LIBDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(CRIU_PLUGIN_DIR) 2>/dev/null
 
 # The package: `make install` into a staging root with the Debian paths,
@@ -117,7 +118,7 @@ deb: $(INSTALL_BUILT)
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEB_DIR)/root) PREFIX=/usr \
 		LIBEXECDIR=/usr/libexec/cicada SYSCONFDIR=/etc
 	cd $(DEB_DIR)/root && strip --strip-unneeded usr/bin/* usr/lib/cicada/*.so* \
-		usr/lib/criu/cicada.so usr/libexec/cicada/* $$(find usr/sbin -type f ! -name cicada-criu)
+		usr/lib/criu/cicada.so usr/libexec/cicada/* $$(find usr/sbin -type f ! -name cicada-criu ! -name cicada-slurm)
 	gzip -9n $(DEB_DIR)/root/usr/share/man/man*/*
 	rm -f $(DEB_DIR)/root/usr/share/doc/cicada/CONTRIBUTING.md
 	$(INSTALL) -m 644 packaging/debian/copyright $(DEB_DIR)/root/usr/share/doc/cicada/

@@ -13,7 +13,8 @@ APT_PKGS="build-essential pkg-config libtirpc-dev rpcsvc-proto libprotobuf-c-dev
  libclang-rt-14-dev iproute2 dpkg-dev openssl
  libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev libcap-dev libaio-dev
  libbsd-dev libgnutls28-dev libnftables-dev python3-protobuf python3 patch libcmocka-dev
- rustc cargo librust-openssl-dev podman runc"
+ rustc cargo librust-openssl-dev podman runc
+ slurmctld slurmd slurm-client libslurm-dev munge"
 CRIU_MIN=4
 CRIU_PATCHES=$(cd "$(dirname "$0")" && pwd)/criu-patches
 CRIU_STAMP=/usr/local/share/cicada/criu-patches.sha256   # (the Makefile re-bundles CRIU when it changes)

@@ -37,7 +37,8 @@ rust
 multi-gpu gpu-visible cr-multi-gpu migrate-gpu ipc cr-ipc
 torch-shm torch-tcp torch-tenant torch-quota torch-cr torch-cr-node torch-cr-share torch-cr-nccl torch-cr-ddp
 migrate-whole migrate-gpu-only migrate-pinned migrate-chain migrate-link-cut migrate-gpu-faults migrate-target-oom migrate-other-model migrate-tls migrate-refused migrate-killed migrate-ipc migrate-big
-containers containers-runc"
+containers containers-runc
+slurm"
 MODE=cpu SELECT=()
 for a in "$@"; do
 	case $a in
@@ -129,6 +130,7 @@ cleanup() {
 	ip netns del "cicada-torchnode-$$" 2>/dev/null
 	mig_nodes_down
 	ct_down
+	slurm_cluster_down
 	[ -n "${KEEP_T:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -1107,6 +1109,7 @@ run_multigpu_tests
 run_torch_tests
 run_migrate_tests
 run_container_tests
+test_slurm
 echo "suite: $(($(date +%s) - SUITE_START)) s"
 echo "$PASS passed, $FAIL failed"
 [ $FAIL -eq 0 ]

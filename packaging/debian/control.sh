@@ -12,7 +12,7 @@ printf 'Source: cicada\n\nPackage: cicada\nArchitecture: any\n' >"$work/debian/c
 # The bundled CRIU brings its own libraries (usr/lib/cicada/criu-deps):
 # neither it nor they add to Depends.
 bins=$(cd "$root" && find usr -type f \( -perm -u+x -o -name '*.so*' \) \
-	! -path 'usr/lib/cicada/criu-deps/*' ! -path 'usr/libexec/cicada/criu' ! -name cicada-criu \
+	! -path 'usr/lib/cicada/criu-deps/*' ! -path 'usr/libexec/cicada/criu' ! -name cicada-criu ! -name cicada-slurm \
 	| sed "s|^|$root/|")
 # shellcheck disable=SC2086
 deps=$(cd "$work" && dpkg-shlibdeps -O --ignore-missing-info -l"$stubs" -l"$root/usr/lib/cicada" \
