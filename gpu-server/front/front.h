@@ -86,6 +86,7 @@ int admin_start(const char *run_dir, char *err);
 void pool_each_session(void (*each)(pid_t pid, const struct session_stat *st, void *ctx), void *ctx);
 int pool_ask_quota(pid_t pid, uint64_t bytes, char *err);
 int pool_set_paused(pid_t pid, int on, char *err);
+int pool_kill_taken(pid_t pid);
 void pool_key_file(const char *path);
 void pool_user(const char *name);
 void pool_randomize(int on);

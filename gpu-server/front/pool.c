@@ -354,6 +354,20 @@ int pool_ask_quota(pid_t pid, uint64_t bytes, char *err)
 	return rc;
 }
 
+/* Kills worker pid if it is one of the pool's taken workers (never a
+ * pid the reaper has let go); 0, or -1 if it is not. */
+int pool_kill_taken(pid_t pid)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active && rc; i++)
+		if (pool.taken[i].pid == pid)
+			rc = kill(pid, SIGKILL);
+	pthread_mutex_unlock(&pool.lock);
+	return rc;
+}
+
 /* Takes a ready worker, waiting for one that is still initialising; its
  * word is 'R' and the number of GPUs its driver sees. */
 static int take_worker(struct pool_worker *out, unsigned *ngpus)

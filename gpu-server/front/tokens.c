@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,7 +182,7 @@ static int end_tagged(const char *name, uint64_t print, const char *why)
 			continue;
 		}
 		log_info("token %s %s: its session (worker %d) ends", t->name, why, (int)t->worker);
-		kill(t->worker, SIGKILL);        /* (the reaper ends the session) */
+		pool_kill_taken(t->worker);      /* (the reaper ends the session) */
 		*t = tk.tags[--tk.ntags];
 		n++;
 	}

@@ -157,7 +157,7 @@ slurm_cluster_up() {
 	sl_bg "$SL/log/slurmctld.out" slurmctld -D -f "$SLURM_CONF"
 	for n in "$@"; do
 		i=$((i + 1))
-		# shellcheck disable=SC2086  # the node's server options
+		# shellcheck disable=SC2046  # the node's server options, as words
 		sl_node "${n%%:*}" $i $([ "$n" = "${n#*:}" ] || echo "${n#*:}" | tr ':' ' ') ||
 			{ echo "cluster: cannot make node ${n%%:*}"; return 1; }
 	done

@@ -22,7 +22,7 @@
 # TORCH_PYTHON names the Python with torch (default python3).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 B=$ROOT/build
 . scripts/lib.sh
 PASS=0 FAIL=0

@@ -112,6 +112,8 @@ sl_wait_state() {
 		sleep 0.2
 	done
 	echo "     job $1 is $(sl_field "$1" JobState) ($(sl_field "$1" Reason)), not $2"
+	grep -h "\[$1\.\|JobId=$1 \|job $1\b" "$SL"/log/slurmd-*.log "$SL/log/slurmctld.log" 2>/dev/null | grep -i "error\|fail" |
+		tail -n 4 | sed 's/^/     | /'
 	return 1
 }
 
@@ -214,6 +216,7 @@ sl_count_and_cancel() {
 	check "the waiting job then ran on the freed GPU, output as native" cmp -s "$SL/c.native" "$SL/wait-c.out"
 	timeout 10 scancel "$b"
 	sl_nothing_left "$b" >/dev/null
+	return 0
 }
 
 # A running job's node is drained: cicada-slurm watch (on the node) moves
@@ -238,6 +241,7 @@ sl_drain() {
 		"$SL/drain.err"
 	timeout 10 scontrol update nodename=gpu1 state=resume
 	sl_nothing_left "$j" >/dev/null
+	return 0
 }
 
 # cicada-slurm checkpoint on gpu1: criu dumps the batch job with its GPU
@@ -268,6 +272,7 @@ sl_checkpoint() {
 	sl_verdict "a checkpointed job (criu, Cicada's plugin) is requeued and restored on the other node, output as undisturbed${fails:+ (failed:$fails)}" \
 		"$SL/ckpt.err"
 	sl_nothing_left "$j" >/dev/null
+	return 0
 }
 
 test_slurm() {
