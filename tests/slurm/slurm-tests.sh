@@ -119,7 +119,7 @@ sl_wait_state() {
 
 # sl_sessions NODE [TOKEN]: how many sessions NODE's server holds (of TOKEN).
 sl_sessions() {
-	sl_ctl "$1" list 2>/dev/null | awk -v t="${2:-}" 'NR > 1 && (t == "" || $9 == t)' | wc -l
+	sl_ctl "$1" list 2>/dev/null | awk -v t="${2:-}" 'NR > 1 && (t == "" || $10 == t)' | wc -l
 }
 
 # sl_verdict DESCRIPTION FILE: ok or bad by the last command's status;
