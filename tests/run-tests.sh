@@ -887,7 +887,19 @@ test_sm_share() {
 	touch "$T/sm.stop"
 	wait $a
 	sm_stop
-	for policy in default=0 default=101% uid:x=8 default=8,bogus=1; do
+	# A batch job's token (--token-dir) names its session: token: rules
+	# give it its own share and memory quota.
+	mkdir -m 700 "$T/sm-tokens" && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/sm-tokens/job-7"
+	cp "$T/sm-tokens/job-7" "$T/sm-job-7"
+	sm_server --listen "tcp:127.0.0.1:$((PORT + 96))" --token-dir "$T/sm-tokens" --sm-share token:job-7=16,default=32 \
+		--memory-quota token:job-7=64M || { bad "sm-share server"; return; }
+	out=$(env CICADA_SERVER=tcp:127.0.0.1:$((PORT + 96)) CICADA_TOKEN_FILE=$T/sm-job-7 LD_LIBRARY_PATH=$B/lib \
+		timeout 60 "$PROGS/sm_share" 2>&1)
+	grep -q "reports 16 SMs" <<<"$out" && grep -q "has 64 MiB" <<<"$out" || fails="$fails a job token's rules ($out);"
+	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1)
+	grep -q "reports 32 SMs" <<<"$out" && ! grep -q "has 64 MiB" <<<"$out" || fails="$fails no token, the default ($out);"
+	sm_stop
+	for policy in default=0 default=101% uid:x=8 default=8,bogus=1 token:=8 token:a/b=8; do
 		out=$(env $DRIVER_ENV timeout 10 "$B/bin/gpu-server" --listen "unix:$T/sm-bad.sock" --sm-share "$policy" 2>&1) &&
 			fails="$fails '$policy' accepted;"
 		[ "$(wc -l <<<"$out")" = 1 ] && grep -q -- "--sm-share" <<<"$out" || fails="$fails '$policy' ($out);"
@@ -902,7 +914,7 @@ test_sm_share() {
 			fails="$fails --mps with a daemon;"
 		sm_stop
 	fi
-	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; a job token's rules give its share and quota; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

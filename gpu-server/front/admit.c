@@ -217,8 +217,8 @@ static void run_job(struct job *j)
 		;                            /* into the worker that holds its memory */
 	} else {
 		char why[WIRE_ERRLEN] = "";
-		pid_t pid = pool_hand_over(j->fd, j->relayed ? j->ident : NULL, &j->b, j->gpus, j->op == OP_RESTORE,
-					   session_bound, j, why, sizeof(why));
+		pid_t pid = pool_hand_over(j->fd, j->relayed ? j->ident : NULL, j->tag, &j->b, j->gpus,
+					   j->op == OP_RESTORE, session_bound, j, why, sizeof(why));
 		if (pid == -2) {
 			log_warn("refused %s: %s", j->peer, why);
 			refuse(j->fd, &j->b, CUDA_ERROR_OUT_OF_MEMORY, why);

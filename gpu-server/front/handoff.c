@@ -68,8 +68,9 @@ static int dial_session(const char *run_dir, const char *ticket)
  * or plain TCP one, or 1 + the length of the client host a TLS relay
  * serves (that many bytes follow), then a u32 count and as many u32 GPU
  * ordinals the session is given (none: all), the SM groups it has on each
- * GPU of the node (CICADA_MAX_GPUS u64s, 0: all), then the hello's length
- * and bytes. */
+ * GPU of the node (CICADA_MAX_GPUS u64s, 0: all), the --token-dir token
+ * the client proved (64 bytes, NUL-padded), then the hello's length and
+ * bytes. */
 int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello)
 {
 	uint32_t len = (uint32_t)hello->len, n = h->ngpus;
@@ -78,7 +79,8 @@ int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_bu
 	return !wire_send_fd(sock, fd) && write(sock, &rlen, 4) == 4 &&
 	       (!rlen || write(sock, h->remote, rlen - 1) == (ssize_t)(rlen - 1)) && write(sock, &n, 4) == 4 &&
 	       (!n || write(sock, h->gpus, 4 * n) == (ssize_t)(4 * n)) &&
-	       write(sock, h->sm_mask, sizeof(h->sm_mask)) == (ssize_t)sizeof(h->sm_mask) && write(sock, &len, 4) == 4 &&
+	       write(sock, h->sm_mask, sizeof(h->sm_mask)) == (ssize_t)sizeof(h->sm_mask) &&
+	       write(sock, h->token, sizeof(h->token)) == (ssize_t)sizeof(h->token) && write(sock, &len, 4) == 4 &&
 	       write(sock, hello->data, len) == (ssize_t)len ? 0 : -1;
 }
 
@@ -89,13 +91,15 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h)
 	char host[REMOTE_HOST_MAX] = "";
 	uint32_t len, rlen, n, gpus[CICADA_MAX_GPUS];
 	uint64_t sm_mask[CICADA_MAX_GPUS];
+	char token[sizeof(h->token)];
 	int fd = wire_recv_fd(from);
 
 	if (fd < 0)
 		return -1;
 	if (wire_recv_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && wire_recv_all(from, host, rlen - 1)) ||
 	    wire_recv_all(from, &n, 4) || n > CICADA_MAX_GPUS || (n && wire_recv_all(from, gpus, 4 * n)) ||
-	    wire_recv_all(from, sm_mask, sizeof(sm_mask)) || wire_recv_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
+	    wire_recv_all(from, sm_mask, sizeof(sm_mask)) || wire_recv_all(from, token, sizeof(token)) ||
+	    wire_recv_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
 	    wire_recv_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
 		close(fd);
 		return -1;
@@ -105,6 +109,8 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h)
 		h->ngpus = n;
 		memcpy(h->gpus, gpus, 4 * n);
 		memcpy(h->sm_mask, sm_mask, sizeof(sm_mask));
+		token[sizeof(token) - 1] = 0;
+		memcpy(h->token, token, sizeof(token));
 	}
 	return fd;
 }

@@ -405,7 +405,7 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
  * an incoming migration's, by its owner, later (by_owner). */
 static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct handoff *h, unsigned nreal,
 		    char *why, size_t len)
-{
+{                                        /* (and by the --token-dir token it proved) */
 	struct sockaddr_storage sa;
 	socklen_t sl = sizeof(sa);
 	uid_t uid = 0;
@@ -415,7 +415,8 @@ static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct 
 
 	if (unix_peer && privsep_peer_ids(fd, &uid, &gid, err))
 		unix_peer = 0;
-	return sm_share_take(pid, !unix_peer, uid, gid, by_owner, h->gpus, h->ngpus, nreal, h->sm_mask, why, len);
+	return sm_share_take(pid, h->token, !unix_peer, uid, gid, by_owner, h->gpus, h->ngpus, nreal, h->sm_mask, why,
+			     len);
 }
 
 /* Hands connection fd and its hello to a ready worker, with the GPUs
@@ -423,8 +424,8 @@ static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct 
  * there sm_share.c gives. taken (if set) is called with the worker's pid
  * before the worker can see the connection. Returns the pid, or -1 (-2:
  * no room for its SMs, with why). */
-pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, unsigned want, int by_owner,
-		     void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len)
+pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct wire_buf *hello, unsigned want,
+		     int by_owner, void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len)
 {
 	struct handoff h = { .remote = remote };
 	struct pool_worker w;
@@ -432,6 +433,7 @@ pid_t pool_hand_over(int fd, const char *remote, const struct wire_buf *hello, u
 	pid_t rc = -1;
 	int n;
 
+	snprintf(h.token, sizeof(h.token), "%s", token ? token : "");
 	if (take_worker(&w, &nreal))
 		return -1;
 	if ((n = placement_choose(w.pid, want, nreal, h.gpus)) < 0) {

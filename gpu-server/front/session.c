@@ -402,7 +402,7 @@ static void session_started(struct worker *w, int fd, uint64_t client_pid)
 	char tenant[48];
 
 	if (policy)
-		quota_set(w, quota_for(policy, remote, remote ? 0 : cred.uid, remote ? 0 : cred.gid));
+		quota_set(w, quota_for(policy, w->front->token, remote, remote ? 0 : cred.uid, remote ? 0 : cred.gid));
 	if (remote)
 		snprintf(tenant, sizeof(tenant), "remote");
 	else

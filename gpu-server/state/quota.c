@@ -31,10 +31,10 @@ int quota_policy_check(const char *policy, char *err)
 	return tenant_policy_check(policy, "--memory-quota", parse_size, err);
 }
 
-uint64_t quota_for(const char *policy, int remote, unsigned uid, unsigned gid)
+uint64_t quota_for(const char *policy, const char *token, int remote, unsigned uid, unsigned gid)
 {
 	uint64_t bytes = 0;
-	int rc = tenant_policy_value(policy, parse_size, remote, uid, gid, &bytes);
+	int rc = tenant_policy_value(policy, parse_size, token, remote, uid, gid, &bytes);
 
 	return rc < 0 ? 1 : rc ? bytes : 0;   /* (a policy that no longer reads: nothing fits) */
 }

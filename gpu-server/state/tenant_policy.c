@@ -1,12 +1,13 @@
 /*
  * tenant_policy.c: what a server option gives each tenant, by rules:
- * by uid or user name, else by primary group, else "remote" for TCP
+ * by the --token-dir token its session proved (a batch job's), else by
+ * uid or user name, else by primary group, else "remote" for TCP
  * tenants, else "default"; no rule: nothing. --memory-quota (quota.c)
  * and --sm-share (front/placement.c) are such options; each has its own
  * kind of value, parsed by the caller's function.
  *
  *   policy := rule[,rule...]
- *   rule   := uid:N=V | user:NAME=V | gid:N=V | group:NAME=V | remote=V | default=V
+ *   rule   := token:NAME=V | uid:N=V | user:NAME=V | gid:N=V | group:NAME=V | remote=V | default=V
  */
 #include <grp.h>
 #include <pwd.h>
@@ -17,7 +18,7 @@
 
 #define RULE_MAX TENANT_RULES_MAX
 
-enum rule_kind { R_UID, R_GID, R_REMOTE, R_DEFAULT };   /* (struct tenant_rule's kind) */
+enum rule_kind { R_TOKEN, R_UID, R_GID, R_REMOTE, R_DEFAULT };   /* (struct tenant_rule's kind) */
 
 
 /* A name or number of a user (group when gid) into its id. */
@@ -55,6 +56,13 @@ static int parse_rule(char *text, const char *opt, policy_value_fn value, struct
 		r->kind = key[0] == 'r' ? R_REMOTE : R_DEFAULT;
 		return 0;
 	}
+	if (!strncmp(key, "token:", 6)) {        /* (a file name of --token-dir) */
+		r->kind = R_TOKEN;
+		if (!key[6] || strlen(key + 6) >= sizeof(r->name) || strchr(key + 6, '/'))
+			return wire_fail(err, "%s: '%.80s' is not a token's name", opt, key + 6);
+		snprintf(r->name, sizeof(r->name), "%s", key + 6);
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		size_t n = strlen(keys[i].prefix);
 		if (strncmp(key, keys[i].prefix, n))
@@ -66,7 +74,7 @@ static int parse_rule(char *text, const char *opt, policy_value_fn value, struct
 			return wire_fail(err, "%s: '%.80s' is not a number", opt, key + n);
 		return wire_fail(err, "%s: no %s '%.80s'", opt, r->kind == R_GID ? "group" : "user", key + n);
 	}
-	return wire_fail(err, "%s: unknown key '%.80s' (uid:, user:, gid:, group:, remote, default)", opt, key);
+	return wire_fail(err, "%s: unknown key '%.80s' (token:, uid:, user:, gid:, group:, remote, default)", opt, key);
 }
 
 /* The rules of policy (at most RULE_MAX); their count, or -1 with err. */
@@ -114,12 +122,23 @@ int tenant_rules_parse(const char *policy, const char *opt, policy_value_fn valu
 	return n < 0 ? -1 : 0;
 }
 
-/* The value rs gives a tenant: 1 with it in *out, or 0 (no rule). */
-int tenant_rules_find(const struct tenant_rules *rs, int remote, unsigned uid, unsigned gid, uint64_t *out)
+/* The first token rule for token (a session that proved none: NULL). */
+static const struct tenant_rule *find_token(const struct tenant_rules *rs, const char *token)
 {
-	const struct tenant_rule *r = NULL;
+	for (int i = 0; token && *token && i < rs->n; i++)
+		if (rs->rule[i].kind == R_TOKEN && !strcmp(rs->rule[i].name, token))
+			return &rs->rule[i];
+	return NULL;
+}
 
-	if (!remote && !(r = find(rs->rule, rs->n, R_UID, uid)))
+/* The value rs gives a tenant (token: the --token-dir token its session
+ * proved, or NULL): 1 with it in *out, or 0 (no rule). */
+int tenant_rules_find(const struct tenant_rules *rs, const char *token, int remote, unsigned uid, unsigned gid,
+		      uint64_t *out)
+{
+	const struct tenant_rule *r = find_token(rs, token);
+
+	if (!r && !remote && !(r = find(rs->rule, rs->n, R_UID, uid)))
 		r = find(rs->rule, rs->n, R_GID, gid);
 	if (!r && remote)
 		r = find(rs->rule, rs->n, R_REMOTE, 0);
@@ -134,8 +153,8 @@ int tenant_rules_find(const struct tenant_rules *rs, int remote, unsigned uid, u
 /* The value policy gives a tenant: 1 with it in *out, 0 (no rule), or -1
  * when the policy no longer reads (a user or group it names is gone): the
  * caller refuses rather than give everything. */
-int tenant_policy_value(const char *policy, policy_value_fn value, int remote, unsigned uid, unsigned gid,
-			uint64_t *out)
+int tenant_policy_value(const char *policy, policy_value_fn value, const char *token, int remote, unsigned uid,
+			unsigned gid, uint64_t *out)
 {
 	struct tenant_rules rs;
 	char err[WIRE_ERRLEN];
@@ -144,5 +163,5 @@ int tenant_policy_value(const char *policy, policy_value_fn value, int remote, u
 		log_error("%s", err);
 		return -1;
 	}
-	return tenant_rules_find(&rs, remote, uid, gid, out);
+	return tenant_rules_find(&rs, token, remote, uid, gid, out);
 }

@@ -1,6 +1,6 @@
 /*
  * sm_share: which SMs a program's launches run on (gpu-server
- * --sm-share). It prints the SM count the driver reports, then launches
+ * --sm-share). It prints the SM count and memory the driver reports, then launches
  * sm_ids (each block writes the SM it ran on) on the NULL stream and on a
  * stream it made, and prints how many SMs each launch used and which.
  *
@@ -80,6 +80,12 @@ int main(int argc, char **argv)
 	printf("sm_share: the device reports %d SMs\n", sms);
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
+	{
+		size_t free_b, total;
+
+		CHECK(cuMemGetInfo(&free_b, &total));
+		printf("sm_share: the device has %zu MiB\n", total >> 20);
+	}
 	CHECK(cuModuleLoadData(&mod, load_kernel("kernels_a.cubin", NULL)));
 	CHECK(cuModuleGetFunction(&ids, mod, "sm_ids"));
 	CHECK(cuMemAlloc(&out, sizeof(host)));
