@@ -400,12 +400,13 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 	return -1;
 }
 
-/* The SMs of the session's GPUs its tenant gets (sm_share.c): by the unix
- * peer's user and group; a TCP or relayed peer is "remote"; a restore's or
- * an incoming migration's, by its owner, later (by_owner). */
+/* The SMs of the session's GPUs its tenant gets (sm_share.c): by the
+ * --token-dir token it proved (h->token), else the unix peer's user and
+ * group; a TCP or relayed peer is "remote"; a restore's or an incoming
+ * migration's, by its owner, later (by_owner). */
 static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct handoff *h, unsigned nreal,
 		    char *why, size_t len)
-{                                        /* (and by the --token-dir token it proved) */
+{
 	struct sockaddr_storage sa;
 	socklen_t sl = sizeof(sa);
 	uid_t uid = 0;
