@@ -873,6 +873,13 @@ test_sm_share() {
 	wait_for "stream ran on" "$T/sm.a" 30
 	out=$(env $c timeout 60 "$PROGS/sm_share" 2>&1) && fails="$fails past capacity admitted;"
 	[ "$(grep -c "no room" <<<"$out")" -ge 1 ] || fails="$fails past capacity ($out);"
+	# (refused before a pre-initialised worker is taken: none is started anew)
+	sleep 1
+	n=$(grep -c "NVML queries" "$T/sm.log")
+	for _ in 1 2 3 4 5; do env $c timeout 60 "$PROGS/sm_share" >/dev/null 2>&1; done
+	sleep 1
+	[ "$(grep -c "NVML queries" "$T/sm.log")" = "$n" ] ||
+		fails="$fails refusals started $(($(grep -c "NVML queries" "$T/sm.log") - n)) workers;"
 	touch "$T/sm.stop"
 	wait $a
 	sm_stop
@@ -914,7 +921,7 @@ test_sm_share() {
 			fails="$fails --mps with a daemon;"
 		sm_stop
 	fi
-	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; a job token's rules give its share and quota; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused, no worker spent (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; a job token's rules give its share and quota; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

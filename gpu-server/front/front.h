@@ -79,6 +79,7 @@ int sm_share_take(pid_t pid, const char *token, int remote, unsigned uid, unsign
 		  const uint32_t *gpus, unsigned n, unsigned nreal, uint64_t *masks, char *why, size_t len);
 int sm_share_resize(pid_t pid, struct session_stat *st, unsigned sms, unsigned nreal, char *err);
 void sm_share_settle(pid_t pid, struct session_stat *st, unsigned nreal);
+int sm_share_room(const char *token, int remote, unsigned uid, unsigned gid, char *why, size_t len);
 void sm_share_release(pid_t pid);
 unsigned sm_share_count(unsigned d, uint64_t mask);
 int pool_ask_sms(pid_t pid, unsigned sms, char *err);

@@ -400,23 +400,31 @@ static int take_worker(struct pool_worker *out, unsigned *ngpus)
 	return -1;
 }
 
-/* The SMs of the session's GPUs its tenant gets (sm_share.c): by the
- * --token-dir token it proved (h->token), else the unix peer's user and
- * group; a TCP or relayed peer is "remote"; a restore's or an incoming
- * migration's, by its owner, later (by_owner). */
-static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct handoff *h, unsigned nreal,
-		    char *why, size_t len)
+/* Who connection fd's tenant is, for sm_share.c: the unix peer's user
+ * and group; a TCP or relayed peer is remote (1). */
+static int tenant_of(int fd, const char *remote, uid_t *uid, gid_t *gid)
 {
 	struct sockaddr_storage sa;
 	socklen_t sl = sizeof(sa);
-	uid_t uid = 0;
-	gid_t gid = 0;
 	char err[WIRE_ERRLEN];
 	int unix_peer = !remote && !getsockname(fd, (struct sockaddr *)&sa, &sl) && sa.ss_family == AF_UNIX;
 
-	if (unix_peer && privsep_peer_ids(fd, &uid, &gid, err))
-		unix_peer = 0;
-	return sm_share_take(pid, h->token, !unix_peer, uid, gid, by_owner, h->gpus, h->ngpus, nreal, h->sm_mask, why,
+	*uid = 0;
+	*gid = 0;
+	return !unix_peer || privsep_peer_ids(fd, uid, gid, err);
+}
+
+/* The SMs of the session's GPUs its tenant gets (sm_share.c): by the
+ * --token-dir token it proved (h->token), else by who it is (tenant_of);
+ * a restore's or an incoming migration's, by its owner, later (by_owner). */
+static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct handoff *h, unsigned nreal,
+		    char *why, size_t len)
+{
+	uid_t uid;
+	gid_t gid;
+	int is_remote = tenant_of(fd, remote, &uid, &gid);
+
+	return sm_share_take(pid, h->token, is_remote, uid, gid, by_owner, h->gpus, h->ngpus, nreal, h->sm_mask, why,
 			     len);
 }
 
@@ -435,6 +443,15 @@ pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct
 	int n;
 
 	snprintf(h.token, sizeof(h.token), "%s", token ? token : "");
+	if (!by_owner) {                     /* (no room anywhere: refused before a worker is taken) */
+		uid_t uid;
+		gid_t gid;
+		int is_remote = tenant_of(fd, remote, &uid, &gid);
+
+		pool_settle();
+		if (sm_share_room(h.token, is_remote, uid, gid, why, len))
+			return -2;
+	}
 	if (take_worker(&w, &nreal))
 		return -1;
 	if ((n = placement_choose(w.pid, want, nreal, h.gpus)) < 0) {

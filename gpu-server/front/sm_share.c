@@ -205,6 +205,31 @@ int sm_share_take(pid_t pid, const char *token, int remote, unsigned uid, unsign
 	return 0;
 }
 
+/* Before a worker is taken for a new session of tenant (token, remote,
+ * uid, gid): -1 with why when no GPU of the node has room for its share
+ * (a refusal then ends no pre-initialised worker); 0 when one may, or
+ * when that is not known yet (sm_share_take decides). */
+int sm_share_room(const char *token, int remote, unsigned uid, unsigned gid, char *why, size_t len)
+{
+	uint64_t want = 0;
+	int room = 0, shared = 0;
+
+	if (!sm.set || sm.overcommit || !tenant_rules_find(&sm.rules, token, remote, uid, gid, &want))
+		return 0;
+	pthread_mutex_lock(&sm.lock);
+	for (unsigned d = 0; sm.known && d < CICADA_MAX_GPUS && !room; d++) {
+		unsigned k = groups_for(want, d);
+
+		shared |= k > 0;
+		room = k && pick(d, k);
+	}
+	if (sm.known && shared && !room)
+		snprintf(why, len, "no room: no GPU here has the session's share free (--sm-share; --overcommit shares "
+			 "SMs in time)");
+	pthread_mutex_unlock(&sm.lock);
+	return sm.known && shared && !room ? -1 : 0;
+}
+
 /* Worker pid ended: its groups are free. */
 void sm_share_release(pid_t pid)
 {
