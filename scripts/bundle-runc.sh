@@ -5,15 +5,13 @@
 # them, so that a GPU node without runc runs the container test
 # (tests/containers/run.sh). Nothing is done where there is no runc.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 build=$1
 runc=$(command -v runc || true)
 [ -n "$runc" ] || { echo "bundle-runc: no runc here (make deps installs it); not bundled"; exit 0; }
 mkdir -p "$build/libexec" "$build/lib/runc-deps" "$build/bin"
 cp -L "$runc" "$build/libexec/runc"
-ldd "$runc" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | while read -r name path; do
-	case $name in libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) continue ;; esac
-	cp -L "$path" "$build/lib/runc-deps/$name"
-done
+copy_libs "$build/lib/runc-deps" "$runc"
 # (runc's environment is not the container's: config.json gives that)
 cat >"$build/bin/runc" <<'EOF'
 #!/bin/sh

@@ -34,3 +34,17 @@ deadline() {
 	fi
 	return $rc
 }
+
+# copy_libs DEST FILE...: copies into DEST every shared library the FILEs
+# load, as ldd names them, but glibc's own: a bundle for GPU nodes that
+# lack them (bundle-criu.sh, bundle-runc.sh).
+copy_libs() {
+	local dest=$1 f name path
+	shift
+	for f in "$@"; do
+		ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }'
+	done | sort -u | while read -r name path; do
+		case $name in libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*) continue ;; esac
+		cp -L "$path" "$dest/$name"
+	done
+}
