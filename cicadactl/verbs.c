@@ -19,8 +19,9 @@
 
 #define RUN_DEADLINE_S 3600                   /* criu, gpu-migrate (which has its own --timeout) */
 
-/* One request to the server, its OK or its ERROR said; 0 or 1. */
-static int ask_ok(const struct ctl_opts *o, const char *request)
+/* One request to the server, its OK (into ok, if set: what follows it)
+ * or its ERROR said; 0 or 1. */
+static int ask_ok(const struct ctl_opts *o, const char *request, char *ok, size_t len)
 {
 	char answer[512], err[512];
 
@@ -32,6 +33,11 @@ static int ask_ok(const struct ctl_opts *o, const char *request)
 		answer[strcspn(answer, "\n")] = 0;
 		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
 		return 1;
+	}
+	if (ok && len) {
+		size_t n = strnlen(answer + 2, len - 1);
+		memcpy(ok, answer + 2, n);
+		ok[n] = 0;
 	}
 	return 0;
 }
@@ -47,7 +53,7 @@ static int resize_sms(const struct ctl_opts *o, long worker)
 		return 2;
 	}
 	snprintf(request, sizeof(request), "SMS %ld %lu", worker, n);
-	if (ask_ok(o, request))
+	if (ask_ok(o, request, NULL, 0))
 		return 1;
 	if (n)
 		printf("session %ld: %lu SMs (whole groups) from its next call\n", worker, n);
@@ -74,7 +80,7 @@ int ctl_resize(const struct ctl_opts *o, long worker)
 		return 2;
 	}
 	snprintf(request, sizeof(request), "QUOTA %ld %llu", worker, (unsigned long long)bytes);
-	if (ask_ok(o, request))
+	if (ask_ok(o, request, NULL, 0))
 		return 1;
 	if (bytes)
 		printf("session %ld: memory quota %llu MiB\n", worker, (unsigned long long)(bytes >> 20));
@@ -87,18 +93,11 @@ int ctl_resize(const struct ctl_opts *o, long worker)
  * go; what already runs on the GPU goes on. */
 int ctl_pause(const struct ctl_opts *o, long worker, int on)
 {
-	char request[64], answer[512], err[512];
+	char request[64];
 
 	snprintf(request, sizeof(request), "%s %ld", on ? "PAUSE" : "RESUME", worker);
-	if (ctl_ask(o, request, answer, sizeof(answer), err, sizeof(err))) {
-		fprintf(stderr, "cicadactl: %s\n", err);
+	if (ask_ok(o, request, NULL, 0))
 		return 1;
-	}
-	answer[strcspn(answer, "\n")] = 0;
-	if (strcmp(answer, "OK")) {
-		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
-		return 1;
-	}
 	printf("session %ld: %s\n", worker, on ? "paused (its calls wait)" : "resumed");
 	return 0;
 }
@@ -240,7 +239,7 @@ int ctl_drain(const struct ctl_opts *o, char **extra)
  * (the file itself is the operator's, or the batch system's, to remove). */
 int ctl_revoke(const struct ctl_opts *o, const char *token)
 {
-	char request[96], answer[64], err[512];
+	char request[96], rest[64];
 	int n;
 
 	if (!token || !*token || strlen(token) > 63 || strchr(token, ' ')) {
@@ -248,13 +247,10 @@ int ctl_revoke(const struct ctl_opts *o, const char *token)
 		return 2;
 	}
 	snprintf(request, sizeof(request), "REVOKE %s", token);
-	if (ctl_ask(o, request, answer, sizeof(answer), err, sizeof(err))) {
-		fprintf(stderr, "cicadactl: %s\n", err);
+	if (ask_ok(o, request, rest, sizeof(rest)))
 		return 1;
-	}
-	if (sscanf(answer, "OK %d", &n) != 1) {
-		answer[strcspn(answer, "\n")] = 0;
-		fprintf(stderr, "cicadactl: %s\n", strncmp(answer, "ERROR ", 6) ? answer : answer + 6);
+	if (sscanf(rest, "%d", &n) != 1) {
+		fprintf(stderr, "cicadactl: the server's answer to revoke has no count\n");
 		return 1;
 	}
 	printf("token %s: %d session%s ended\n", token, n, n == 1 ? "" : "s");
