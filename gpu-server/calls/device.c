@@ -111,6 +111,7 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 	CUcontext ctx;
 	CUdevice dev;
 	CUresult err;
+	int sms;
 
 	if (a->v.v_len != 2)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -118,9 +119,9 @@ CUresult hand_ctx_create(struct worker *w, void *args, void *res)
 		return err;
 	if (!primary_ctx(w, dev))            /* held: see wrap_cuDevicePrimaryCtxRetain */
 		return CUDA_ERROR_INVALID_DEVICE;
-	if (green_sms(w, dev)) {             /* it would run on every SM: see green.c */
-		log_info("client %s: cuCtxCreate refused: the session is held to %d SMs of GPU %d",
-			 w->peer, green_sms(w, dev), (int)dev);
+	if ((sms = green_sms(w, dev))) {     /* it would run on every SM: see green.c */
+		log_info("client %s: cuCtxCreate refused: the session is held to %d SMs of GPU %d", w->peer, sms,
+			 (int)dev);
 		return CUDA_ERROR_NOT_SUPPORTED;
 	}
 	err = cuCtxCreate(&ctx, NULL, (unsigned)a->v.v_val[0], dev);
@@ -254,9 +255,10 @@ CUresult wrap_cuDevicePrimaryCtxRetain(struct worker *w, CUcontext *pctx, CUdevi
 CUresult wrap_cuDeviceGetAttribute(struct worker *w, int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
 	CUresult err = cuDeviceGetAttribute(pi, attrib, dev);
+	int sms;
 
-	if (!err && attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT && green_sms(w, dev))
-		*pi = green_sms(w, dev);
+	if (!err && attrib == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT && (sms = green_sms(w, dev)))
+		*pi = sms;
 	return err;
 }
 

@@ -443,12 +443,12 @@ pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct
 	int n;
 
 	snprintf(h.token, sizeof(h.token), "%s", token ? token : "");
+	pool_settle();                       /* (groups given back are free now) */
 	if (!by_owner) {                     /* (no room anywhere: refused before a worker is taken) */
 		uid_t uid;
 		gid_t gid;
 		int is_remote = tenant_of(fd, remote, &uid, &gid);
 
-		pool_settle();
 		if (sm_share_room(h.token, is_remote, uid, gid, why, len))
 			return -2;
 	}
@@ -460,7 +460,6 @@ pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct
 		return -1;
 	}
 	h.ngpus = (unsigned)n;
-	pool_settle();                       /* (groups given back are free now) */
 	if (take_sms(fd, remote, w.pid, by_owner, &h, nreal, why, len)) {
 		kill(w.pid, SIGKILL);            /* (reaped: its GPUs are let go there) */
 		close(w.control_fd);
