@@ -51,7 +51,7 @@ sl_programs() {
 # jobs) and a licence cicada@NODE of SL_LICENCES (remote jobs).
 sl_conf() {
 	local n i=0 licences=""
-	mkdir -p "$SL/etc" "$SL/state-ctld" "$SL/spool" "$SL/log" "$SL/ckpt" "$SL/tokens" "$SL/state"
+	mkdir -p "$SL/etc" "$SL/state-ctld" "$SL/log" "$SL/ckpt" "$SL/tokens" "$SL/state"
 	chmod 700 "$SL/tokens" "$SL/ckpt"
 	for n in "$@"; do licences="$licences${licences:+,}cicada@${n%%:*}:${SL_LICENCES:-1}"; done
 	cat >"$SL/etc/slurm.conf" <<-EOF
@@ -98,9 +98,15 @@ sl_conf() {
 			>>"$SL/etc/slurm.conf"
 		echo "${n%%:*} tcp:$SL_NET.0.$((i + 1)):7777" >>"$SL/servers"
 		SL_NODES="$SL_NODES ${n%%:*}"
+		mkdir -p "$SL/spool/${n%%:*}"
 	done
 	echo "PartitionName=main Nodes=$(echo $SL_NODES | tr ' ' ',') Default=YES MaxTime=30 State=UP" >>"$SL/etc/slurm.conf"
 	echo "Name=cicada Count=${SL_GRES:-1}" >"$SL/etc/gres.conf"
+	# No cgroups are used (proctrack/linuxproc, task/none), but slurmd
+	# loads a cgroup plugin all the same; autodetected on a cgroup v2
+	# host without systemd, it fails for want of dbus. The v1 plugin
+	# only loads.
+	echo "CgroupPlugin=cgroup/v1" >"$SL/etc/cgroup.conf"
 	echo "required $B/lib/slurm/cicada.so lib=$B/lib socket=unix:$SL/%n.sock servers=$SL/servers" \
 		"tokens=$SL/tokens state=$SL/state checkpoints=$SL/ckpt criu=$B/bin/criu plugins=$B/lib/criu" \
 		"migration-token=$SL/mtoken" >"$SL/etc/plugstack.conf"
