@@ -6,7 +6,7 @@
 SERVER_FRONT      := main pool admin admit hello placement sm_share auth tokens handoff session privsep worker migrate_in criu_run
 SERVER_CHECKPOINT := checkpoint restore snapio objects_save objects_restore ipc_save devhash precopy preload
 SERVER_CALLS      := dispatch device alloc memory module array graph graph_node graph_stage graph_copy hostfn \
-                     lanes output vmm ipc tensormap jit link nvml nvml_real nvml_cuda nvml_put
+                     lanes output vmm ipc tensormap jit link nvml nvml_real nvml_cuda nvml_put profile
 SERVER_STATE      := procs handles replay devmem quota tenant_policy green stat ordered primary gpus globals vmm_place objects modcache peer pinned \
                      hostarea
 SERVER_SRCS := $(SERVER_FRONT:%=gpu-server/front/%.c) $(SERVER_CHECKPOINT:%=gpu-server/checkpoint/%.c) \

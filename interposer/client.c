@@ -530,6 +530,12 @@ void client_unlock(void)
 	pthread_mutex_unlock(&cl.lock);
 }
 
+/* 0 with the lock taken, else nonzero (another thread holds it). */
+int client_trylock(void)
+{
+	return pthread_mutex_trylock(&cl.lock);
+}
+
 struct shm_segment *client_shm(void)
 {
 	return cl.use_shm ? &cl.shm : NULL;

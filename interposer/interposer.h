@@ -36,6 +36,7 @@
 CUresult client_connect(void);
 void client_lock(void);
 void client_unlock(void);
+int client_trylock(void);
 const char *error_name(CUresult err);           /* generated from cuda.h; NULL if unknown */
 CUresult client_call(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);
 CUresult client_call_locked(unsigned proc, xdrproc_t xargs, void *args, xdrproc_t xres, void *res);

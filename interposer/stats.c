@@ -8,8 +8,11 @@
  * the waits, and any driver call it makes itself); then the process's
  * wall and CPU time against the time inside the driver, so the time a
  * program spends in its own code (or in a library's fallback path) shows
- * as what is left. Wire counts happen under the client lock; off, it all
- * costs one test. docs/profiling.md says how to read it.
+ * as what is left; then the worker's side (gpu-server/calls/profile.c):
+ * its time waiting for this process, decoding, running each procedure
+ * and replying, which the worker keeps from when the session starts (or
+ * restarts after a move) when asked. Wire counts happen under the client
+ * lock; off, it all costs one test. docs/profiling.md says how to read it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +104,72 @@ static int by_wait(const void *a, const void *b)
 	return sent[x] < sent[y] ? 1 : sent[x] > sent[y] ? -1 : 0;
 }
 
+static int worker_asked;                    /* the session's worker keeps timings */
+
+/* (hooks: the session started, or resumed on another worker) */
+static void worker_ask(void)
+{
+	uint64_t op = 1;
+	scalars a = { { 1, &op } };
+	scalar_res r = { 0 };
+
+	if (!stats_on)
+		return;
+	worker_asked = !rpc_worker_stats_locked(&a, &r);
+	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+}
+
+static int worker_ask_again(int regions_lost)
+{
+	(void)regions_lost;
+	worker_ask();
+	return 0;
+}
+
+/* Page k of the worker's timings into out; its length, or -1. */
+static int worker_page(uint64_t k, uint64_t *out)
+{
+	uint64_t in[2] = { 2, k };
+	scalars a = { { 2, in } };
+	scalar_res r = { 0 };
+	int n = -1;
+
+	if (!rpc_worker_stats_locked(&a, &r)) {
+		n = (int)r.v.v_len;
+		memcpy(out, r.v.v_val, n * sizeof(uint64_t));
+	}
+	xdr_free((xdrproc_t)xdr_scalar_res, (char *)&r);
+	return n;
+}
+
+/* The worker's side: where its time went, then its busiest procedures. */
+static void stats_print_worker(void)
+{
+	static const char *parts[] = { "waiting for this process", "decoding", "bookkeeping", "running calls",
+				       "freeing and replying" };
+	uint64_t v[CICADA_SCALARS_MAX];
+	int n;
+
+	if (!worker_asked || client_trylock())
+		return;
+	n = worker_page(0, v);
+	if (n == 8) {
+		fprintf(stderr, "cicada stats: worker %llu records in %.3f s:", (unsigned long long)v[1], v[0] / 1e9);
+		for (unsigned i = 0; i < 5; i++)
+			fprintf(stderr, "%s %s %.3f ms", i ? "," : "", parts[i], v[2 + i] / 1e6);
+		fprintf(stderr, "\n");
+	}
+	for (uint64_t k = 1; n > 0 && k <= 4; k++) {
+		if ((n = worker_page(k, v)) <= 0)
+			break;
+		for (int i = 0; i + 2 < n; i += 3)
+			fprintf(stderr, "cicada stats: worker %-33s %10llu calls %10.3f ms %8.2f us/call\n",
+				rpc_name((unsigned)v[i]), (unsigned long long)v[i + 1], v[i + 2] / 1e6,
+				v[i + 2] / 1e3 / v[i + 1]);
+	}
+	client_unlock();
+}
+
 static void stats_print(void)
 {
 	unsigned order[STATS_PROCS], n = 0;
@@ -124,7 +193,10 @@ static void stats_print(void)
 			wait_ns[p] / 1e6, waited[p] ? wait_ns[p] / 1e3 / waited[p] : 0.0);
 	}
 	stats_print_driver();
+	stats_print_worker();
 }
+
+static const struct client_hooks stats_hooks = { .connected = worker_ask, .resume = worker_ask_again };
 
 __attribute__((constructor)) static void stats_init(void)
 {
@@ -132,6 +204,8 @@ __attribute__((constructor)) static void stats_init(void)
 
 	stats_on = e && *e && strcmp(e, "0");
 	started_ns = stats_now();
-	if (stats_on)
+	if (stats_on) {
+		client_add_hooks(&stats_hooks);
 		atexit(stats_print);
+	}
 }

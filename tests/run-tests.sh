@@ -522,6 +522,11 @@ test_trace() {
 	check "CICADA_STATS=1: each driver function's calls and time, and the process's wall and CPU time" sh -c \
 		"grep -Eq 'driver cuLaunchKernel +[0-9]+ calls +[0-9.]+ ms' '$e.stats' &&
 		 grep -Eq 'process [0-9.]+ s wall, [0-9.]+ s CPU; [0-9]+ driver calls took' '$e.stats'"
+	env $(cicada_env tcp) CICADA_STATS=1 timeout 60 "$PROGS/launch_1000" >/dev/null 2>"$e.wstats"
+	check "CICADA_STATS=1: the worker's side, its time by part and the launches it ran" sh -c \
+		"grep -Eq 'worker [0-9]+ records in [0-9.]+ s: waiting for this process [0-9.]+ ms, decoding' '$e.wstats' &&
+		 grep -Eq 'worker launch_kernel +1200 calls +[0-9.]+ ms' '$e.wstats' &&
+		 grep -Eq 'worker launch_kernel +1200 calls' '$e.stats'"
 	# vecadd_library sets a kernel attribute 208 times with 6 changes
 	# (one refused), and asks the driver version and the attribute after
 	# most of them (answers.c).

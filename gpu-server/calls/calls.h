@@ -46,7 +46,20 @@ struct worker_calls {
 	uint64_t client_pid;                 /* as the client said in its hello */
 	int detach;                          /* the client asked to detach */
 	int exiting;
+	struct worker_profile *prof;         /* CICADA_STATS's timings, or NULL (profile.c) */
 };
+/* profile.c: the worker's time by part and procedure, for CICADA_STATS */
+enum prof_part { PROF_WAIT, PROF_DECODE, PROF_BOOK, PROF_RUN, PROF_REPLY, PROF_PARTS };
+uint64_t profile_add_on(struct worker *w, enum prof_part part, unsigned proc, uint64_t since);
+static inline uint64_t profile_mark(struct worker *w)
+{
+	return w->calls->prof ? wire_now_ns() : 0;
+}
+/* Counts the time since a mark to part (and proc); the next mark. */
+static inline uint64_t profile_add(struct worker *w, enum prof_part part, unsigned proc, uint64_t since)
+{
+	return w->calls->prof ? profile_add_on(w, part, proc, since) : 0;
+}
 /* vmm.c: the application's own virtual memory (cuMemCreate, cuMemMap) */
 struct snap_range;
 struct Cicada__Manifest;

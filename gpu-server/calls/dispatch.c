@@ -137,8 +137,10 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	struct wire_call_hdr hdr;
 	const struct proc_desc *d;
 	CUresult rc;
+	uint64_t t = profile_mark(w);
 	int st = worker_decode(w, in, &hdr, &d, &args);
 
+	t = profile_add(w, PROF_DECODE, 0, t);
 	if (st == WIRE_PROG_MISMATCH)
 		send_reply(w, out, hdr.xid, WIRE_PROG_MISMATCH, NULL, NULL);
 	if (st)
@@ -149,7 +151,9 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	green_take_asked(w);                 /* (cicadactl resize --sms) */
 	memset(&res, 0, d->res_size > sizeof(int) ? d->res_size : sizeof(int));
 	log_debug("%s", d->name);
+	t = profile_add(w, PROF_BOOK, 0, t);
 	rc = worker_execute(w, d, &args, &res, scalar_out);
+	t = profile_add(w, PROF_RUN, hdr.proc, t);
 	if (rc &&
 	    (log_enabled(LOG_DEBUG) || ((d->flags & PROC_ASYNC) && !w->calls->pending && log_enabled(LOG_INFO)))) {
 		const char *name = "?";
@@ -163,6 +167,7 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 	worker_free_args(hdr.proc, d, &args);
 	if (d->flags & PROC_ASYNC) {
 		set_pending(w, rc);
+		profile_add(w, PROF_REPLY, 0, t);
 		return w->calls->exiting ? -1 : 0;
 	}
 	if (rc == CUDA_SUCCESS && (d->flags & PROC_SYNCPOINT) && w->calls->pending) {
@@ -181,6 +186,7 @@ static int dispatch(struct worker *w, struct wire_buf *in, struct wire_buf *out)
 		release_res(hdr.proc, &res);
 		xdr_free(d->xres, (char *)&res);
 	}
+	profile_add(w, PROF_REPLY, 0, t);
 	return st ? st : w->calls->detach;
 }
 
@@ -191,7 +197,10 @@ int worker_serve(struct worker *w)
 	int rc, result = 0;
 
 	for (;;) {
+		uint64_t t = profile_mark(w);
+
 		rc = wire_recv_record(&w->calls->stream, &in, WIRE_MAX_RECORD);
+		profile_add(w, PROF_WAIT, 0, t);
 		if (rc == -1) {
 			log_info("client %s disconnected", w->peer);
 			break;
