@@ -13,6 +13,7 @@
 #define RPC_VERSION 2
 #define MSG_CALL 0
 #define MSG_REPLY 1
+#define ENCODE_ROOM (8u << 10)           /* a buffer's least room: small messages never resize */
 
 int wire_buf_reserve(struct wire_buf *b, size_t cap)
 {
@@ -65,16 +66,15 @@ int wire_recv_record(struct wire_stream *s, struct wire_buf *b, size_t max)
 	return 0;
 }
 
-static int encode(struct wire_buf *b, uint32_t *words, int nwords, xdrproc_t proc, void *obj)
+/* The message into b's room as it is; 0, or -1 when it does not fit. */
+static int encode_into(struct wire_buf *b, uint32_t *words, int nwords, xdrproc_t proc, void *obj)
 {
-	size_t body = proc ? xdr_sizeof(proc, obj) : 0;
-	size_t need = 4 + 4 * (size_t)nwords + body;
 	XDR x;
 	int ok = 1;
 
-	if (wire_buf_reserve(b, need))
+	if (b->cap < 4 + 4 * (size_t)nwords)
 		return -1;
-	xdrmem_create(&x, b->data + 4, need - 4, XDR_ENCODE);
+	xdrmem_create(&x, b->data + 4, b->cap - 4, XDR_ENCODE);
 	for (int i = 0; i < nwords && ok; i++)
 		ok = xdr_u_int(&x, &words[i]);
 	if (ok && proc)
@@ -82,6 +82,21 @@ static int encode(struct wire_buf *b, uint32_t *words, int nwords, xdrproc_t pro
 	b->len = 4 + xdr_getpos(&x);
 	xdr_destroy(&x);
 	return ok ? 0 : -1;
+}
+
+/* Most messages fit the buffer that the ones before them grew, so the
+ * body is encoded once; only one that does not is sized, and encoded
+ * again into a buffer grown to it. */
+static int encode(struct wire_buf *b, uint32_t *words, int nwords, xdrproc_t proc, void *obj)
+{
+	size_t need;
+
+	if (!wire_buf_reserve(b, ENCODE_ROOM) && !encode_into(b, words, nwords, proc, obj))
+		return 0;
+	need = 4 + 4 * (size_t)nwords + (proc ? xdr_sizeof(proc, obj) : 0);
+	if (wire_buf_reserve(b, need))
+		return -1;
+	return encode_into(b, words, nwords, proc, obj);
 }
 
 int wire_encode_call(struct wire_buf *b, uint32_t xid, uint32_t proc, xdrproc_t xargs, void *args)

@@ -47,6 +47,7 @@ struct worker_calls {
 	int detach;                          /* the client asked to detach */
 	int exiting;
 	struct worker_profile *prof;         /* CICADA_STATS's timings, or NULL (profile.c) */
+	char params[CICADA_PARAMS_MAX];      /* a launch's parameters, decoded in place */
 };
 /* profile.c: the worker's time by part and procedure, for CICADA_STATS */
 enum prof_part { PROF_WAIT, PROF_DECODE, PROF_BOOK, PROF_RUN, PROF_REPLY, PROF_PARTS };

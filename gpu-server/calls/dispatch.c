@@ -26,17 +26,23 @@ static CUresult run_scalar(struct worker *w, const struct proc_desc *d, scalars 
 	return d->scalar(w, a->v.v_val, out);
 }
 
-/* Points inline host-to-device data at pinned scratch before decoding. */
+/* Points inline host-to-device data at pinned scratch, and a launch's
+ * parameters at the worker's own buffer, before decoding: no allocation
+ * for the commonest calls. */
 static void prepare_args(struct worker *w, unsigned proc, void *args)
 {
 	if (proc == P_memcpy_htod || proc == P_memcpy_htod_async)
 		((htod_args *)args)->data.data_val = w->calls->scratch_in;
+	if (proc == P_launch_kernel)
+		((launch_args *)args)->params.params_val = w->calls->params;
 }
 
 static void release_args(unsigned proc, void *args)
 {
 	if (proc == P_memcpy_htod || proc == P_memcpy_htod_async)
 		((htod_args *)args)->data.data_val = NULL;
+	if (proc == P_launch_kernel)
+		((launch_args *)args)->params.params_val = NULL;
 }
 
 static void release_res(unsigned proc, void *res)
