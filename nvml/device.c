@@ -1,8 +1,10 @@
 /*
  * device.c: NVML's queries of a device's identity and configuration:
  * name, UUID, serial, minor number, PCI information, memory, compute
- * capability, architecture, brand and modes. Each is one nvml_query; the
- * answer is copied into NVML's structures here.
+ * capability, architecture, cores and attributes, brand and modes. Each
+ * is one nvml_query; the answer is copied into NVML's structures here.
+ * Cores and attributes count the session's SMs where the server gives it
+ * a share of them (gpu-server --sm-share).
  */
 #include <stdio.h>
 #include <string.h>
@@ -228,4 +230,35 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
 	*currentMode = (unsigned)v[0];
 	*pendingMode = (unsigned)v[1];
 	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCores)
+{
+	return device_uint(device, NVMLF_NUM_GPU_CORES, numCores);
+}
+
+/* v1 and v2 fill the same structure. */
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+	uint64_t v[8];
+	nvmlReturn_t ret = attributes ? nvml_device_scalars(device, NVMLF_ATTRIBUTES, 0, v, 8) :
+			   NVML_ERROR_INVALID_ARGUMENT;
+
+	if (ret)
+		return ret;
+	attributes->multiprocessorCount = (unsigned)v[0];
+	attributes->sharedCopyEngineCount = (unsigned)v[1];
+	attributes->sharedDecoderCount = (unsigned)v[2];
+	attributes->sharedEncoderCount = (unsigned)v[3];
+	attributes->sharedJpegCount = (unsigned)v[4];
+	attributes->sharedOfaCount = (unsigned)v[5];
+	attributes->gpuInstanceSliceCount = (unsigned)v[6];
+	attributes->computeInstanceSliceCount = (unsigned)(v[6] >> 32);
+	attributes->memorySizeMB = v[7];
+	return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
+{
+	return nvmlDeviceGetAttributes_v2(device, attributes);
 }

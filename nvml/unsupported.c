@@ -35,13 +35,10 @@ UNSUPPORTED(nvmlDeviceGetSupportedEventTypes)
 
 /* identity and board */
 UNSUPPORTED(nvmlDeviceGetHandleBySerial)
-UNSUPPORTED(nvmlDeviceGetAttributes)
-UNSUPPORTED(nvmlDeviceGetAttributes_v2)
 UNSUPPORTED(nvmlDeviceGetBoardId)
 UNSUPPORTED(nvmlDeviceGetBoardPartNumber)
 UNSUPPORTED(nvmlDeviceGetMultiGpuBoard)
 UNSUPPORTED(nvmlDeviceGetModuleId)
-UNSUPPORTED(nvmlDeviceGetNumGpuCores)
 UNSUPPORTED(nvmlDeviceGetMemoryBusWidth)
 UNSUPPORTED(nvmlDeviceGetBusType)
 UNSUPPORTED(nvmlDeviceGetIrqNum)

@@ -177,6 +177,23 @@ CUresult hand_pointer_get_attribute(struct worker *w, void *args, void *res)
 	return CUDA_SUCCESS;
 }
 
+/* The grid that fills the SMs of a session with a share of them (green.c)
+ * at block: as the driver and the runtime count it, the blocks an SM
+ * holds times the SMs, these being the share's. grid stays if none. */
+static CUresult share_grid(struct worker *w, CUfunction f, int block, size_t shmem, unsigned flags, int *grid)
+{
+	CUdevice dev;
+	int sms, per_sm = 0;
+	CUresult err = cuCtxGetDevice(&dev);
+
+	if (err || !(sms = green_sms(w, dev)))
+		return err;
+	if ((err = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&per_sm, f, block, shmem, flags)))
+		return err;
+	*grid = per_sm * sms;
+	return CUDA_SUCCESS;
+}
+
 /* in: function, dynamic shared memory, block size limit, flags;
  * out: min grid size, block size. Callbacks cannot cross the wire. */
 CUresult hand_occupancy_max_potential_block_size(struct worker *w, void *args, void *res)
@@ -193,6 +210,8 @@ CUresult hand_occupancy_max_potential_block_size(struct worker *w, void *args, v
 		return err;
 	err = cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, NULL, (size_t)a->v.v_val[1],
 							(int)a->v.v_val[2], (unsigned)a->v.v_val[3]);
+	if (!err)
+		err = share_grid(w, f, block, (size_t)a->v.v_val[1], (unsigned)a->v.v_val[3], &grid);
 	if (err)
 		return err;
 	r->v.v_val = malloc(2 * sizeof(uint64_t));

@@ -8,6 +8,12 @@
  * argument's range. Device indices are the client's: only the GPUs it
  * sees (gpus.c) exist for it. The transport result is always success: an NVML
  * failure is the reply's ret, never a reason to drop the client.
+ *
+ * A session held to a share of a GPU's SMs (--sm-share, green.c) is told
+ * of its share wherever NVML counts SMs: the SM count of the device's
+ * attributes, and its cores in proportion (answer_share). Utilization,
+ * processes, clocks and power stay the whole GPU's: NVML measures them
+ * for the GPU, not for a green context (docs/configuration.md).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -67,6 +73,25 @@ static int ask(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 	return source == SOURCE_NVML ? nvml_real_answer(w, a, r) : nvml_cuda_answer(w, a, r);
 }
 
+/* A whole GPU's answer narrowed to the session's share of its SMs (real:
+ * the GPU) and, for the attributes' memory, to its quota (quota.c). */
+static void answer_share(struct worker *w, unsigned func, CUdevice real, struct nvml_reply *r)
+{
+	int sms = green_sms(w, real), total = 0;
+	uint64_t t, f, u = 0;
+
+	if (func == NVMLF_NUM_GPU_CORES && sms && r->nv >= 1 &&
+	    !cuDeviceGetAttribute(&total, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, real) && total > sms)
+		r->v[0] = r->v[0] * (uint64_t)sms / (uint64_t)total;
+	if (func != NVMLF_ATTRIBUTES || r->nv < 8)
+		return;
+	if (sms)
+		r->v[0] = (uint64_t)sms;
+	t = f = r->v[7] << 20;
+	quota_nvml(w, &t, &f, &u);
+	r->v[7] = t >> 20;
+}
+
 /* NVML answers for the GPUs the client sees, by its ordinals (gpus.c). */
 static int answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 {
@@ -104,6 +129,8 @@ static int answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 		real.arg = (uint64_t)other | (a->arg & 0xffff0000u);
 	}
 	ret = ask(w, &real, r);
+	if (ret == NVML_SUCCESS && a->func >= NVMLF_FIRST_DEVICE)
+		answer_share(w, a->func, w->gpu[a->device], r);
 	if (ret == NVML_SUCCESS && (a->func == NVMLF_BY_UUID || a->func == NVMLF_BY_PCI_BUS_ID) && r->nv) {
 		if ((index = client_index(w, r->v[0])) < 0)
 			return NVML_ERROR_NOT_FOUND;     /* a GPU this client does not see */

@@ -3,8 +3,10 @@
  * without NVML (and CI, on the CPU stand-in). What the driver knows is
  * answered the way NVML words it: the device count, name, UUID, PCI
  * identity, memory, compute capability (and the architecture it implies),
- * compute mode, peak clocks and the CUDA driver version; the rest is
- * NVML_ERROR_NOT_SUPPORTED. Device indices are CUDA's ordinals.
+ * cores and SMs, compute mode, peak clocks and the CUDA driver version;
+ * the rest is NVML_ERROR_NOT_SUPPORTED. Device indices are CUDA's
+ * ordinals. The answers are the whole GPU's: nvml.c narrows them to a
+ * session's share.
  */
 #include <stdio.h>
 #include <string.h>
@@ -165,6 +167,52 @@ static unsigned architecture(int major, int minor)
 	}
 }
 
+/* CUDA cores (FP32 lanes) an SM has, by compute capability; 0: unknown. */
+static unsigned cores_per_sm(int major, int minor)
+{
+	switch (major) {
+	case 3: return 192;
+	case 5: return 128;
+	case 6: return minor == 0 ? 64 : 128;
+	case 7: return 64;
+	case 8: return minor == 0 ? 64 : 128;
+	case 9: case 10: case 11: case 12: return 128;
+	default: return 0;
+	}
+}
+
+static int num_cores(CUdevice dev, struct nvml_reply *r)
+{
+	int sms = 0, major = 0, minor = 0, ret;
+
+	if ((ret = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms)) ||
+	    (ret = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &major)) ||
+	    (ret = attr(dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &minor)))
+		return ret;
+	if (!cores_per_sm(major, minor))
+		return NVML_ERROR_NOT_SUPPORTED;
+	nvml_put(r, (uint64_t)sms * cores_per_sm(major, minor));
+	return NVML_SUCCESS;
+}
+
+/* What the driver knows of them: SMs, copy engines and memory; the
+ * other engines and MIG's slices are not its to say (0). */
+static int attributes(CUdevice dev, struct nvml_reply *r)
+{
+	int sms = 0, copy = 0, ret = attr(dev, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &sms);
+	size_t total = 0;
+
+	if (ret || (ret = from_cuda(cuDeviceTotalMem(&total, dev))))
+		return ret;
+	attr(dev, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, &copy);
+	nvml_put(r, (unsigned)sms);
+	nvml_put(r, (unsigned)copy);
+	for (int i = 0; i < 5; i++)
+		nvml_put(r, 0);              /* decoders, encoders, JPEG, OFA; slices */
+	nvml_put(r, total >> 20);
+	return NVML_SUCCESS;
+}
+
 /* Peak clocks in MHz; the driver reports them in kHz. */
 static int max_clock(CUdevice dev, unsigned type, struct nvml_reply *r)
 {
@@ -249,6 +297,10 @@ int nvml_cuda_answer(const struct worker *w, const nvml_args *a, struct nvml_rep
 		return NVML_SUCCESS;
 	case NVMLF_MAX_CLOCK:
 		return max_clock(dev, (unsigned)a->arg, r);
+	case NVMLF_NUM_GPU_CORES:
+		return num_cores(dev, r);
+	case NVMLF_ATTRIBUTES:
+		return attributes(dev, r);
 	case NVMLF_P2P_STATUS:
 		return p2p_status(dev, (CUdevice)(a->arg & 0xffff), (unsigned)(a->arg >> 16), r);
 	case NVMLF_FIELD_VALUE:

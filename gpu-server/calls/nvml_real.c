@@ -247,6 +247,9 @@ static int scalar_answer(nvmlDevice_t dev, unsigned func, unsigned arg, struct n
 		ret = CALL(nvmlDeviceGetMigMode, dev, &u[0], &u[1]);
 		n = 2;
 		break;
+	case NVMLF_NUM_GPU_CORES:
+		ret = CALL(nvmlDeviceGetNumGpuCores, dev, &u[0]);
+		break;
 	case NVMLF_UTILIZATION:
 		ret = CALL(nvmlDeviceGetUtilizationRates, dev, &util);
 		u[0] = util.gpu, u[1] = util.memory, n = 2;
@@ -294,6 +297,26 @@ static int p2p_status(nvmlDevice_t dev, unsigned arg, struct nvml_reply *r)
 	    (ret = CALL(nvmlDeviceGetP2PStatus, dev, other, (nvmlGpuP2PCapsIndex_t)(arg >> 16), &status)))
 		return ret;
 	nvml_put(r, (uint64_t)status);
+	return NVML_SUCCESS;
+}
+
+/* NVML answers only for MIG devices' handles: a whole GPU's is
+ * NVML_ERROR_NOT_SUPPORTED, as natively. */
+static int attributes(nvmlDevice_t dev, struct nvml_reply *r)
+{
+	nvmlDeviceAttributes_t at;
+	int ret = CALL(nvmlDeviceGetAttributes_v2, dev, &at);
+
+	if (ret)
+		return ret;
+	nvml_put(r, at.multiprocessorCount);
+	nvml_put(r, at.sharedCopyEngineCount);
+	nvml_put(r, at.sharedDecoderCount);
+	nvml_put(r, at.sharedEncoderCount);
+	nvml_put(r, at.sharedJpegCount);
+	nvml_put(r, at.sharedOfaCount);
+	nvml_put(r, at.gpuInstanceSliceCount | (uint64_t)at.computeInstanceSliceCount << 32);
+	nvml_put(r, at.memorySizeMB);
 	return NVML_SUCCESS;
 }
 
@@ -359,6 +382,8 @@ int nvml_real_answer(struct worker *w, const nvml_args *a, struct nvml_reply *r)
 		return p2p_status(dev, arg, r);
 	case NVMLF_FIELD_VALUE:
 		return field_value(dev, arg, r);
+	case NVMLF_ATTRIBUTES:
+		return attributes(dev, r);
 	default:
 		return scalar_answer(dev, a->func, arg, r);
 	}
