@@ -28,7 +28,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace compute-cache handshake tls allow-list quota cicadactl sm-share token-dir session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls allow-list quota cicadactl sm-share sm-share-nvml token-dir session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -930,6 +930,52 @@ test_sm_share() {
 		test -z "$fails"
 }
 
+# What a session under --sm-share is told of the GPU's compute besides
+# the driver's SM count: the runtime's device properties, the grid
+# cuOccupancyMaxPotentialBlockSize says fills its SMs, and through
+# Cicada's libnvidia-ml.so.1 NVML's cores (in proportion) and attributes
+# (its SMs; memory: its quota). A session without a share is told of the
+# whole GPU. Real NVML answers attributes for MIG devices only (and older
+# NVMLs have no core count), so on a GPU "not supported" passes there.
+sv_value() { sed -n "s/^share_view: $2 = \([0-9]*\).*/\1/p" <<<"$1"; }
+sv_is() {
+	[ "$(sv_value "$1" "$2")" = "$3" ] || { [ "$MODE" = gpu ] && grep -q "^share_view: $2 not supported" <<<"$1"; }
+}
+test_sm_share_nvml() {
+	local native whole share limit rt total grid cores c="CICADA_SERVER=unix:$T/sm.sock LD_LIBRARY_PATH=$B/lib"
+	want sm-share-nvml || return
+	native=$(env $DRIVER_ENV timeout 60 "$PROGS/share_view" 2>&1)   # (no NVML on the stand-in)
+	total=$(sv_value "$native" "driver SMs")
+	grid=$(sv_value "$native" "occupancy grid")
+	[ -n "$total" ] && [ -n "$grid" ] || { bad "share_view natively ($native)"; return; }
+	sm_server || { bad "sm-share-nvml server"; return; }
+	whole=$(env $c timeout 60 "$PROGS/share_view" 2>&1)
+	sm_stop
+	sm_server --sm-share default=32 --memory-quota default=64M || { bad "sm-share-nvml server"; return; }
+	share=$(env $c timeout 60 "$PROGS/share_view" 2>&1)
+	limit=$(env $c CICADA_SM_LIMIT=12 timeout 60 "$PROGS/share_view" 2>&1)
+	rt=$(env $c timeout 120 "$PROGS/rt_basic" 2>&1; env $c timeout 120 "$PROGS/rt_basic_shared" 2>&1)
+	sm_stop
+	cores=$(sv_value "$whole" "nvml cores")
+	check "share_view without a share: the whole GPU's $total SMs (driver, NVML), its cores, the occupancy grid" \
+		eval 'grep -q "^share_view: done" <<<"$whole" && sv_is "$whole" "driver SMs" "$total" &&
+			sv_is "$whole" "nvml SMs" "$total" && sv_is "$whole" "occupancy grid" "$grid" &&
+			{ [ -z "$cores" ] && [ "$MODE" = gpu ] || { [ "${cores:-0}" -gt 0 ] && [ $((cores % total)) = 0 ]; }; }'
+	[ -n "$cores" ] || cores=0
+	check "share_view under --sm-share 32: NVML cores are 32 SMs' ($((cores / total * 32)))" \
+		sv_is "$share" "nvml cores" $((cores / total * 32))
+	check "share_view under --sm-share 32: NVML attributes (v2 and v1) count 32 SMs, and the quota's 64 MiB" \
+		eval 'sv_is "$share" "nvml SMs" 32 && sv_is "$share" "nvml SMs (v1)" 32 && sv_is "$share" "nvml memory MiB" 64'
+	check "share_view under --sm-share 32: the driver counts 32 SMs, the occupancy grid fills 32 ($((grid / total * 32)))" \
+		eval 'sv_is "$share" "driver SMs" 32 && sv_is "$share" "occupancy grid" $((grid / total * 32))'
+	check "share_view with CICADA_SM_LIMIT=12 under 32: 16 SMs in NVML's cores and attributes, and the occupancy grid" \
+		eval 'sv_is "$limit" "nvml cores" $((cores / total * 16)) && sv_is "$limit" "nvml SMs" 16 &&
+			sv_is "$limit" "occupancy grid" $((grid / total * 16))'
+	check "cudaGetDeviceProperties under --sm-share 32 (static and shared runtime): multiProcessorCount is 32" \
+		test "$(grep -c "^devices [0-9]*: .*, 32 SMs," <<<"$rt")" = 2
+	grep -q "^share_view: done" <<<"$share$limit" || { echo "$share"; echo "$limit"; } | grep -v "^share_view: " | head -5
+}
+
 # A paused session's ticket (which lies in image directories) does not
 # let another unix user take the session: cr_pattern runs as nobody, root
 # pauses it through its control socket, and user daemon, holding the
@@ -1111,6 +1157,7 @@ test_allow_list
 test_quota
 test_cicadactl
 test_sm_share
+test_sm_share_nvml
 test_token_dir
 test_session_owner
 test_server_dirs

@@ -2,7 +2,7 @@
 # test programs. The programs link the stub libcuda so they NEED
 # libcuda.so.1 and find the real, the interposer or the CPU stand-in
 # at run time through LD_LIBRARY_PATH. dlopen_app links no libcuda;
-# nvml_query links no NVML.
+# nvml_query and share_view link no NVML.
 
 TESTS_KDIR := $(BUILD)/tests/kernels
 TESTS_PDIR := $(BUILD)/tests/programs
@@ -15,7 +15,7 @@ TESTS_CUDA_PROGS := vecadd_cubin vecadd_ptx vecadd_library multi_module \
 	memcpy_all streams_events launch_1000 sm_share device_query context_ops errors_app \
 	zero_copy cr_pattern cr_hold misc_calls jit_link managed_mem graph_nodes vmm_app device_assert multi_gpu \
 	ipc_pair vmm_share tensor_map stream_memops user_objects host_devptr stage_flood graph_pageable graph_conditional \
-	quota_routes
+	quota_routes share_view
 TESTS_CUDA_BINS := $(addprefix $(TESTS_PDIR)/,$(TESTS_CUDA_PROGS))
 TESTS_BINS := $(TESTS_CUDA_BINS) $(TESTS_PDIR)/dlopen_app
 
@@ -46,6 +46,9 @@ $(TESTS_PDIR)/%.o: tests/programs/%.c
 
 $(TESTS_CUDA_BINS): $(TESTS_PDIR)/%: $(TESTS_PDIR)/%.o $(TESTS_PDIR)/common.o
 	$(CC) $(CFLAGS) -o $@ $^ $(TESTS_LDCUDA)
+
+# share_view dlopens NVML as well (nvml-wire.h declares what it asks).
+$(TESTS_PDIR)/share_view: TESTS_LDCUDA += -ldl
 
 # The checkpoint/restore programs share cr_common.c.
 TESTS_CR_BINS := $(TESTS_PDIR)/cr_pattern $(TESTS_PDIR)/cr_hold
