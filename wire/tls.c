@@ -12,6 +12,16 @@
  * system's trust store, and checks the host name or address it dialled.
  * The server's certificate and key are set with wire_tls_server_init.
  * Inside TLS the usual challenge and token proof still run.
+ *
+ * Mutual TLS: with a client CA (--tls-client-ca) the server asks every
+ * client for a certificate and takes only one that chains to that CA;
+ * the client's name is its certificate's subject CN (one CN, printable,
+ * at most WIRE_TLS_NAME_MAX - 1 bytes, no '/', ',', '=' or space), else
+ * the handshake is refused. A client presents CICADA_TLS_CERT and
+ * CICADA_TLS_KEY (PEM files). In TLS 1.3 a client learns that its
+ * certificate was refused only after its handshake, so it waits for the
+ * server's first bytes (the challenge) before it calls the connection
+ * made: a refusal is then an error of the dial, not a closed connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -33,20 +43,110 @@
 #define RELAY_BUF (256u << 10)
 #define HANDSHAKE_MS 10000                 /* the client's */
 
-static SSL_CTX *server_ctx;
+#define NAMELESS "the client's certificate has not one subject CN that names a client " \
+		 "(printable, at most 63 bytes, no space, '/', ',' or '=')"
 
+static SSL_CTX *server_ctx;
+static int server_names;                   /* clients must present a certificate (a client CA) */
+
+#if OPENSSL_VERSION_NUMBER < 0x30000000L
+#define SSL_get1_peer_certificate SSL_get_peer_certificate
+#endif
+
+/* what, with OpenSSL's reason for the last error in parentheses: no
+ * colon, so that a client's message keeps it whole (interposer/client.c
+ * shows what follows a dial error's last colon). */
 static void tls_error(char *err, const char *what)
 {
-	unsigned long e = ERR_get_error();
-	char text[256] = "";
+	unsigned long e = ERR_peek_last_error();
+	const char *reason = e ? ERR_reason_error_string(e) : NULL;
 
 	if (e)
-		ERR_error_string_n(e, text, sizeof(text));
-	wire_fail(err, "%s%s%s", what, e ? ": " : "", text);
+		wire_fail(err, "%s (%s)", what, reason ? reason : "unknown reason");
+	else
+		wire_fail(err, "%s", what);
 	ERR_clear_error();
 }
 
-int wire_tls_server_init(const char *cert, const char *key, char *err)
+/* Whether name may name a TLS client: printable, no space, no '/', ','
+ * or '=' (it appears in policies and logs), 1 to WIRE_TLS_NAME_MAX - 1
+ * bytes. */
+int wire_tls_name_ok(const char *name)
+{
+	size_t n = strnlen(name, WIRE_TLS_NAME_MAX);
+
+	if (!n || n == WIRE_TLS_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (name[i] <= ' ' || name[i] > '~' || strchr("/,=", name[i]))
+			return 0;
+	return 1;
+}
+
+/* A client certificate's name (its one subject CN) into name: 0, or -1
+ * (none, or one that does not name a client: name is then ""). */
+static int cert_name(X509 *cert, char name[WIRE_TLS_NAME_MAX])
+{
+	X509_NAME *subject = cert ? X509_get_subject_name(cert) : NULL;
+	int i = subject ? X509_NAME_get_index_by_NID(subject, NID_commonName, -1) : -1, n = -1;
+	unsigned char *text = NULL;
+
+	if (i >= 0 && X509_NAME_get_index_by_NID(subject, NID_commonName, i) < 0)
+		n = ASN1_STRING_to_UTF8(&text, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i)));
+	if (n > 0 && n < WIRE_TLS_NAME_MAX && !memchr(text, 0, (size_t)n)) {
+		memcpy(name, text, (size_t)n);
+		name[n] = 0;
+	} else {
+		name[0] = 0;
+	}
+	OPENSSL_free(text);
+	return wire_tls_name_ok(name) ? 0 : -1;
+}
+
+/* The server's check of a client's chain, beside OpenSSL's: the client's
+ * own certificate must name a client, else the handshake fails with a
+ * bad_certificate alert (the client learns why), the SSL marked nameless
+ * (its app data) for the server's log. */
+static int verify_client(int ok, X509_STORE_CTX *x)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+	char name[WIRE_TLS_NAME_MAX];
+
+	if (ok && X509_STORE_CTX_get_error_depth(x) == 0 && cert_name(X509_STORE_CTX_get_current_cert(x), name)) {
+		X509_STORE_CTX_set_error(x, X509_V_ERR_CERT_REJECTED);
+		SSL_set_app_data(ssl, (void *)NAMELESS);
+		return 0;
+	}
+	return ok;
+}
+
+/* The verified client's name into name: 0, or -1 with err. */
+static int client_name(SSL *ssl, char name[WIRE_TLS_NAME_MAX], char *err)
+{
+	X509 *cert = SSL_get1_peer_certificate(ssl);
+	int bad = cert_name(cert, name);
+
+	X509_free(cert);
+	return bad ? wire_fail(err, "TLS: %s", NAMELESS) : 0;
+}
+
+/* Asks every client for a certificate of the CA in file ca. */
+static int want_client_certs(SSL_CTX *c, const char *ca, char *err)
+{
+	STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca);
+
+	if (!names || SSL_CTX_load_verify_locations(c, ca, NULL) != 1) {
+		sk_X509_NAME_pop_free(names, X509_NAME_free);
+		tls_error(err, "cannot load --tls-client-ca (a PEM file of CA certificates)");
+		return -1;
+	}
+	SSL_CTX_set_client_CA_list(c, names);
+	SSL_CTX_set_verify(c, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);
+	SSL_CTX_set_session_id_context(c, (const unsigned char *)"cicada", 6);
+	return 0;
+}
+
+int wire_tls_server_init(const char *cert, const char *key, const char *client_ca, char *err)
 {
 	SSL_CTX *c = SSL_CTX_new(TLS_server_method());
 
@@ -65,7 +165,12 @@ int wire_tls_server_init(const char *cert, const char *key, char *err)
 		SSL_CTX_free(c);
 		return -1;
 	}
+	if (client_ca && want_client_certs(c, client_ca, err)) {
+		SSL_CTX_free(c);
+		return -1;
+	}
 	server_ctx = c;
+	server_names = client_ca != NULL;
 	return 0;
 }
 
@@ -74,9 +179,67 @@ int wire_tls_server_ready(void)
 	return server_ctx != NULL;
 }
 
-/* Runs the handshake within ms milliseconds in all, however the peer
- * trickles it (the socket is non-blocking meanwhile). */
-static int handshake(SSL *ssl, int server, int ms, char *err)
+/* Whether the last error is the peer's alert about our certificate. */
+static int cert_refused_alert(void)
+{
+	int r = ERR_GET_REASON(ERR_peek_last_error());
+
+	return r == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED || r == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE ||
+	       r == SSL_R_TLSV1_ALERT_UNKNOWN_CA || r == SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN ||
+	       r == SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED || r == SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED ||
+	       r == SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE || r == SSL_R_TLSV1_ALERT_ACCESS_DENIED;
+}
+
+/* One line for a failed handshake (or first read), by side. */
+static void handshake_error(SSL *ssl, int server, char *err)
+{
+	long v = SSL_get_verify_result(ssl);
+
+	if (server && SSL_get_app_data(ssl)) {
+		wire_fail(err, "TLS: %s", NAMELESS);
+		ERR_clear_error();
+	} else if (server && server_names && v != X509_V_OK) {
+		wire_fail(err, "TLS: the client's certificate is not trusted (%s; --tls-client-ca)",
+			  X509_verify_cert_error_string(v));
+		ERR_clear_error();
+	} else if (server && ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+		wire_fail(err, "TLS: the client sent no certificate (--tls-client-ca requires one)");
+		ERR_clear_error();
+	} else if (!server && v != X509_V_OK) {
+		wire_fail(err, "TLS: the server's certificate is not trusted (%s); "
+			  "CICADA_TLS_CA names the file of its CA", X509_verify_cert_error_string(v));
+	} else if (!server && cert_refused_alert()) {
+		wire_fail(err, "TLS: the server refused this client's certificate, or its lack of one (%s); "
+			  "CICADA_TLS_CERT and CICADA_TLS_KEY name a certificate of the server's client CA",
+			  ERR_reason_error_string(ERR_peek_last_error()));
+		ERR_clear_error();
+	} else {
+		tls_error(err, "TLS handshake failed");
+	}
+}
+
+static int do_accept(SSL *ssl)
+{
+	return SSL_accept(ssl);
+}
+
+static int do_connect(SSL *ssl)
+{
+	return SSL_connect(ssl);
+}
+
+static int do_peek(SSL *ssl)
+{
+	char c;
+	int n = SSL_peek(ssl, &c, 1);
+
+	return n > 0 ? 1 : n;
+}
+
+/* Runs step (a handshake, or the wait for the first byte) within ms
+ * milliseconds in all, however the peer trickles it (the socket is
+ * non-blocking meanwhile). 0, or -1 with err. */
+static int tls_step(SSL *ssl, int (*step)(SSL *), int server, int ms, char *err)
 {
 	int fd = SSL_get_fd(ssl), flags = fcntl(fd, F_GETFL), rc;
 	struct timespec t0, now;
@@ -88,7 +251,7 @@ static int handshake(SSL *ssl, int server, int ms, char *err)
 		long left;
 		int e;
 
-		rc = server ? SSL_accept(ssl) : SSL_connect(ssl);
+		rc = step(ssl);
 		if (rc == 1)
 			break;
 		e = SSL_get_error(ssl, rc);
@@ -98,20 +261,17 @@ static int handshake(SSL *ssl, int server, int ms, char *err)
 		left = ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
 		p.events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
 		if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
-			wire_fail(err, "TLS handshake: nothing within %d ms", ms);
+			wire_fail(err, "TLS %s: nothing within %d ms", step == do_peek ? "challenge" : "handshake", ms);
 			fcntl(fd, F_SETFL, flags);
 			return -1;
 		}
 	}
 	fcntl(fd, F_SETFL, flags);
 	if (rc != 1) {
-		long v = server ? X509_V_OK : SSL_get_verify_result(ssl);
-
-		if (v != X509_V_OK)
-			wire_fail(err, "TLS: the server's certificate is not trusted (%s); "
-				 "CICADA_TLS_CA names the file of its CA", X509_verify_cert_error_string(v));
+		if (step == do_peek && !ERR_peek_error())
+			wire_fail(err, "TLS: the server closed the connection before its challenge");
 		else
-			tls_error(err, "TLS handshake failed");
+			handshake_error(ssl, server, err);
 		return -1;
 	}
 	return 0;
@@ -142,6 +302,29 @@ static void sigpipe_release(const sigset_t *old)
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
 
+/* The client's certificate and key, if CICADA_TLS_CERT and
+ * CICADA_TLS_KEY name them (for a server with --tls-client-ca). */
+static int client_cert(SSL_CTX *ctx, char *err)
+{
+	const char *cert = getenv("CICADA_TLS_CERT"), *key = getenv("CICADA_TLS_KEY");
+	int has_cert = cert && *cert, has_key = key && *key;
+
+	if (has_cert != has_key)
+		return wire_fail(err, "TLS: CICADA_TLS_CERT and CICADA_TLS_KEY go together (%s is not set)",
+				 has_cert ? "CICADA_TLS_KEY" : "CICADA_TLS_CERT");
+	if (!has_cert)
+		return 0;
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
+		tls_error(err, "cannot load CICADA_TLS_CERT");
+		return -1;
+	}
+	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+		tls_error(err, "cannot load CICADA_TLS_KEY (or it does not fit CICADA_TLS_CERT)");
+		return -1;
+	}
+	return 0;
+}
+
 static SSL_CTX *client_ctx(char *err)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,6 +337,9 @@ static SSL_CTX *client_ctx(char *err)
 		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 		if ((ca && *ca ? SSL_CTX_load_verify_locations(ctx, ca, NULL) : SSL_CTX_set_default_verify_paths(ctx)) != 1) {
 			tls_error(err, ca && *ca ? "cannot load CICADA_TLS_CA" : "cannot load the system's trust store");
+			SSL_CTX_free(ctx);
+			ctx = NULL;
+		} else if (client_cert(ctx, err)) {
 			SSL_CTX_free(ctx);
 			ctx = NULL;
 		}
@@ -330,7 +516,7 @@ int wire_tls_client(int fd, const char *host, char *err)
 		SSL_set1_host(ssl, host);
 	}
 	sigpipe_hold(&old);
-	bad = handshake(ssl, 0, HANDSHAKE_MS, err);
+	bad = tls_step(ssl, do_connect, 0, HANDSHAKE_MS, err) || tls_step(ssl, do_peek, 0, HANDSHAKE_MS, err);
 	sigpipe_release(&old);
 	if (bad) {
 		SSL_free(ssl);
@@ -341,12 +527,14 @@ int wire_tls_client(int fd, const char *host, char *err)
 }
 
 /* The server's side: TLS over an accepted socket fd (consumed), its
- * handshake within ms milliseconds. */
-int wire_tls_server(int fd, int ms, char *err)
+ * handshake within ms milliseconds. name gets the client's verified name
+ * (with a client CA), else "". */
+int wire_tls_server(int fd, int ms, char name[WIRE_TLS_NAME_MAX], char *err)
 {
 	sigset_t old;
 	SSL *ssl;
 
+	name[0] = 0;
 	sigpipe_hold(&old);                  /* the server ignores SIGPIPE; held all the same */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	if (!server_ctx || !(ssl = SSL_new(server_ctx))) {
@@ -355,7 +543,7 @@ int wire_tls_server(int fd, int ms, char *err)
 		return -1;
 	}
 	SSL_set_fd(ssl, fd);
-	if (handshake(ssl, 1, ms, err)) {
+	if (tls_step(ssl, do_accept, 1, ms, err) || (server_names && client_name(ssl, name, err))) {
 		SSL_free(ssl);
 		close(fd);
 		return -1;

@@ -36,10 +36,12 @@ int wire_parse_addr(const char *text, struct wire_addr *addr, char *err);
 /* A size above 0: bytes, or a number with K, M, G or T (either case). */
 int wire_parse_size(const char *text, uint64_t *out);
 /* tls.c: TLS connections end in a relay; these return its inner end */
-int wire_tls_server_init(const char *cert, const char *key, char *err);
+#define WIRE_TLS_NAME_MAX 64                 /* a client's name (its certificate's CN), with its NUL */
+int wire_tls_server_init(const char *cert, const char *key, const char *client_ca, char *err);
 int wire_tls_server_ready(void);
 int wire_tls_client(int fd, const char *host, char *err);
-int wire_tls_server(int fd, int ms, char *err);
+int wire_tls_server(int fd, int ms, char name[WIRE_TLS_NAME_MAX], char *err);
+int wire_tls_name_ok(const char *name);
 void wire_format_addr(const struct wire_addr *addr, char *out, size_t len);
 int wire_listen(const struct wire_addr *addr, char *err);
 int wire_dial(const struct wire_addr *addr, char *err);

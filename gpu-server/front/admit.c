@@ -26,7 +26,9 @@
  * listener's connections have their handshake in a thread each, then come
  * in through their relay (wire/tls.c) as TCP peers; the worker is told
  * that such a connection is remote, since its socket's credentials are
- * the server's own.
+ * the server's own. With --tls-client-ca a TLS client's name (its
+ * certificate's CN, verified by the handshake) comes with its
+ * connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -58,6 +60,7 @@ struct conn {
 	uint8_t nonce[WIRE_NONCE_LEN];       /* the challenge it was sent */
 	char tag[TOKEN_NAME_MAX];            /* the --token-dir token it proved, or "" */
 	uint64_t tag_print;
+	char tls_name[WIRE_TLS_NAME_MAX];    /* its verified TLS client name, or "" */
 	size_t mark_got, frag_len, frag_got;
 	int last_frag;
 	struct wire_buf b;
@@ -80,6 +83,7 @@ struct job {
 	char ticket[CICADA_TICKET_LEN + 1], peer[80];
 	char tag[TOKEN_NAME_MAX];            /* as the conn's */
 	uint64_t tag_print;
+	char tls_name[WIRE_TLS_NAME_MAX];    /* as the conn's */
 	struct wire_buf b;
 };
 
@@ -334,6 +338,7 @@ static void queue_job(struct conn *c, int slot)
 	j->b = c->b;
 	memcpy(j->tag, c->tag, sizeof(j->tag));
 	j->tag_print = c->tag_print;
+	memcpy(j->tls_name, c->tls_name, sizeof(j->tls_name));
 	snprintf(j->peer, sizeof(j->peer), "%s", c->peer);
 	if (c->h.ticket)
 		snprintf(j->ticket, sizeof(j->ticket), "%s", c->h.ticket);
@@ -422,9 +427,11 @@ static int pending_allowed(const char *ident)
 	return pending_of(ident) < PENDING_PER_CLIENT || adm.npending + adm.tls_shaking < max - max / 4;
 }
 
-/* A new connection (its hello to come); fd is consumed. */
-static void admit_conn(int fd, int is_tcp, int relayed, const char *peer, const char *ident)
+/* A new connection (its hello to come), who it is from (its peer, ident
+ * and TLS name); fd is consumed. */
+static void admit_conn(int fd, int is_tcp, int relayed, const struct conn *who)
 {
+	const char *peer = who->peer, *ident = who->ident;
 	struct conn *c;
 
 	if (!pending_allowed(ident)) {
@@ -451,6 +458,7 @@ static void admit_conn(int fd, int is_tcp, int relayed, const char *peer, const 
 	c->deadline_ns = wire_now_ns() + (uint64_t)adm.cfg->hello_timeout_ms * 1000000u;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	snprintf(c->ident, IDENT_LEN, "%s", ident);
+	memcpy(c->tls_name, who->tls_name, sizeof(c->tls_name));
 	adm.conns[adm.nconns++] = c;
 	adm.npending++;
 }
@@ -460,7 +468,7 @@ static void admit_conn(int fd, int is_tcp, int relayed, const char *peer, const 
 struct tls_conn {
 	struct tls_conn *next;
 	int fd, slot;                        /* slot: its place in adm.shaking */
-	struct conn who;                     /* peer and ident only */
+	struct conn who;                     /* peer, ident and tls_name only */
 };
 
 /* (the handshake's thread; adm.tls_shaking counted it, under adm.lock) */
@@ -469,7 +477,9 @@ static void *tls_accept(void *arg)
 	struct tls_conn *t = arg;
 	char err[WIRE_ERRLEN];
 
-	t->fd = wire_tls_server(t->fd, adm.cfg->hello_timeout_ms, err);
+	t->fd = wire_tls_server(t->fd, adm.cfg->hello_timeout_ms, t->who.tls_name, err);
+	if (t->fd >= 0 && t->who.tls_name[0])
+		log_debug("TLS client %s at %s", t->who.tls_name, t->who.peer);
 	pthread_mutex_lock(&adm.lock);
 	adm.tls_shaking--;
 	adm.shaking[t->slot][0] = 0;
@@ -494,7 +504,7 @@ static void tls_take_ready(void)
 		struct tls_conn *t = adm.tls_ready;
 
 		adm.tls_ready = t->next;
-		admit_conn(t->fd, 1, 1, t->who.peer, t->who.ident);
+		admit_conn(t->fd, 1, 1, &t->who);
 		free(t);
 	}
 }
@@ -539,7 +549,7 @@ static void accept_one(const struct listener *l)
 		snprintf(adm.shaking[slot], IDENT_LEN, "%s", who.ident);
 		return;
 	}
-	admit_conn(fd, l->addr.kind == WIRE_TCP, 0, who.peer, who.ident);
+	admit_conn(fd, l->addr.kind == WIRE_TCP, 0, &who);
 }
 
 /* Reads what has come of c's hello, never past its record (a shared

@@ -34,6 +34,7 @@ struct server {
 	const char *key_file;                /* keyed snapshots */
 	const char *user;                    /* --user: remote tenants' workers run as it */
 	const char *tls_cert, *tls_key;      /* for tls: listeners */
+	const char *tls_client_ca;           /* tls: clients must present a certificate of it */
 	const char *token_dir;               /* --token-dir */
 	int gpus_per_client;
 	struct admit_config admit;
@@ -82,11 +83,13 @@ static void usage(FILE *f)
 		"                  [--accept-migrations [--criu PATH] [--criu-plugins DIR] [--migrate-timeout S]]\n"
 		"                  [--allow-users U,...] [--allow-groups G,...] [--snapshot-key-file FILE]\n"
 		"                  [--cache-quota SIZE] [--shared-module-cache] [--tls-cert FILE --tls-key FILE]\n"
-		"                  [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
+		"                  [--tls-client-ca FILE] [--gpus I,J,...] [--gpus-per-client N] [--user NAME] [--worker-aslr]\n"
 		"                  [--migration-token-file FILE] [--max-requests N] [--max-requests-per-client N]\n"
 		"                  [--max-staged SIZE] [--memory-quota POLICY] [--sm-share POLICY [--overcommit] [--mps]]\n"
 		"  ADDR is unix:/path, tcp:host:port (tcp:port binds 127.0.0.1) or tls:host:port\n"
 		"  (TCP with TLS, which needs --tls-cert and --tls-key, PEM files).\n"
+		"  --tls-client-ca: tls: clients must present a certificate of this CA (PEM);\n"
+		"  its subject CN names the client.\n"
 		"  TCP and TLS listeners require --token-file or --token-dir. CICADA_LOG=debug|info|warn|error.\n"
 		"  --token-dir: each file holds a token of its own (a job's); a session that\n"
 		"  proved one ends once its file is removed or rewritten.\n"
@@ -220,6 +223,7 @@ static int parse_option(struct server *s, int c, const char *arg, int *worker_fd
 	case 'G': return allow_parse(&s->allow, arg, 1, err);
 	case 'x': s->tls_cert = arg; return 0;
 	case 'y': s->tls_key = arg; return 0;
+	case 'A': s->tls_client_ca = arg; return 0;
 	case 'g': return placement_set_gpus(arg, err);
 	case 'n': return number(arg, "--gpus-per-client", 0, CICADA_MAX_GPUS, &s->gpus_per_client, err);
 	case 'u': s->user = arg; return privsep_set_user(arg, err);
@@ -255,7 +259,7 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		{ "max-staged", required_argument, 0, 'Z' }, { "memory-quota", required_argument, 0, 'O' },
 		{ "stat-fd", required_argument, 0, 'X' }, { "sm-share", required_argument, 0, 'B' },
 		{ "overcommit", no_argument, 0, 'o' }, { "mps", no_argument, 0, 'p' },
-		{ "token-dir", required_argument, 0, 'J' }, { 0 } };
+		{ "token-dir", required_argument, 0, 'J' }, { "tls-client-ca", required_argument, 0, 'A' }, { 0 } };
 	char err[WIRE_ERRLEN];
 	int c, has_tcp = 0, has_tls = 0, rc;
 
@@ -286,7 +290,12 @@ static int parse_args(struct server *s, int argc, char **argv, int *worker_fd)
 		rc = -1;
 		goto bad;
 	}
-	if (has_tls && wire_tls_server_init(s->tls_cert, s->tls_key, err)) {
+	if (s->tls_client_ca && !has_tls) {
+		snprintf(err, sizeof(err), "--tls-client-ca is for tls: listeners, and there is none");
+		rc = -1;
+		goto bad;
+	}
+	if (has_tls && wire_tls_server_init(s->tls_cert, s->tls_key, s->tls_client_ca, err)) {
 		rc = -1;
 		goto bad;
 	}
