@@ -336,10 +336,10 @@ static void owner_quota(struct worker *w)
 
 	remote = sscanf(w->ckpt->owner, "uid %u", &uid) != 1;
 	if (policy && remote)
-		quota_set(w, quota_for(policy, NULL, 1, 0, 0));
+		quota_set(w, quota_for(policy, NULL, NULL, 1, 0, 0));
 	if (policy && !remote) {
 		pw = getpwuid((uid_t)uid);
-		quota_set(w, quota_for(policy, NULL, 0, uid, pw ? (unsigned)pw->pw_gid : (unsigned)-1));
+		quota_set(w, quota_for(policy, NULL, NULL, 0, uid, pw ? (unsigned)pw->pw_gid : (unsigned)-1));
 	}
 	stat_session(w, 0, remote ? (uint32_t)-1 : uid, w->ckpt->owner[0] ? w->ckpt->owner : "remote");
 }

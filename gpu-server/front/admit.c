@@ -27,8 +27,9 @@
  * in through their relay (wire/tls.c) as TCP peers; the worker is told
  * that such a connection is remote, since its socket's credentials are
  * the server's own. With --tls-client-ca a TLS client's name (its
- * certificate's CN, verified by the handshake) comes with its
- * connection.
+ * certificate's CN, verified by the handshake) travels with its
+ * connection, as a --token-dir token's name does, to the tenant rules
+ * (pool.c, sm_share.c) and to the worker (handoff.c, session.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -221,7 +222,7 @@ static void run_job(struct job *j)
 		;                            /* into the worker that holds its memory */
 	} else {
 		char why[WIRE_ERRLEN] = "";
-		pid_t pid = pool_hand_over(j->fd, j->relayed ? j->ident : NULL, j->tag, &j->b, j->gpus,
+		pid_t pid = pool_hand_over(j->fd, j->relayed ? j->ident : NULL, j->tag, j->tls_name, &j->b, j->gpus,
 					   j->op == OP_RESTORE, session_bound, j, why, sizeof(why));
 		if (pid == -2) {
 			log_warn("refused %s: %s", j->peer, why);

@@ -19,6 +19,7 @@ struct worker_front {
 	const char *scratch_dir;             /* private, for snapshots that travel (privsep.c) */
 	int session_fd;                      /* detached: listening session socket */
 	char token[64];                      /* the --token-dir token its client proved, or "" */
+	char tls_name[WIRE_TLS_NAME_MAX];    /* its client's verified TLS name, or "" */
 };
 
 /* worker.c: the worker process (above session.c) */
@@ -27,6 +28,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir);
 struct handoff {
 	const char *remote;                  /* the client host a TLS relay serves */
 	char token[64];                      /* the --token-dir token the client proved, or "" */
+	char tls_name[WIRE_TLS_NAME_MAX];    /* the client's verified TLS name (--tls-client-ca), or "" */
 	uint32_t gpus[CICADA_MAX_GPUS];      /* the GPUs given (placement.c) */
 	unsigned ngpus;
 	uint64_t sm_mask[CICADA_MAX_GPUS];   /* by real ordinal: SM groups given (sm_share.c) */
@@ -62,8 +64,9 @@ struct listener {
 /* The pool of pre-initialised workers (pool.c). */
 int pool_start(const char *cache_dir, const char *run_dir, int size, int refill_delay_ms,
 	       void (*exit_hook)(pid_t pid));
-pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct wire_buf *hello, unsigned want,
-		     int by_owner, void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len);
+pid_t pool_hand_over(int fd, const char *remote, const char *token, const char *tls_name,
+		     const struct wire_buf *hello, unsigned want, int by_owner, void (*taken)(pid_t pid, void *arg),
+		     void *arg, char *why, size_t len);
 /* placement.c: the GPUs a new session gets */
 int placement_set_gpus(const char *list, char *err);
 void placement_set_per_client(unsigned n);
@@ -75,11 +78,12 @@ int pool_max(void);
 int sm_share_set_policy(const char *policy, char *err);
 void sm_share_set_overcommit(int on);
 void sm_share_learn(const struct session_stat *st, unsigned nreal);
-int sm_share_take(pid_t pid, const char *token, int remote, unsigned uid, unsigned gid, int privileged,
-		  const uint32_t *gpus, unsigned n, unsigned nreal, uint64_t *masks, char *why, size_t len);
+int sm_share_take(pid_t pid, const char *token, const char *tls_name, int remote, unsigned uid, unsigned gid,
+		  int privileged, const uint32_t *gpus, unsigned n, unsigned nreal, uint64_t *masks, char *why, size_t len);
 int sm_share_resize(pid_t pid, struct session_stat *st, unsigned sms, unsigned nreal, char *err);
 void sm_share_settle(pid_t pid, struct session_stat *st, unsigned nreal);
-int sm_share_room(const char *token, int remote, unsigned uid, unsigned gid, char *why, size_t len);
+int sm_share_room(const char *token, const char *tls_name, int remote, unsigned uid, unsigned gid, char *why,
+		  size_t len);
 void sm_share_release(pid_t pid);
 unsigned sm_share_count(unsigned d, uint64_t mask);
 int pool_ask_sms(pid_t pid, unsigned sms, char *err);

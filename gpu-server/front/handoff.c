@@ -69,7 +69,8 @@ static int dial_session(const char *run_dir, const char *ticket)
  * serves (that many bytes follow), then a u32 count and as many u32 GPU
  * ordinals the session is given (none: all), the SM groups it has on each
  * GPU of the node (CICADA_MAX_GPUS u64s, 0: all), the --token-dir token
- * the client proved (64 bytes, NUL-padded), then the hello's length and
+ * the client proved (64 bytes, NUL-padded), its verified TLS name
+ * (WIRE_TLS_NAME_MAX bytes, NUL-padded), then the hello's length and
  * bytes. */
 int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_buf *hello)
 {
@@ -80,7 +81,8 @@ int handoff_send(int sock, int fd, const struct handoff *h, const struct wire_bu
 	       (!rlen || write(sock, h->remote, rlen - 1) == (ssize_t)(rlen - 1)) && write(sock, &n, 4) == 4 &&
 	       (!n || write(sock, h->gpus, 4 * n) == (ssize_t)(4 * n)) &&
 	       write(sock, h->sm_mask, sizeof(h->sm_mask)) == (ssize_t)sizeof(h->sm_mask) &&
-	       write(sock, h->token, sizeof(h->token)) == (ssize_t)sizeof(h->token) && write(sock, &len, 4) == 4 &&
+	       write(sock, h->token, sizeof(h->token)) == (ssize_t)sizeof(h->token) &&
+	       write(sock, h->tls_name, sizeof(h->tls_name)) == (ssize_t)sizeof(h->tls_name) && write(sock, &len, 4) == 4 &&
 	       write(sock, hello->data, len) == (ssize_t)len ? 0 : -1;
 }
 
@@ -91,7 +93,7 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h)
 	char host[REMOTE_HOST_MAX] = "";
 	uint32_t len, rlen, n, gpus[CICADA_MAX_GPUS];
 	uint64_t sm_mask[CICADA_MAX_GPUS];
-	char token[sizeof(h->token)];
+	char token[sizeof(h->token)], tls_name[sizeof(h->tls_name)];
 	int fd = wire_recv_fd(from);
 
 	if (fd < 0)
@@ -99,6 +101,7 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h)
 	if (wire_recv_all(from, &rlen, 4) || rlen > REMOTE_HOST_MAX || (rlen > 1 && wire_recv_all(from, host, rlen - 1)) ||
 	    wire_recv_all(from, &n, 4) || n > CICADA_MAX_GPUS || (n && wire_recv_all(from, gpus, 4 * n)) ||
 	    wire_recv_all(from, sm_mask, sizeof(sm_mask)) || wire_recv_all(from, token, sizeof(token)) ||
+	    wire_recv_all(from, tls_name, sizeof(tls_name)) ||
 	    wire_recv_all(from, &len, 4) || len > 65536 || wire_buf_reserve(hello, len + 8) ||
 	    wire_recv_all(from, hello->data, len) || peer_mark_remote(fd, rlen ? host : NULL)) {
 		close(fd);
@@ -111,6 +114,8 @@ int handoff_receive(int from, struct wire_buf *hello, struct handoff *h)
 		memcpy(h->sm_mask, sm_mask, sizeof(sm_mask));
 		token[sizeof(token) - 1] = 0;
 		memcpy(h->token, token, sizeof(token));
+		tls_name[sizeof(tls_name) - 1] = 0;
+		memcpy(h->tls_name, tls_name, sizeof(tls_name));
 	}
 	return fd;
 }

@@ -246,7 +246,7 @@ static void preloader_start(struct incoming *in)
 		return;
 	if (!wire_encode_call(&b, 1, P_hello, (xdrproc_t)xdr_hello_args, &h))      /* (the record, unmarked) */
 		body = (struct wire_buf){ b.data + 4, b.len - 4, b.len - 4 };
-	if (!b.len || (in->preloader = pool_hand_over(sv[1], NULL, NULL, &body, 0, 1, NULL, NULL, NULL, 0)) <= 0) {
+	if (!b.len || (in->preloader = pool_hand_over(sv[1], NULL, NULL, NULL, &body, 0, 1, NULL, NULL, NULL, 0)) <= 0) {
 		close(sv[0]);
 		close(sv[1]);
 		wire_buf_free(&b);

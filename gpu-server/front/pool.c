@@ -415,7 +415,8 @@ static int tenant_of(int fd, const char *remote, uid_t *uid, gid_t *gid)
 }
 
 /* The SMs of the session's GPUs its tenant gets (sm_share.c): by the
- * --token-dir token it proved (h->token), else by who it is (tenant_of);
+ * --token-dir token it proved (h->token), else by its verified TLS name
+ * (h->tls_name), else by who it is (tenant_of);
  * a restore's or an incoming migration's, by its owner, later (by_owner). */
 static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct handoff *h, unsigned nreal,
 		    char *why, size_t len)
@@ -424,8 +425,8 @@ static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct 
 	gid_t gid;
 	int is_remote = tenant_of(fd, remote, &uid, &gid);
 
-	return sm_share_take(pid, h->token, is_remote, uid, gid, by_owner, h->gpus, h->ngpus, nreal, h->sm_mask, why,
-			     len);
+	return sm_share_take(pid, h->token, h->tls_name, is_remote, uid, gid, by_owner, h->gpus, h->ngpus, nreal,
+			     h->sm_mask, why, len);
 }
 
 /* Hands connection fd and its hello to a ready worker, with the GPUs
@@ -433,8 +434,9 @@ static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct 
  * there sm_share.c gives. taken (if set) is called with the worker's pid
  * before the worker can see the connection. Returns the pid, or -1 (-2:
  * no room for its SMs, with why). */
-pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct wire_buf *hello, unsigned want,
-		     int by_owner, void (*taken)(pid_t pid, void *arg), void *arg, char *why, size_t len)
+pid_t pool_hand_over(int fd, const char *remote, const char *token, const char *tls_name,
+		     const struct wire_buf *hello, unsigned want, int by_owner, void (*taken)(pid_t pid, void *arg),
+		     void *arg, char *why, size_t len)
 {
 	struct handoff h = { .remote = remote };
 	struct pool_worker w;
@@ -443,13 +445,14 @@ pid_t pool_hand_over(int fd, const char *remote, const char *token, const struct
 	int n;
 
 	snprintf(h.token, sizeof(h.token), "%s", token ? token : "");
+	snprintf(h.tls_name, sizeof(h.tls_name), "%s", tls_name ? tls_name : "");
 	pool_settle();                       /* (groups given back are free now) */
 	if (!by_owner) {                     /* (no room anywhere: refused before a worker is taken) */
 		uid_t uid;
 		gid_t gid;
 		int is_remote = tenant_of(fd, remote, &uid, &gid);
 
-		if (sm_share_room(h.token, is_remote, uid, gid, why, len))
+		if (sm_share_room(h.token, h.tls_name, is_remote, uid, gid, why, len))
 			return -2;
 	}
 	if (take_worker(&w, &nreal))

@@ -392,8 +392,9 @@ static int owner_ok(struct worker *w, int fd)
 }
 
 /* A new session's device memory quota, by its tenant (--memory-quota):
- * a unix peer by its uid and group, a TCP or TLS one as remote; and who
- * it is, for the operator (stat.c). */
+ * a unix peer by its uid and group, a TCP or TLS one as remote (a TLS
+ * client by its verified name first: "tls:NAME"); and who it is, for the
+ * operator (stat.c). */
 static void session_started(struct worker *w, int fd, uint64_t client_pid)
 {
 	const char *policy = getenv("CICADA_MEMORY_QUOTA");
@@ -402,8 +403,11 @@ static void session_started(struct worker *w, int fd, uint64_t client_pid)
 	char tenant[48];
 
 	if (policy)
-		quota_set(w, quota_for(policy, w->front->token, remote, remote ? 0 : cred.uid, remote ? 0 : cred.gid));
-	if (remote)
+		quota_set(w, quota_for(policy, w->front->token, w->front->tls_name, remote, remote ? 0 : cred.uid,
+				       remote ? 0 : cred.gid));
+	if (remote && w->front->tls_name[0])
+		snprintf(tenant, sizeof(tenant), "tls:%.40s", w->front->tls_name);
+	else if (remote)
 		snprintf(tenant, sizeof(tenant), "remote");
 	else
 		snprintf(tenant, sizeof(tenant), "uid %u", (unsigned)cred.uid);

@@ -172,11 +172,11 @@ static void drop(struct sm_held *h)
 }
 
 /* The masks on gpus (n of them; 0: every GPU of the node) for a session of
- * tenant (token, remote, uid, gid) in worker pid, into masks (by real ordinal);
+ * tenant (token, tls_name, remote, uid, gid) in worker pid, into masks (by real ordinal);
  * privileged: the operator or the server connects it (its owner's share
  * comes later). 0, or -1 with why when there is no room. */
-int sm_share_take(pid_t pid, const char *token, int remote, unsigned uid, unsigned gid, int privileged,
-		  const uint32_t *gpus, unsigned n, unsigned nreal, uint64_t *masks, char *why, size_t len)
+int sm_share_take(pid_t pid, const char *token, const char *tls_name, int remote, unsigned uid, unsigned gid,
+		  int privileged, const uint32_t *gpus, unsigned n, unsigned nreal, uint64_t *masks, char *why, size_t len)
 {
 	uint64_t want = 0;
 	struct sm_held *h;
@@ -190,7 +190,7 @@ int sm_share_take(pid_t pid, const char *token, int remote, unsigned uid, unsign
 		snprintf(why, len, "no room: too many sessions with SM shares");
 		return -1;
 	}
-	if (!privileged && tenant_rules_find(&sm.rules, token, remote, uid, gid, &want) &&
+	if (!privileged && tenant_rules_find(&sm.rules, token, tls_name, remote, uid, gid, &want) &&
 	    pick_all(want, gpus, n, nreal, masks, why, len)) {
 		pthread_mutex_unlock(&sm.lock);
 		return -1;
@@ -205,16 +205,17 @@ int sm_share_take(pid_t pid, const char *token, int remote, unsigned uid, unsign
 	return 0;
 }
 
-/* Before a worker is taken for a new session of tenant (token, remote,
- * uid, gid): -1 with why when no GPU of the node has room for its share
+/* Before a worker is taken for a new session of tenant (token, tls_name,
+ * remote, uid, gid): -1 with why when no GPU of the node has room for its share
  * (a refusal then ends no pre-initialised worker); 0 when one may, or
  * when that is not known yet (sm_share_take decides). */
-int sm_share_room(const char *token, int remote, unsigned uid, unsigned gid, char *why, size_t len)
+int sm_share_room(const char *token, const char *tls_name, int remote, unsigned uid, unsigned gid, char *why,
+		  size_t len)
 {
 	uint64_t want = 0;
 	int room = 0, shared = 0;
 
-	if (!sm.set || sm.overcommit || !tenant_rules_find(&sm.rules, token, remote, uid, gid, &want))
+	if (!sm.set || sm.overcommit || !tenant_rules_find(&sm.rules, token, tls_name, remote, uid, gid, &want))
 		return 0;
 	pthread_mutex_lock(&sm.lock);
 	for (unsigned d = 0; sm.known && d < CICADA_MAX_GPUS && !room; d++) {
@@ -333,7 +334,7 @@ void sm_share_settle(pid_t pid, struct session_stat *st, unsigned nreal)
 			getpwuid_r(uid, &pw, buf, sizeof(buf), &found);
 		h->by_owner = 0;
 		n = gpus_of(pid, gpus);
-		if (tenant_rules_find(&sm.rules, NULL, uid == (uint32_t)-1, uid,
+		if (tenant_rules_find(&sm.rules, NULL, NULL, uid == (uint32_t)-1, uid,
 				      found ? (unsigned)found->pw_gid : (unsigned)-1, &want)) {
 			hold(h->mask, -1);
 			int rc = pick_all(want, gpus, n, nreal, masks, why, sizeof(why));

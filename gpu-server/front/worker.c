@@ -176,6 +176,7 @@ int worker_main(int control_fd, const char *cache_dir, const char *run_dir)
 	gpus_assign(&w, h.gpus, h.ngpus);
 	memcpy(w.sm_mask, h.sm_mask, sizeof(w.sm_mask));
 	memcpy(w.front->token, h.token, sizeof(w.front->token));
+	memcpy(w.front->tls_name, h.tls_name, sizeof(w.front->tls_name));
 	session_run(&w, fd, &hello);
 	wire_buf_free(&hello);
 	return 0;

@@ -1,8 +1,9 @@
 /*
  * quota.c: a session's device memory quota. The server's --memory-quota
  * policy (CICADA_MEMORY_QUOTA in every worker's environment) gives each
- * tenant a number of bytes: by uid or user name, else by primary group,
- * else "remote" for TCP tenants, else "default"; none: no quota. Every
+ * tenant a number of bytes: by --token-dir token, else by verified TLS
+ * name, else by uid or user name, else by primary group, else "remote"
+ * for TCP tenants, else "default"; none: no quota. Every
  * physical allocation the worker makes for its client is charged: the
  * arena's chunks (cuMemAlloc, pitch, stream-ordered pools and what the
  * libraries allocate through them) and the application's own VMM
@@ -31,10 +32,11 @@ int quota_policy_check(const char *policy, char *err)
 	return tenant_policy_check(policy, "--memory-quota", parse_size, err);
 }
 
-uint64_t quota_for(const char *policy, const char *token, int remote, unsigned uid, unsigned gid)
+uint64_t quota_for(const char *policy, const char *token, const char *tls_name, int remote, unsigned uid,
+		   unsigned gid)
 {
 	uint64_t bytes = 0;
-	int rc = tenant_policy_value(policy, parse_size, token, remote, uid, gid, &bytes);
+	int rc = tenant_policy_value(policy, parse_size, token, tls_name, remote, uid, gid, &bytes);
 
 	return rc < 0 ? 1 : rc ? bytes : 0;   /* (a policy that no longer reads: nothing fits) */
 }

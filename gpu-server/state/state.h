@@ -207,7 +207,7 @@ typedef int (*policy_value_fn)(const char *text, uint64_t *value);   /* 0: taken
 struct tenant_rule {
 	int kind;
 	unsigned id;
-	char name[64];                       /* a token rule's token */
+	char name[64];                       /* a token rule's token, a tls rule's client name */
 	uint64_t value;
 };
 struct tenant_rules {
@@ -216,13 +216,14 @@ struct tenant_rules {
 };
 int tenant_rules_parse(const char *policy, const char *opt, policy_value_fn value, struct tenant_rules *rs,
 		       char *err);
-int tenant_rules_find(const struct tenant_rules *rs, const char *token, int remote, unsigned uid, unsigned gid,
-		      uint64_t *out);
+int tenant_rules_find(const struct tenant_rules *rs, const char *token, const char *tls_name, int remote,
+		      unsigned uid, unsigned gid, uint64_t *out);
 int tenant_policy_check(const char *policy, const char *opt, policy_value_fn value, char *err);
-int tenant_policy_value(const char *policy, policy_value_fn value, const char *token, int remote, unsigned uid,
-			unsigned gid, uint64_t *out);
+int tenant_policy_value(const char *policy, policy_value_fn value, const char *token, const char *tls_name,
+			int remote, unsigned uid, unsigned gid, uint64_t *out);
 int quota_policy_check(const char *policy, char *err);
-uint64_t quota_for(const char *policy, const char *token, int remote, unsigned uid, unsigned gid);
+uint64_t quota_for(const char *policy, const char *token, const char *tls_name, int remote, unsigned uid,
+		   unsigned gid);
 void quota_set(struct worker *w, uint64_t bytes);
 void quota_lower(struct worker *w, uint64_t bytes);       /* a client's own cap: never more */
 CUresult quota_charge(struct worker *w, uint64_t bytes, const char *what);

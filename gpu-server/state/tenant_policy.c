@@ -1,13 +1,16 @@
 /*
  * tenant_policy.c: what a server option gives each tenant, by rules:
  * by the --token-dir token its session proved (a batch job's), else by
- * uid or user name, else by primary group, else "remote" for TCP
- * tenants, else "default"; no rule: nothing. --memory-quota (quota.c)
- * and --sm-share (front/placement.c) are such options; each has its own
- * kind of value, parsed by the caller's function.
+ * its TLS client name (its certificate's CN, verified against
+ * --tls-client-ca; TCP and unix peers have none), else by uid or user
+ * name, else by primary group (unix peers), else "remote" for TCP and
+ * TLS tenants, else "default"; no rule: nothing. --memory-quota
+ * (quota.c) and --sm-share (front/sm_share.c) are such options; each has
+ * its own kind of value, parsed by the caller's function.
  *
  *   policy := rule[,rule...]
- *   rule   := token:NAME=V | uid:N=V | user:NAME=V | gid:N=V | group:NAME=V | remote=V | default=V
+ *   rule   := token:NAME=V | tls:NAME=V | uid:N=V | user:NAME=V | gid:N=V | group:NAME=V
+ *           | remote=V | default=V
  */
 #include <grp.h>
 #include <pwd.h>
@@ -18,7 +21,7 @@
 
 #define RULE_MAX TENANT_RULES_MAX
 
-enum rule_kind { R_TOKEN, R_UID, R_GID, R_REMOTE, R_DEFAULT };   /* (struct tenant_rule's kind) */
+enum rule_kind { R_TOKEN, R_TLS, R_UID, R_GID, R_REMOTE, R_DEFAULT };   /* (struct tenant_rule's kind) */
 
 
 /* A name or number of a user (group when gid) into its id. */
@@ -63,6 +66,14 @@ static int parse_rule(char *text, const char *opt, policy_value_fn value, struct
 		snprintf(r->name, sizeof(r->name), "%s", key + 6);
 		return 0;
 	}
+	if (!strncmp(key, "tls:", 4)) {          /* (a client certificate's CN) */
+		r->kind = R_TLS;
+		if (strlen(key + 4) >= sizeof(r->name) || !wire_tls_name_ok(key + 4))
+			return wire_fail(err, "%s: '%.80s' is not a TLS client's name (printable, at most 63 bytes, "
+					 "no space, '/', ',' or '=')", opt, key + 4);
+		snprintf(r->name, sizeof(r->name), "%s", key + 4);
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		size_t n = strlen(keys[i].prefix);
 		if (strncmp(key, keys[i].prefix, n))
@@ -74,7 +85,8 @@ static int parse_rule(char *text, const char *opt, policy_value_fn value, struct
 			return wire_fail(err, "%s: '%.80s' is not a number", opt, key + n);
 		return wire_fail(err, "%s: no %s '%.80s'", opt, r->kind == R_GID ? "group" : "user", key + n);
 	}
-	return wire_fail(err, "%s: unknown key '%.80s' (token:, uid:, user:, gid:, group:, remote, default)", opt, key);
+	return wire_fail(err, "%s: unknown key '%.80s' (token:, tls:, uid:, user:, gid:, group:, remote, default)", opt,
+			 key);
 }
 
 /* The rules of policy (at most RULE_MAX); their count, or -1 with err. */
@@ -122,22 +134,25 @@ int tenant_rules_parse(const char *policy, const char *opt, policy_value_fn valu
 	return n < 0 ? -1 : 0;
 }
 
-/* The first token rule for token (a session that proved none: NULL). */
-static const struct tenant_rule *find_token(const struct tenant_rules *rs, const char *token)
+/* The first rule of kind (R_TOKEN, R_TLS) for name (none: NULL or ""). */
+static const struct tenant_rule *find_name(const struct tenant_rules *rs, enum rule_kind kind, const char *name)
 {
-	for (int i = 0; token && *token && i < rs->n; i++)
-		if (rs->rule[i].kind == R_TOKEN && !strcmp(rs->rule[i].name, token))
+	for (int i = 0; name && *name && i < rs->n; i++)
+		if (rs->rule[i].kind == (int)kind && !strcmp(rs->rule[i].name, name))
 			return &rs->rule[i];
 	return NULL;
 }
 
 /* The value rs gives a tenant (token: the --token-dir token its session
- * proved, or NULL): 1 with it in *out, or 0 (no rule). */
-int tenant_rules_find(const struct tenant_rules *rs, const char *token, int remote, unsigned uid, unsigned gid,
-		      uint64_t *out)
+ * proved, or NULL; tls_name: its verified TLS client name, or NULL):
+ * 1 with it in *out, or 0 (no rule). */
+int tenant_rules_find(const struct tenant_rules *rs, const char *token, const char *tls_name, int remote,
+		      unsigned uid, unsigned gid, uint64_t *out)
 {
-	const struct tenant_rule *r = find_token(rs, token);
+	const struct tenant_rule *r = find_name(rs, R_TOKEN, token);
 
+	if (!r)
+		r = find_name(rs, R_TLS, tls_name);
 	if (!r && !remote && !(r = find(rs->rule, rs->n, R_UID, uid)))
 		r = find(rs->rule, rs->n, R_GID, gid);
 	if (!r && remote)
@@ -153,8 +168,8 @@ int tenant_rules_find(const struct tenant_rules *rs, const char *token, int remo
 /* The value policy gives a tenant: 1 with it in *out, 0 (no rule), or -1
  * when the policy no longer reads (a user or group it names is gone): the
  * caller refuses rather than give everything. */
-int tenant_policy_value(const char *policy, policy_value_fn value, const char *token, int remote, unsigned uid,
-			unsigned gid, uint64_t *out)
+int tenant_policy_value(const char *policy, policy_value_fn value, const char *token, const char *tls_name,
+			int remote, unsigned uid, unsigned gid, uint64_t *out)
 {
 	struct tenant_rules rs;
 	char err[WIRE_ERRLEN];
@@ -163,5 +178,5 @@ int tenant_policy_value(const char *policy, policy_value_fn value, const char *t
 		log_error("%s", err);
 		return -1;
 	}
-	return tenant_rules_find(&rs, token, remote, uid, gid, out);
+	return tenant_rules_find(&rs, token, tls_name, remote, uid, gid, out);
 }
