@@ -112,7 +112,7 @@ run_rust_tests() {
 	fi
 	if [ "$MODE" = cpu ] && [ -n "$RUST_CARGO" ]; then
 		rust_cargo_test cicada "examples, API, raw calls, token, server death, bad PTX, out-of-range copies; unix and TCP"
-		rust_cargo_test cicada-tls "sessions over TLS, untrusted certificate, plain TCP at the TLS port, wrong token"
+		rust_cargo_test cicada-tls "sessions over TLS, untrusted certificate, plain TCP at the TLS port, wrong token, mutual TLS"
 	fi
 	check "rust: a procedure added to calls.tbl appears in the generated Rust (number, name, typed stub)" rust_generated
 	rust_example tcp vector_add 1000000

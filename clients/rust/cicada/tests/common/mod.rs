@@ -54,6 +54,11 @@ impl Server {
     /// A server; with tls, also a tls: listener with a self-signed
     /// certificate for 127.0.0.1 (made with the openssl command).
     pub fn start_with(name: &str, tls: bool) -> Server {
+        Server::start_args(name, tls, |_| Vec::new())
+    }
+
+    /// As start_with, with more options, made from the server's directory.
+    pub fn start_args(name: &str, tls: bool, more: impl FnOnce(&Path) -> Vec<String>) -> Server {
         let b = build_dir();
         let server = b.join("bin/gpu-server");
         assert!(server.exists(), "{} is missing: run make first", server.display());
@@ -103,6 +108,7 @@ impl Server {
             ]);
             cert = Some(c.display().to_string());
         }
+        args.extend(more(&dir));
         let driver_env = std::env::var("CICADA_TEST_DRIVER_ENV").unwrap_or_else(|_| {
             format!(
                 "LD_LIBRARY_PATH={} CUDA_CACHE_PATH={}",
