@@ -28,7 +28,7 @@ vecadd_cubin vecadd_ptx vecadd_library multi_module memcpy_all lanes streams_eve
 context_ops errors_app zero_copy host_devptr dlopen_app device_assert
 rt_basic rt_basic_shared rt_features rt_features_shared rt_texture rt_texture_shared rt_mapped rt_graph_copy printf
 rt_cublas rt_cufft rt_curand rt_cusolver rt_cusparse rt_thrust rt_cublas_batched rt_fft_conv rt_cg_graph
-nvml trace compute-cache handshake tls allow-list quota cicadactl sm-share sm-share-nvml token-dir session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
+nvml trace compute-cache handshake tls tls-client allow-list quota cicadactl sm-share sm-share-nvml token-dir session-owner server-dirs module-cache unreachable refusals malformed sweep generator server-death isolation
 criu-plain load-shm load-tcp busy queue per-client hello-deadline log-abuse install
 sec-shm-race sec-checkpoint-theft sec-parent sec-jam-unix sec-jam-tcp sec-flood sec-migrate-token sec-verify-key sec-ipc-users sec-privsep sec-staged sec-ctl-squat
 cr-shm cr-unix cr-tcp cr-children cr-pidns cr-template cr-quota cr-server-killed cr-tenant cr-jit-cache cr-other-node cr-periodic cr-incremental cr-keyed cr-killed-dump cr-refusals cr-runtime
@@ -636,6 +636,123 @@ test_tls() {
 		! grep -q CICADACH '$cap' && ! grep -q vec_add '$cap' && ! grep -q shstrtab '$cap' && ! grep -qF \"\$(cat '$T/token')\" '$cap'"
 }
 
+# Mutual TLS (--tls-client-ca): a CA of the test's with certificates for
+# alice and bob, one of another CA's (mallory), and one of the CA whose
+# CN no policy could name (eve,x). The server's policy is
+# token:job-1=48M,tls:alice=64M,remote=80M,default=1G: alice's session
+# gets 64 MiB (a tls: rule before remote), bob's 80 (no rule of his: a
+# TLS tenant is remote, as a TCP one), alice with job-1's --token-dir
+# token 48 (a token before a name), a TCP client 80 (TCP never matches a
+# tls: rule); each finds its quota as its total and is refused past it
+# (quota_routes). cicadactl list shows alice's session as tls:alice. A
+# client without a certificate, with one of another CA, or with a bad
+# name is refused: one line on the client, one on the server's log.
+# Without --tls-client-ca the old behaviour holds: no certificate is
+# asked for, and alice's, presented, names no one (80 MiB, remote).
+tls_cert() {   # tls_cert NAME CA SUBJECT [ARG...]: NAME.crt and .key in $T/mtls, signed by CA (none: self-signed)
+	local d=$T/mtls ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+	if [ -z "$2" ]; then
+		timeout 60 openssl req -x509 "${ec[@]}" -keyout "$d/$1.key" -out "$d/$1.crt" -days 2 -subj "$3" "${@:4}" \
+			>/dev/null 2>&1
+	else
+		timeout 60 openssl req "${ec[@]}" -keyout "$d/$1.key" -out "$d/$1.csr" -subj "$3" >/dev/null 2>&1 &&
+			timeout 60 openssl x509 -req -in "$d/$1.csr" -CA "$d/$2.crt" -CAkey "$d/$2.key" -CAcreateserial \
+				-days 2 -out "$d/$1.crt" >/dev/null 2>&1
+	fi
+}
+# mtls_run NAME PORT CERT PROG ARGS...: PROG over tls:127.0.0.1:PORT with
+# CERT's certificate (-: none) and $T/mtls/NAME.tok's token (none: the
+# server's); output in $T/mtls/NAME.out, errors in NAME.err.
+mtls_run() {
+	local name=$1 port=$2 cert=$3 d=$T/mtls tok=$T/token ce=()
+	shift 3
+	[ -f "$d/$name.tok" ] && tok=$d/$name.tok
+	[ "$cert" = - ] || ce=(CICADA_TLS_CERT="$d/$cert.crt" CICADA_TLS_KEY="$d/$cert.key")
+	deadline 60 env CICADA_SERVER=tls:127.0.0.1:$port CICADA_TLS_CA="$d/server.crt" CICADA_TOKEN_FILE="$tok" \
+		LD_LIBRARY_PATH="$B/lib" "${ce[@]}" "$@" >"$d/$name.out" 2>"$d/$name.err"
+}
+# mtls_refused NAME WHY LOGLINE: NAME's client failed with one line
+# saying WHY, and the server's log has LOGLINE.
+mtls_refused() {
+	[ "$(grep -c "^cicada: " "$T/mtls/$1.err")" = 1 ] && grep -q "$2" "$T/mtls/$1.err" && grep -q "$3" "$T/mtls.log"
+}
+mtls_server() {   # mtls_server NAME TLSPORT TCPPORT ARG...
+	local name=$1 port=$2 tport=$3
+	shift 3
+	env $DRIVER_ENV timeout -k 5 300 "$B/bin/gpu-server" --listen "unix:$T/$name.sock" --listen "tcp:127.0.0.1:$tport" \
+		--listen "tls:127.0.0.1:$port" --token-file "$T/token" --cache-dir "$T/cache-$name" --run-dir "$T/run-$name" \
+		--workers 2 --tls-cert "$T/mtls/server.crt" --tls-key "$T/mtls/server.key" \
+		--memory-quota token:job-1=48M,tls:alice=64M,remote=80M,default=1G "$@" >>"$T/$name.log" 2>&1 &
+	MTLS_PID=$!
+	wait_for_server $MTLS_PID "$T/$name.sock" "$T/$name.log" run-tests
+}
+mtls_stop() {
+	kill "$MTLS_PID" 2>/dev/null
+	wait "$MTLS_PID" 2>/dev/null
+	pkill -9 -f "cache-dir $T/cache-$1" 2>/dev/null
+}
+test_tls_client() {
+	local d=$T/mtls port=$((PORT + 43)) tport=$((PORT + 44)) out app t fails=""
+	want tls-client || return
+	mkdir -p "$d" && mkdir -m 700 "$d/tokens"
+	if ! { tls_cert server "" /CN=cicada-test -addext subjectAltName=IP:127.0.0.1 &&
+		tls_cert ca "" /CN=cicada-test-ca && tls_cert otherca "" /CN=other-ca &&
+		tls_cert alice ca /CN=alice && tls_cert bob ca /CN=bob && tls_cert mallory otherca /CN=mallory &&
+		tls_cert eve ca "/CN=eve,x"; }; then
+		bad "TLS client names: cannot make test certificates (the openssl command)"
+		return
+	fi
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$d/tokens/job-1"
+	cp "$d/tokens/job-1" "$d/alice-job.tok"
+	mtls_server mtls "$port" "$tport" --token-dir "$d/tokens" --tls-client-ca "$d/ca.crt" ||
+		{ bad "TLS client names: the server did not start ($(tail -1 "$T/mtls.log"))"; return; }
+	mtls_run alice "$port" alice "$PROGS/quota_routes" 64
+	check "mutual TLS: alice's certificate gets tls:alice's quota (64 MiB, before remote's), past it refused" \
+		grep -q "quota_routes: PASS" "$d/alice.out"
+	mtls_run bob "$port" bob "$PROGS/quota_routes" 80
+	check "mutual TLS: bob's certificate, no rule of his, gets remote's quota (80 MiB)" \
+		grep -q "quota_routes: PASS" "$d/bob.out"
+	mtls_run alice-job "$port" alice "$PROGS/quota_routes" 48
+	check "mutual TLS: alice with job-1's token gets token:job-1's quota (48 MiB): a token before a TLS name" \
+		grep -q "quota_routes: PASS" "$d/alice-job.out"
+	out=$(CICADA_SERVER=tcp:127.0.0.1:$tport CICADA_TOKEN_FILE=$T/token LD_LIBRARY_PATH=$B/lib \
+		timeout 60 "$PROGS/quota_routes" 80 2>&1)
+	check "mutual TLS: a TCP client never matches a tls: rule (80 MiB, remote's)" grep -q "quota_routes: PASS" <<<"$out"
+	mtls_run alice-long "$port" alice timeout 60 "$PROGS/cr_pattern" "$CICADA_KERNELS" 8 200 100 &
+	t=$!
+	wait_for "^step 2 " "$d/alice-long.out" 30 || fails="$fails the program did not start;"
+	out=$(timeout 30 "$B/bin/cicadactl" --run-dir "$T/run-mtls" list 2>&1)
+	awk '$3 == "tls:alice"' <<<"$out" | grep -q . || fails="$fails list ($out);"
+	kill_ours "^$PROGS/cr_pattern"
+	wait $t 2>/dev/null
+	check "mutual TLS: cicadactl list shows alice's session as tls:alice${fails:+ (failed:$fails)}" test -z "$fails"
+	mtls_run none "$port" - "$PROGS/vecadd_cubin"
+	check "mutual TLS: a client without a certificate is refused, one line each side" \
+		mtls_refused none "refused this client's certificate, or its lack of one" "TLS: the client sent no certificate"
+	mtls_run mallory "$port" mallory "$PROGS/vecadd_cubin"
+	check "mutual TLS: a certificate of another CA is refused, one line each side" \
+		mtls_refused mallory "refused this client's certificate" "TLS: the client's certificate is not trusted"
+	mtls_run eve "$port" eve "$PROGS/vecadd_cubin"
+	check "mutual TLS: a certificate whose CN names no client (eve,x) is refused" \
+		mtls_refused eve "refused this client's certificate" "not one subject CN that names a client"
+	mtls_stop mtls
+	mtls_server plain-tls "$((PORT + 45))" "$((PORT + 46))" ||
+		{ bad "TLS client names: the server without --tls-client-ca did not start"; return; }
+	mtls_run plain-none "$((PORT + 45))" - "$PROGS/quota_routes" 80
+	mtls_run plain-alice "$((PORT + 45))" alice "$PROGS/quota_routes" 80
+	check "without --tls-client-ca: no certificate asked for; alice's, presented, names no one (remote's 80 MiB)" \
+		sh -c "grep -q 'quota_routes: PASS' '$d/plain-none.out' && grep -q 'quota_routes: PASS' '$d/plain-alice.out'"
+	mtls_stop plain-tls
+	fails=""
+	for a in "--memory-quota tls:a/b=1G" "--memory-quota tls:=1G" "--tls-client-ca $d/ca.crt"; do
+		# shellcheck disable=SC2086  # the option and its value
+		out=$(env $DRIVER_ENV timeout 10 "$B/bin/gpu-server" --listen "unix:$T/mtls-bad.sock" $a 2>&1)
+		[ "$(wc -l <<<"$out")" = 1 ] && grep -q "^gpu-server: " <<<"$out" || fails="$fails '$a' ($out);"
+	done
+	check "a bad tls: rule, and --tls-client-ca with no tls: listener, are refused at start in one line${fails:+ (failed:$fails)}" \
+		test -z "$fails"
+}
+
 # Unix clients: an allow list keeps out a user not on it (nobody, here)
 # and lets in the members of a group on it; the socket is 0660 from its
 # creation.
@@ -1153,6 +1270,7 @@ test_trace
 test_compute_cache
 test_handshake
 test_tls
+test_tls_client
 test_allow_list
 test_quota
 test_cicadactl
