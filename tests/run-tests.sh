@@ -1005,6 +1005,14 @@ test_sm_share() {
 	touch "$T/sm.stop"
 	wait $a
 	sm_stop
+	# A client that starts again as its session ends gets the SMs that
+	# session held, once its worker is gone (the driver's teardown takes
+	# a while: FAKECUDA_EXIT_MS on the stand-in).
+	DRIVER_ENV="$DRIVER_ENV FAKECUDA_EXIT_MS=700" sm_server --sm-share default=66% ||
+		{ bad "sm-share server"; return; }
+	env $c timeout 60 "$PROGS/sm_share" >"$T/sm.a" 2>&1 && env $c timeout 60 "$PROGS/sm_share" >"$T/sm.b" 2>&1 ||
+		fails="$fails a session right after its last was refused ($(tail -1 "$T/sm.b"));"
+	sm_stop
 	sm_server --sm-share default=66% --overcommit || { bad "sm-share server"; return; }
 	rm -f "$T/sm.stop"
 	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
@@ -1043,7 +1051,7 @@ test_sm_share() {
 			fails="$fails --mps with a daemon;"
 		sm_stop
 	fi
-	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused, no worker spent (--overcommit admits it), cicadactl resize --sms moves a running session with its stream; a job token's rules give its share and quota; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
+	check "SM shares: a session runs on its share alone (and is told so), two never share an SM, past the free SMs a session is refused, no worker spent (--overcommit admits it), one right after its last is not, cicadactl resize --sms moves a running session with its stream; a job token's rules give its share and quota; CICADA_SM_LIMIT asks for fewer, never more; cuCtxCreate refused under a share; a resize holds both until taken; a moved session keeps its owner's share; bad policies refused; --mps wants its daemon${fails:+ (failed:$fails)}" \
 		test -z "$fails"
 }
 

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,8 @@
 #include "front.h"
 
 #define SETTLE_MS 50                    /* how often the SMs' pages are read (sm_share.c) */
+#define ROOM_WAIT_MS 5000               /* for the SMs of sessions ending (room_for) */
+#define ROOM_WAITERS 4                  /* admissions waiting so at once */
 #define MAX_POOL 64
 
 struct pool_worker {
@@ -35,6 +38,7 @@ struct pool_worker {
 struct taken {
 	pid_t pid;
 	struct session_stat *stat;
+	pid_t client;                        /* a local client's process (SO_PEERCRED), or 0 */
 };
 
 static struct {
@@ -282,7 +286,7 @@ static void note_taken(pid_t pid, struct session_stat *st)
 			pool.taken = t, pool.cap_taken = cap;
 	}
 	if (pool.active < pool.cap_taken)
-		pool.taken[pool.active++] = (struct taken){ pid, st };
+		pool.taken[pool.active++] = (struct taken){ pid, st, 0 };
 	else
 		stat_drop(st);
 	pthread_mutex_unlock(&pool.lock);
@@ -429,6 +433,75 @@ static int take_sms(int fd, const char *remote, pid_t pid, int by_owner, struct 
 			     h->sm_mask, why, len);
 }
 
+/* Whether a taken worker's session is over: the worker said so, or its
+ * local client's process is gone (a sleeping worker notices that only
+ * at its next check of the connection). */
+static int session_over(const struct taken *t)
+{
+	if (__atomic_load_n(&t->stat->ended, __ATOMIC_ACQUIRE))
+		return 1;
+	return t->client > 0 && kill(t->client, 0) && errno == ESRCH;
+}
+
+/* Whether a session that is over still holds SM groups: its worker is
+ * ending, and they are free once it is reaped. */
+static int shares_ending(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active && !n; i++) {
+		struct session_stat *st = pool.taken[i].stat;
+		if (!st || !session_over(&pool.taken[i]))
+			continue;
+		for (unsigned g = 0; g < CICADA_MAX_GPUS && !n; g++)
+			n = st->sm_mask[g] != 0;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return n;
+}
+
+/* Notes worker pid's local client (fd's peer), for session_over. */
+static void note_client(pid_t pid, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || cred.pid <= 0)
+		return;
+	pthread_mutex_lock(&pool.lock);
+	for (unsigned i = 0; i < pool.active; i++)
+		if (pool.taken[i].pid == pid)
+			pool.taken[i].client = cred.pid;
+	pthread_mutex_unlock(&pool.lock);
+}
+
+/* Room for the session's SMs, waiting (at most ROOM_WAIT_MS) for those
+ * of sessions that have just ended: a client that starts again as its
+ * last session ends must not be refused for the SMs it held itself.
+ * 0 if there is room, else -1 with why. */
+static int room_for(const struct handoff *h, int is_remote, uid_t uid, gid_t gid, char *why, size_t len)
+{
+	static _Atomic int waiting;          /* (a few handover threads at most) */
+	int rc = -1;
+
+	if (!sm_share_room(h->token, h->tls_name, is_remote, uid, gid, why, len))
+		return 0;
+	if (!shares_ending())
+		return -1;
+	if (atomic_fetch_add(&waiting, 1) >= ROOM_WAITERS) {
+		atomic_fetch_sub(&waiting, 1);
+		return -1;
+	}
+	for (int waited = 0; rc && waited < ROOM_WAIT_MS && shares_ending(); waited += 10) {
+		usleep(10000);
+		pool_settle();
+		rc = sm_share_room(h->token, h->tls_name, is_remote, uid, gid, why, len) ? -1 : 0;
+	}
+	atomic_fetch_sub(&waiting, 1);
+	return rc;
+}
+
 /* Hands connection fd and its hello to a ready worker, with the GPUs
  * placement.c gives a session that asked for want of them, and the SMs
  * there sm_share.c gives. taken (if set) is called with the worker's pid
@@ -452,7 +525,7 @@ pid_t pool_hand_over(int fd, const char *remote, const char *token, const char *
 		gid_t gid;
 		int is_remote = tenant_of(fd, remote, &uid, &gid);
 
-		if (sm_share_room(h.token, h.tls_name, is_remote, uid, gid, why, len))
+		if (room_for(&h, is_remote, uid, gid, why, len))
 			return -2;
 	}
 	if (take_worker(&w, &nreal))
@@ -468,6 +541,8 @@ pid_t pool_hand_over(int fd, const char *remote, const char *token, const char *
 		close(w.control_fd);
 		return -2;
 	}
+	if (!remote)
+		note_client(w.pid, fd);
 	if (taken)
 		taken(w.pid, arg);
 	if (!handoff_send(w.control_fd, fd, &h, hello))

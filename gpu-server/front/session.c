@@ -464,6 +464,8 @@ static int handle_one(struct worker *w, int fd, struct wire_buf *hello, int *lfd
 			session_unlisten(w, *lfd);
 		*lfd = w->front->session_fd = -1;
 		stay = serve_client(w, &c);
+		if (!stay && w->stat)            /* (its SMs are the next session's soon: pool.c) */
+			__atomic_store_n(&w->stat->ended, 1, __ATOMIC_RELEASE);
 		*lfd = w->front->session_fd;     /* opened by the detach */
 	} else if (c.h.op == OP_CHECKPOINT) {
 		checkpoint(w, &c);

@@ -184,6 +184,7 @@ struct session_stat {
 	uint64_t sm_asked[CICADA_MAX_GPUS];  /* from the server: new groups, asked as sm_ask_seq */
 	uint32_t sm_ask_seq;                 /* from the server: the last request's number */
 	uint32_t sm_ack;                     /* the worker: the last request it took (sm_mask: what it has) */
+	uint32_t ended;                      /* the worker: its client is gone, it exits */
 };
 void stat_open(struct worker *w);
 void stat_session(struct worker *w, uint64_t client_pid, uint32_t uid, const char *tenant);

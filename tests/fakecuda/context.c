@@ -4,7 +4,8 @@
  * of current contexts.  A context that goes away (destroy, last primary
  * release, reset) frees everything it owns; its struct is kept so that a
  * thread still holding it as current gets CUDA_ERROR_INVALID_CONTEXT
- * rather than a use-after-free.
+ * rather than a use-after-free. FAKECUDA_EXIT_MS holds a process's exit
+ * that long, as a driver tearing down its contexts does.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include "fakecuda.h"
 
 #define STACK_MAX 64
@@ -425,4 +427,13 @@ CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
 	if (greatest)
 		*greatest = -5;
 	return CUDA_SUCCESS;
+}
+
+/* (FAKECUDA_EXIT_MS: the driver's teardown at exit takes time) */
+__attribute__((destructor)) static void slow_exit(void)
+{
+	const char *e = getenv("FAKECUDA_EXIT_MS");
+
+	if (e && atoi(e) > 0)
+		usleep((useconds_t)atoi(e) * 1000);
 }
