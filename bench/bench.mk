@@ -53,7 +53,7 @@ bench-coldstart:
 # The workloads: CUDA runtime programs built the normal way (nvcc's
 # default static runtime), sm_90 SASS plus compute_90 PTX. They reach the
 # driver only through dlopen("libcuda.so.1"); run-bench.sh runs them.
-BENCH_RT_BINS := $(BUILD)/bench/matmul $(BUILD)/bench/nbody
+BENCH_RT_BINS := $(BUILD)/bench/matmul $(BUILD)/bench/nbody $(BUILD)/bench/hog
 BENCH_RT_FLAGS := -O2 $(NVCC_ARCH) -gencode arch=compute_90,code=compute_90
 
 all: $(BENCH_RT_BINS)
