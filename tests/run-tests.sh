@@ -949,11 +949,18 @@ test_sm_share() {
 		fails="$fails the sessions saw an error;"
 	# A resize not taken yet (the session is paused) holds its old and new
 	# groups: 4 + 8 of 16, and B's 4, leave none for C; once A takes it,
-	# its old 4 are free.
-	rm -f "$T/sm.stop"
+	# its old 4 are free. (A's groups are the last 4, three sessions gone
+	# before it having held the first 12, so the 8 it asks are others.)
+	rm -f "$T/sm.stop" "$T/sm.fill"
+	for n in 1 2 3; do
+		env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.fill" >"$T/sm.f$n" 2>&1 &
+		wait_for "stream ran on" "$T/sm.f$n" 30
+	done
 	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.a" 2>&1 &
 	a=$!
 	wait_for "stream ran on" "$T/sm.a" 30
+	touch "$T/sm.fill"
+	for _ in $(seq 100); do [ "$($ctl list | wc -l)" = 2 ] && break; sleep 0.1; done
 	s=$($ctl list | awk -v a="$(pgrep -P $a)" '$2 == a { print $1 }')
 	$ctl pause "${s:-0}" >/dev/null && $ctl resize "${s:-0}" --sms 64 >/dev/null || fails="$fails pause and resize;"
 	env $c timeout 90 "$PROGS/sm_share" hold "$T/sm.stop" >"$T/sm.b" 2>&1 &
