@@ -52,41 +52,60 @@ static CUfunction load(const char *dir, const char *format, const char *name)
 	return f;
 }
 
-static int vector_add(const char *dir, int n)
+/* The primary context of GPU 0, current; the device. */
+static CUdevice start(void)
 {
-	double t0 = now_ms();
-	size_t bytes = (size_t)n * sizeof(float);
-	float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), ms;
-	CUdeviceptr da, db, dc;
-	CUevent e0, e1;
 	CUdevice dev;
 	CUcontext ctx;
-	char name[256];
-	int bad = 0, ver;
 
 	CHECK(cuInit(0));
 	CHECK(cuDeviceGet(&dev, 0));
 	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
 	CHECK(cuCtxSetCurrent(ctx));
+	return dev;
+}
+
+/* Both examples' device side: inputs a and b copied up, room for c, and
+ * two timing events. */
+struct run {
+	CUdeviceptr a, b, c;
+	CUevent e0, e1;
+};
+
+static void upload(struct run *d, const float *a, const float *b, size_t bytes)
+{
+	CHECK(cuMemAlloc(&d->a, bytes));
+	CHECK(cuMemAlloc(&d->b, bytes));
+	CHECK(cuMemAlloc(&d->c, bytes));
+	CHECK(cuMemcpyHtoD(d->a, a, bytes));
+	CHECK(cuMemcpyHtoD(d->b, b, bytes));
+	CHECK(cuEventCreate(&d->e0, 0));
+	CHECK(cuEventCreate(&d->e1, 0));
+}
+
+static int vector_add(const char *dir, int n)
+{
+	double t0 = now_ms();
+	size_t bytes = (size_t)n * sizeof(float);
+	float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), ms;
+	struct run d;
+	char name[256];
+	int bad = 0, ver;
+	CUdevice dev = start();
 	CUfunction f = load(dir, "ptx", "vec_add");
+
 	for (int i = 0; i < n; i++) {
 		a[i] = (float)(i % 1000) * 0.001f;
 		b[i] = (float)((i * 7) % 1000) * 0.002f;
 	}
-	CHECK(cuMemAlloc(&da, bytes));
-	CHECK(cuMemAlloc(&db, bytes));
-	CHECK(cuMemAlloc(&dc, bytes));
-	CHECK(cuMemcpyHtoD(da, a, bytes));
-	CHECK(cuMemcpyHtoD(db, b, bytes));
-	CHECK(cuEventCreate(&e0, 0));
-	CHECK(cuEventCreate(&e1, 0));
-	void *args[] = { &da, &db, &dc, &n };
-	CHECK(cuEventRecord(e0, 0));
+	upload(&d, a, b, bytes);
+	void *args[] = { &d.a, &d.b, &d.c, &n };
+	CHECK(cuEventRecord(d.e0, 0));
 	CHECK(cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, 0, args, 0));
-	CHECK(cuEventRecord(e1, 0));
-	CHECK(cuEventSynchronize(e1));
-	CHECK(cuEventElapsedTime(&ms, e0, e1));
-	CHECK(cuMemcpyDtoH(c, dc, bytes));
+	CHECK(cuEventRecord(d.e1, 0));
+	CHECK(cuEventSynchronize(d.e1));
+	CHECK(cuEventElapsedTime(&ms, d.e0, d.e1));
+	CHECK(cuMemcpyDtoH(c, d.c, bytes));
 	for (int i = 0; i < n; i++)
 		bad += c[i] != a[i] + b[i];
 	CHECK(cuDeviceGetName(name, sizeof(name), dev));
@@ -100,39 +119,28 @@ static int matmul(const char *dir, int n, const char *format, int repeats)
 {
 	size_t nn = (size_t)n * n, bytes = nn * sizeof(float);
 	float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes), *want = calloc(nn, sizeof(float)), ms;
-	CUdeviceptr da, db, dc;
-	CUevent e0, e1;
-	CUdevice dev;
-	CUcontext ctx;
+	struct run d;
 	uint64_t h = 0xcbf29ce484222325ull;
 	int tiles = (n + 15) / 16, ok;
+	CUfunction f;
 
-	CHECK(cuInit(0));
-	CHECK(cuDeviceGet(&dev, 0));
-	CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-	CHECK(cuCtxSetCurrent(ctx));
-	CUfunction f = load(dir, format, "matmul_f32");
+	start();
+	f = load(dir, format, "matmul_f32");
 	for (size_t k = 0; k < nn; k++) {
 		a[k] = (float)((k / n * 3 + k % n * 5) % 17) * 0.25f - 2.0f;
 		b[k] = (float)((k / n * 7 + k % n * 11) % 13) * 0.5f - 3.0f;
 	}
-	CHECK(cuMemAlloc(&da, bytes));
-	CHECK(cuMemAlloc(&db, bytes));
-	CHECK(cuMemAlloc(&dc, bytes));
-	CHECK(cuMemcpyHtoD(da, a, bytes));
-	CHECK(cuMemcpyHtoD(db, b, bytes));
-	CHECK(cuEventCreate(&e0, 0));
-	CHECK(cuEventCreate(&e1, 0));
-	void *args[] = { &da, &db, &dc, &n };
+	upload(&d, a, b, bytes);
+	void *args[] = { &d.a, &d.b, &d.c, &n };
 	CHECK(cuLaunchKernel(f, tiles, tiles, 1, 16, 16, 1, 0, 0, args, 0));
-	CHECK(cuEventRecord(e0, 0));
+	CHECK(cuEventRecord(d.e0, 0));
 	for (int r = 0; r < repeats; r++)
 		CHECK(cuLaunchKernel(f, tiles, tiles, 1, 16, 16, 1, 0, 0, args, 0));
-	CHECK(cuEventRecord(e1, 0));
-	CHECK(cuEventSynchronize(e1));
-	CHECK(cuEventElapsedTime(&ms, e0, e1));
+	CHECK(cuEventRecord(d.e1, 0));
+	CHECK(cuEventSynchronize(d.e1));
+	CHECK(cuEventElapsedTime(&ms, d.e0, d.e1));
 	ms /= repeats;
-	CHECK(cuMemcpyDtoH(c, dc, bytes));
+	CHECK(cuMemcpyDtoH(c, d.c, bytes));
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < n; k++)
 			for (int j = 0; j < n; j++)
